@@ -1,0 +1,198 @@
+"""Command line and environment parsing for the fake generator.
+
+Precedence for every knob: command line > its environment variable > built-in default.
+Empty environment variables count as unset. See docs/fakegen.md for the full contract.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+FAIL_MODES = ("none", "crash", "hang", "oom", "corrupt")
+MAX_SIDE = 4096
+_Parse = Callable[[str], float]
+
+
+@dataclass(frozen=True)
+class Settings:
+    prompt: str
+    output: Path
+    checkpoint_dir: Path | None
+    width: int
+    height: int
+    duration_s: float
+    fps: int
+    seed: int
+    run_seconds: float
+    fail: str
+    fail_at: float
+    progress_interval: float
+    checkpoint_every: float
+
+    @property
+    def frames(self) -> int:
+        return max(1, round(self.duration_s * self.fps))
+
+    @property
+    def steps(self) -> int:
+        """Number of progress steps; one step per progress interval of compute time."""
+        return max(1, round(self.run_seconds / self.progress_interval))
+
+    @property
+    def fingerprint(self) -> str:
+        """What makes two runs the same job, for deciding whether a checkpoint applies."""
+        key = [self.prompt, self.seed, self.width, self.height, self.fps, self.frames]
+        return hashlib.sha256(json.dumps(key).encode()).hexdigest()
+
+
+def _resolution(text: str) -> tuple[int, int]:
+    width, sep, height = text.lower().partition("x")
+    if not (sep and width.isdigit() and height.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT, got {text!r}")
+    w, h = int(width), int(height)
+    if not (0 < w <= MAX_SIDE and 0 < h <= MAX_SIDE) or w % 2 or h % 2:
+        raise argparse.ArgumentTypeError(f"sides must be even and in 2..{MAX_SIDE}: {text!r}")
+    return w, h
+
+
+def _number(kind: type[int] | type[float], minimum: float, strict: bool) -> _Parse:
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a valid {kind.__name__}: {text!r}") from None
+        if value < minimum or (strict and value == minimum):
+            bound = ">" if strict else ">="
+            raise argparse.ArgumentTypeError(f"must be {bound} {minimum}: {text!r}")
+        return value
+
+    return parse
+
+
+def _fraction(text: str) -> float:
+    value = _number(float, 0.0, strict=False)(text)
+    if value > 1.0:
+        raise argparse.ArgumentTypeError(f"must be within 0..1: {text!r}")
+    return value
+
+
+def _fail_mode(text: str) -> str:
+    # A type function rather than choices=, because argparse skips choices for defaults
+    # and the default may come from FAKEGEN_FAIL.
+    if text not in FAIL_MODES:
+        raise argparse.ArgumentTypeError(f"must be one of {', '.join(FAIL_MODES)}: {text!r}")
+    return text
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a valid int: {text!r}") from None
+
+
+def _option_table() -> list[tuple[str, str, str | None, Callable[[str], object], str]]:
+    """(flag, environment variable, built-in default, type function, help) per option."""
+    return [
+        ("--prompt", "FAKEGEN_PROMPT", None, str, "text prompt (required)"),
+        ("--output", "GPUSCHED_OUTPUT_PATH", None, Path, "output .y4m path (required)"),
+        (
+            "--checkpoint-dir",
+            "GPUSCHED_CHECKPOINT_DIR",
+            None,
+            Path,
+            "directory for the resume checkpoint; without it SIGTERM loses progress",
+        ),
+        (
+            "--work-dir",
+            "GPUSCHED_WORK_DIR",
+            None,
+            Path,
+            "directory that relative --output/--checkpoint-dir are resolved against",
+        ),
+        ("--resolution", "FAKEGEN_RESOLUTION", "64x48", _resolution, "WIDTHxHEIGHT, even"),
+        (
+            "--duration-s",
+            "FAKEGEN_DURATION_S",
+            "2",
+            _number(float, 0.0, True),
+            "video length in seconds",
+        ),
+        ("--fps", "FAKEGEN_FPS", "8", _number(int, 0, True), "frames per second"),
+        ("--seed", "FAKEGEN_SEED", "0", _int, "seed; same prompt+seed gives identical bytes"),
+        (
+            "--run-seconds",
+            "FAKEGEN_RUN_SECONDS",
+            "5",
+            _number(float, 0.0, False),
+            "simulated compute time for a full run",
+        ),
+        ("--fail", "FAKEGEN_FAIL", "none", _fail_mode, "|".join(FAIL_MODES)),
+        (
+            "--fail-at",
+            "FAKEGEN_FAIL_AT",
+            "0.5",
+            _fraction,
+            "progress fraction at which crash/hang/oom happen",
+        ),
+        (
+            "--progress-interval",
+            "FAKEGEN_PROGRESS_INTERVAL",
+            "0.5",
+            _number(float, 0.0, True),
+            "seconds between PROGRESS lines (one step each)",
+        ),
+        (
+            "--checkpoint-every",
+            "FAKEGEN_CHECKPOINT_EVERY",
+            "0",
+            _number(float, 0.0, False),
+            "also checkpoint every N seconds of compute (0: only on SIGTERM)",
+        ),
+    ]
+
+
+def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
+    """Parser whose defaults come from ``environ``; argparse type-checks string defaults too."""
+    parser = argparse.ArgumentParser(
+        prog="gpusched-fakegen",
+        description="Fake text-to-video generator implementing the gpusched binary contract.",
+    )
+    for flag, env, builtin, kind, text in _option_table():
+        default = environ.get(env) or builtin
+        parser.add_argument(
+            flag, type=kind, default=default, help=f"{text} [env {env}; default {builtin}]"
+        )
+    return parser
+
+
+def parse_settings(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Settings:
+    """Parse argv+environment; exits with status 2 (argparse) on bad usage."""
+    parser = build_parser(environ)
+    args = parser.parse_args(argv)
+    if args.prompt is None:
+        parser.error("--prompt (or FAKEGEN_PROMPT) is required")
+    if args.output is None:
+        parser.error("--output (or GPUSCHED_OUTPUT_PATH) is required")
+    base = args.work_dir if args.work_dir is not None else Path.cwd()
+    width, height = args.resolution
+    return Settings(
+        prompt=args.prompt,
+        output=base / args.output,
+        checkpoint_dir=None if args.checkpoint_dir is None else base / args.checkpoint_dir,
+        width=width,
+        height=height,
+        duration_s=args.duration_s,
+        fps=args.fps,
+        seed=args.seed,
+        run_seconds=args.run_seconds,
+        fail=args.fail,
+        fail_at=args.fail_at,
+        progress_interval=args.progress_interval,
+        checkpoint_every=args.checkpoint_every,
+    )
