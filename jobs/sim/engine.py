@@ -1,0 +1,475 @@
+"""The discrete-event engine: arrivals, scheduling rounds, starts, ends, preemptions, failures.
+
+Virtual time in seconds. A scheduling round builds a `Snapshot`, calls the policy and applies
+its decisions. Rounds run after events (at most one per `round_interval`) and every `period`
+seconds while jobs are queued (aging and usage decay change decisions without events).
+
+Preemption: the victim keeps its GPUs for its grace, then stops; work since its last
+checkpoint is lost, it is re-queued and pays `restore_cost` seconds on its GPUs when it
+resumes from a checkpoint. During the grace the victim is shown to the policy with
+`expected_end = time_limit_end = stop time`. A placement marked `preempted=True` on GPUs still
+held by attempts being preempted is a nomination: the job starts as soon as all its GPUs are
+free, and nothing else is offered those GPUs. Checkpoints (with `checkpoint_interval` > 0)
+happen every `checkpoint_interval` seconds of progress. Node failures (`node_failure_rate` per
+node-hour, exponential) lose the attempts on the node (re-queued from their last checkpoint);
+the node returns after `repair_s`.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from jobs.policy.types import (
+    Allocation,
+    Decisions,
+    NodeView,
+    PolicyConfig,
+    QueuedJob,
+    RunningView,
+    Snapshot,
+    TierSpec,
+)
+
+from .events import EventQueue
+from .model import NodeSpec, SimJob, default_tiers
+
+
+def water_fill(capacity: float, demand: dict[str, int],
+               weights: dict[str, float]) -> dict[str, float]:
+    """Weighted max-min fair split of `capacity` GPUs among orgs with these demands."""
+    out: dict[str, float] = {}
+    left = float(capacity)
+    todo = sorted(demand, key=lambda o: demand[o] / weights.get(o, 1.0))
+    wsum = sum(weights.get(o, 1.0) for o in todo)
+    for org in todo:
+        w = weights.get(org, 1.0)
+        give = min(float(demand[org]), left * w / wsum) if wsum > 0 else 0.0
+        out[org] = give
+        left -= give
+        wsum -= w
+    return out
+
+
+@dataclass(slots=True)
+class _Node:
+    spec: NodeSpec
+    up: bool = True
+    free: set[int] = field(default_factory=set)
+    nominated: set[int] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class _Attempt:
+    id: int
+    job: SimJob
+    allocs: tuple[Allocation, ...]
+    start: float
+    restore: float
+    end_at: float
+    stop_at: float | None = None
+
+    @property
+    def gpus(self) -> int:
+        return self.job.gpus
+
+
+@dataclass(slots=True)
+class SimResult:
+    jobs: list[SimJob]
+    tiers: dict[str, TierSpec]
+    org_weights: dict[str, float]
+    fleet_gpus: int
+    end_time: float
+    stats: dict[str, float]
+    tier_acc: dict[str, dict[str, float]]
+    org_acc: dict[str, dict[str, float]]
+    decision_ms: list[float]
+    notes: list[str]
+
+
+class Simulator:
+    def __init__(self, fleet: list[NodeSpec], jobs: list[SimJob],
+                 policy: Callable[[Snapshot], Decisions], tiers: dict[str, TierSpec] | None = None,
+                 *, config: PolicyConfig | None = None, checkpoint_interval: float = 0.0,
+                 restore_cost: float = 30.0, node_failure_rate: float = 0.0,
+                 repair_s: float = 1800.0, seed: int = 0, round_interval: float = 1.0,
+                 period: float = 10.0, max_time: float = math.inf,
+                 org_weights: dict[str, float] | None = None) -> None:
+        self.policy = policy
+        self.tiers = tiers or default_tiers()
+        self.config = config or PolicyConfig()
+        self.jobs = sorted(jobs, key=lambda j: (j.submit, j.job_id))
+        self.nodes = {s.name: _Node(s, True, set(range(s.gpus))) for s in fleet}
+        self.ckpt = checkpoint_interval
+        self.restore_cost = restore_cost
+        self.fail_rate = node_failure_rate / 3600.0
+        self.repair_s = repair_s
+        self.rng = random.Random(seed)
+        self.round_interval = round_interval
+        self.period = period
+        self.max_time = max_time
+        self.org_weights = dict(org_weights or {})
+        self.events = EventQueue()
+        self.now = 0.0
+        self.queued: dict[int, SimJob] = {}
+        self.qviews: dict[int, QueuedJob] = {}
+        self.nominated: dict[int, tuple[SimJob, tuple[Allocation, ...]]] = {}
+        self.attempts: dict[int, _Attempt] = {}
+        self.owner: dict[tuple[str, int], int] = {}
+        self._next_attempt = 1
+        self.next_round: float | None = None
+        self.last_round = -math.inf
+        self.arrivals_left = len(self.jobs)
+        self.down = 0
+        self.done = 0
+        self.healthy = sum(s.gpus for s in fleet)
+        self.fleet_gpus = self.healthy
+        self.busy = 0
+        self.org_run: dict[str, int] = {}
+        self.tier_run: dict[str, int] = {}
+        self.wait_org: dict[str, int] = {}
+        self.wait_tier: dict[str, int] = {}
+        self.demand: dict[str, dict[str, int]] = {}  # tier -> org -> GPUs running + waiting
+        self.usage: dict[str, list[float]] = {}  # org -> [decayed GPU-s, at time]
+        self._k = math.log(2) / self.config.usage_half_life_s
+        self.stats: dict[str, float] = dict.fromkeys(
+            ("busy_time", "cap_time", "wait_window", "busy_wait", "cap_wait", "preemptions",
+             "preempt_lost", "failure_lost", "node_failures", "rounds", "invalid_placements",
+             "missing_reasons", "nonpreemptible_victims", "stalled"), 0.0)
+        self.tier_acc: dict[str, dict[str, float]] = {}
+        self.org_acc: dict[str, dict[str, float]] = {}
+        self.decision_ms: list[float] = []
+        self.notes: list[str] = []
+
+    # ----------------------------------------------------------------- bookkeeping
+    def _acc(self, table: dict[str, dict[str, float]], key: str) -> dict[str, float]:
+        row = table.get(key)
+        if row is None:
+            row = table[key] = {"gpu_time": 0.0, "gpu_wait": 0.0, "backlog_time": 0.0,
+                                "backlog_gpu": 0.0, "backlog_cap": 0.0, "fair_gpu": 0.0}
+        return row
+
+    def _advance(self, t: float) -> None:
+        dt = t - self.now
+        if dt > 0:
+            s, busy, cap = self.stats, self.busy, self.healthy
+            s["busy_time"] += dt * busy
+            s["cap_time"] += dt * cap
+            waiting = bool(self.wait_tier)
+            if waiting:
+                s["wait_window"] += dt
+                s["busy_wait"] += dt * busy
+                s["cap_wait"] += dt * cap
+            for tier, g in self.tier_run.items():
+                row = self._acc(self.tier_acc, tier)
+                row["gpu_time"] += dt * g
+                if waiting:
+                    row["gpu_wait"] += dt * g
+            for tier in self.wait_tier:
+                row = self._acc(self.tier_acc, tier)
+                row["backlog_time"] += dt
+                row["backlog_gpu"] += dt * self.tier_run.get(tier, 0)
+                row["backlog_cap"] += dt * cap
+            for org in self.wait_org:
+                row = self._acc(self.org_acc, org)
+                row["backlog_time"] += dt
+                row["backlog_gpu"] += dt * self.org_run.get(org, 0)
+            for tier in self.wait_tier:
+                demand = self.demand.get(tier, {})
+                fair = water_fill(self.tier_run.get(tier, 0), demand, self.org_weights)
+                for org in demand:
+                    if org in self.wait_org:
+                        self._acc(self.org_acc, org)["fair_gpu"] += dt * fair.get(org, 0.0)
+        self.now = t
+
+    def _count(self, table: dict[str, int], key: str, delta: int) -> None:
+        v = table.get(key, 0) + delta
+        if v:
+            table[key] = v
+        else:
+            table.pop(key, None)
+
+    def _usage_at(self, org: str, t: float) -> float:
+        u = self.usage.setdefault(org, [0.0, t])
+        dt = t - u[1]
+        if dt > 0:
+            e = math.exp(-self._k * dt)
+            u[0] = u[0] * e + self.org_run.get(org, 0) * (1.0 - e) / self._k
+            u[1] = t
+        return u[0]
+
+    def _demand_delta(self, job: SimJob, delta: int) -> None:
+        d = self.demand.setdefault(job.tier, {})
+        self._count(d, job.org, delta)
+
+    def _running_delta(self, job: SimJob, delta: int) -> None:
+        self._usage_at(job.org, self.now)
+        self._demand_delta(job, delta)
+        self._count(self.org_run, job.org, delta)
+        self._count(self.tier_run, job.tier, delta)
+        self.busy += delta
+
+    def _waiting_delta(self, job: SimJob, delta: int) -> None:
+        self._demand_delta(job, delta * job.gpus)
+        self._count(self.wait_org, job.org, delta)
+        self._count(self.wait_tier, job.tier, delta)
+
+    def _request_round(self, t: float) -> None:
+        if self.next_round is None or t < self.next_round:
+            self.next_round = t
+            self.events.push(t, "round", t)
+
+    # ----------------------------------------------------------------- job life
+    def _enqueue(self, job: SimJob, t: float) -> None:
+        job.queued_since = t
+        self.queued[job.job_id] = job
+        self.qviews[job.job_id] = QueuedJob(
+            job.job_id, job.org, job.tier, job.gpus, t, job.time_limit,
+            expected_duration_s=job.expected_duration, gpu_types=job.gpu_types,
+            min_gpu_memory_mb=job.min_gpu_memory_mb, project=job.project,
+            preemptions=job.preemptions, checkpointable=self.ckpt > 0)
+        self._waiting_delta(job, +1)
+
+    def _start(self, job: SimJob, allocs: tuple[Allocation, ...], t: float) -> None:
+        if job.job_id in self.queued:
+            del self.queued[job.job_id]
+            del self.qviews[job.job_id]
+        else:
+            self.nominated.pop(job.job_id)
+        self._waiting_delta(job, -1)
+        job.queued_total += t - (job.queued_since or t)
+        job.queued_since = None
+        restore = self.restore_cost if job.saved > 0 else 0.0
+        if restore:
+            key = "preempt_lost" if job.restore_due == "preempt" else "failure_lost"
+            self.stats[key] += restore * job.gpus
+        att = _Attempt(self._next_attempt, job, allocs, t, restore,
+                       t + restore + max(0.0, job.duration - job.saved))
+        self._next_attempt += 1
+        self.attempts[att.id] = att
+        for a in allocs:
+            node = self.nodes[a.node]
+            for g in a.gpus:
+                node.free.discard(g)
+                node.nominated.discard(g)
+                self.owner[(a.node, g)] = att.id
+        self._running_delta(job, job.gpus)
+        if job.first_start is None:
+            job.first_start = t
+        job.attempts += 1
+        self.events.push(att.end_at, "end", att.id)
+
+    def _release(self, att: _Attempt) -> None:
+        del self.attempts[att.id]
+        for a in att.allocs:
+            node = self.nodes[a.node]
+            for g in a.gpus:
+                self.owner.pop((a.node, g), None)
+                if node.up:
+                    node.free.add(g)
+        self._running_delta(att.job, -att.gpus)
+        for job, allocs in list(self.nominated.values()):
+            if all(g in self.nodes[a.node].free for a in allocs for g in a.gpus):
+                self._start(job, allocs, self.now)
+
+    def _end(self, att: _Attempt) -> None:
+        job = att.job
+        job.saved, job.end = job.duration, self.now
+        self.done += 1
+        self._release(att)
+
+    def _stop(self, att: _Attempt, cause: str) -> None:
+        job, t = att.job, self.now
+        progress = max(0.0, t - att.start - att.restore)
+        kept = math.floor(progress / self.ckpt) * self.ckpt if self.ckpt > 0 else 0.0
+        self.stats["preempt_lost" if cause == "preempt" else "failure_lost"] += (
+            (progress - kept) * att.gpus)
+        job.saved = min(job.duration, job.saved + kept)
+        if job.saved > 0:
+            job.restore_due = cause
+        if cause == "preempt":
+            job.preemptions += 1
+            self.stats["preemptions"] += 1
+        else:
+            job.failures += 1
+        self._release(att)
+        self._enqueue(job, t)
+
+    # ----------------------------------------------------------------- events
+    def _fail(self, name: str) -> None:
+        node = self.nodes[name]
+        if not node.up:
+            return
+        node.up = False
+        self.down += 1
+        self.healthy -= node.spec.gpus
+        self.stats["node_failures"] += 1
+        for job_id, (job, allocs) in list(self.nominated.items()):
+            if any(a.node == name for a in allocs):
+                del self.nominated[job_id]
+                self._waiting_delta(job, -1)
+                since = job.queued_since
+                self._enqueue(job, t=self.now)
+                job.queued_since = since
+        node.nominated.clear()
+        for att in [a for a in self.attempts.values() if any(x.node == name for x in a.allocs)]:
+            self._stop(att, "failure")
+        node.free.clear()
+        self.events.push(self.now + self.repair_s, "repair", name)
+
+    def _repair(self, name: str) -> None:
+        node = self.nodes[name]
+        node.up = True
+        self.down -= 1
+        self.healthy += node.spec.gpus
+        node.free = set(range(node.spec.gpus)) - {g for (n, g) in self.owner if n == name}
+        self._schedule_failure(name)
+
+    def _schedule_failure(self, name: str) -> None:
+        if self.fail_rate > 0:
+            self.events.push(self.now + self.rng.expovariate(self.fail_rate), "fail", name)
+
+    # ----------------------------------------------------------------- rounds
+    def snapshot(self) -> Snapshot:
+        t = self.now
+        nodes = [NodeView(n.spec.name, n.spec.gpu_type, n.spec.gpu_memory_mb, n.spec.gpus,
+                          tuple(sorted(n.free - n.nominated)) if n.up else (), "",
+                          n.spec.island, n.up) for n in self.nodes.values()]
+        running = []
+        for att in self.attempts.values():
+            job = att.job
+            tle = att.start + att.restore + job.time_limit
+            if att.stop_at is not None:
+                exp = tle = att.stop_at
+            elif job.expected_duration is not None:
+                exp = min(tle, max(t, att.start + att.restore
+                                   + max(0.0, job.expected_duration - job.saved)))
+            else:
+                exp = tle
+            last = att.start + att.restore if job.saved > 0 else None
+            if self.ckpt > 0:
+                k = math.floor(max(0.0, t - att.start - att.restore) / self.ckpt)
+                if k > 0:
+                    last = att.start + att.restore + k * self.ckpt
+            running.append(RunningView(att.id, job.job_id, job.org, job.tier, att.allocs,
+                                       att.start, exp, tle, last, self.ckpt > 0, True,
+                                       job.preemptions, job.project))
+        usage = {org: self._usage_at(org, t) for org in list(self.usage)}
+        return Snapshot(t, nodes, running, list(self.qviews.values()), self.tiers, usage,
+                        org_weights=self.org_weights, config=self.config)
+
+    def _round(self) -> None:
+        self.last_round = self.now
+        self.stats["rounds"] += 1
+        snap = self.snapshot()
+        t0 = time.perf_counter()
+        dec = self.policy(snap)
+        self.decision_ms.append((time.perf_counter() - t0) * 1000.0)
+        for p in dec.preemptions:
+            att = self.attempts.get(p.attempt_id)
+            if att is None or att.stop_at is not None:
+                continue
+            spec = self.tiers.get(att.job.tier)
+            if spec is not None and not spec.preemptible:
+                self.stats["nonpreemptible_victims"] += 1
+            stop_at = self.now + max(0.0, p.grace_s)
+            if stop_at >= att.end_at:
+                continue
+            att.stop_at = stop_at
+            if stop_at <= self.now:
+                self._stop(att, "preempt")
+            else:
+                self.events.push(stop_at, "stop", att.id)
+        placed = set()
+        for p in dec.placements:
+            job = self.queued.get(p.job_id)
+            if job is None or not self._apply(job, p.allocations):
+                self.stats["invalid_placements"] += 1
+                if len(self.notes) < 20:
+                    self.notes.append(f"t={self.now:.0f} invalid placement {p}")
+                continue
+            placed.add(p.job_id)
+        missing = [j for j in self.queued if j not in dec.pending and j not in placed]
+        self.stats["missing_reasons"] += len(missing)
+        if self.queued:
+            self._request_round(self.now + self.period)
+            stuck = not self.attempts and not self.nominated and not placed
+            if stuck and not self.arrivals_left and not self.down:
+                self.stats["stalled"] = 1
+                self.notes.append(f"t={self.now:.0f} stalled: {len(self.queued)} jobs queued, "
+                                  "nothing running and the policy places nothing")
+
+    def _apply(self, job: SimJob, allocs: tuple[Allocation, ...]) -> bool:
+        seen, wait = set(), False
+        if sum(len(a.gpus) for a in allocs) != job.gpus:
+            return False
+        for a in allocs:
+            node = self.nodes.get(a.node)
+            if node is None or not node.up:
+                return False
+            for g in a.gpus:
+                if (a.node, g) in seen or g in node.nominated or not 0 <= g < node.spec.gpus:
+                    return False
+                seen.add((a.node, g))
+                if g in node.free:
+                    continue
+                owner = self.attempts.get(self.owner.get((a.node, g), -1))
+                if owner is None or owner.stop_at is None:
+                    return False
+                wait = True
+        if not wait:
+            self._start(job, allocs, self.now)
+            return True
+        del self.queued[job.job_id]
+        del self.qviews[job.job_id]
+        self.nominated[job.job_id] = (job, allocs)
+        for a in allocs:
+            self.nodes[a.node].nominated.update(a.gpus)
+        return True
+
+    # ----------------------------------------------------------------- run
+    def run(self) -> SimResult:
+        for job in self.jobs:
+            self.events.push(job.submit, "arrival", job)
+        if self.jobs:
+            self.now = self.jobs[0].submit
+        for name in self.nodes:
+            self._schedule_failure(name)
+        while self.events and self.done < len(self.jobs) and not self.stats["stalled"]:
+            t = self.events.peek_time()
+            if t > self.max_time:
+                break
+            self._advance(t)
+            t, kind, payload = self.events.pop()
+            if kind == "round":
+                if payload == self.next_round:
+                    self.next_round = None
+                    self._round()
+                continue
+            if kind == "arrival":
+                self.arrivals_left -= 1
+                self._usage_at(payload.org, t)
+                self._enqueue(payload, t)
+            elif kind == "end":
+                att = self.attempts.get(payload)
+                if att is None or att.end_at != t:
+                    continue
+                self._end(att)
+            elif kind == "stop":
+                att = self.attempts.get(payload)
+                if att is None or att.stop_at != t:
+                    continue
+                self._stop(att, "preempt")
+            elif kind == "fail":
+                if self.done >= len(self.jobs):
+                    continue
+                self._fail(payload)
+            elif kind == "repair":
+                self._repair(payload)
+            self._request_round(max(t, self.last_round + self.round_interval))
+        return SimResult(self.jobs, self.tiers, self.org_weights, self.fleet_gpus, self.now,
+                         self.stats, self.tier_acc, self.org_acc, self.decision_ms, self.notes)

@@ -1,0 +1,79 @@
+"""Jobs, nodes and tiers of a simulated fleet."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from jobs.policy.types import TierSpec
+
+GPU_MEMORY_MB = {"H100": 81_920, "H200": 143_360, "A100": 81_920, "L40S": 46_080}
+
+
+def default_tiers() -> dict[str, TierSpec]:
+    """Tiers of the simulated service; floors add up to 0.7 so bursts have room."""
+    return {
+        "enterprise": TierSpec("enterprise", priority=3, weight=4.0, guaranteed_share=0.2,
+                               start_slo_s=30.0, preemptible=False),
+        "paid": TierSpec("paid", priority=2, weight=2.0, guaranteed_share=0.4,
+                         start_slo_s=300.0, preemptible=True),
+        "free": TierSpec("free", priority=1, weight=1.0, guaranteed_share=0.1,
+                         start_slo_s=3600.0, preemptible=True),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    name: str
+    gpus: int
+    gpu_type: str = "H100"
+    island: str = ""
+    gpu_memory_mb: int = 81_920
+
+
+def build_fleet(nodes: int, gpus_per_node: int, gpu_types: dict[str, float] | None = None,
+                island_nodes: int = 8) -> list[NodeSpec]:
+    """`nodes` nodes; GPU types split by fraction in the given order; islands of `island_nodes`."""
+    mix = list((gpu_types or {"H100": 1.0}).items())
+    total = sum(f for _, f in mix) or 1.0
+    counts, acc = [], 0
+    for i, (_, f) in enumerate(mix):
+        c = nodes - acc if i == len(mix) - 1 else round(nodes * f / total)
+        counts.append(c)
+        acc += c
+    out: list[NodeSpec] = []
+    for (gtype, _), c in zip(mix, counts, strict=True):
+        for _ in range(c):
+            i = len(out)
+            out.append(NodeSpec(f"n{i:04d}", gpus_per_node, gtype, f"isl{i // island_nodes}",
+                                GPU_MEMORY_MB.get(gtype, 81_920)))
+    return out
+
+
+@dataclass(slots=True)
+class SimJob:
+    job_id: int
+    org: str
+    tier: str
+    gpus: int
+    submit: float
+    duration: float  # seconds of work on its GPUs, without interruptions
+    time_limit: float
+    expected_duration: float | None = None
+    gpu_types: tuple[str, ...] = ()
+    min_gpu_memory_mb: int = 0
+    project: str = ""
+    # state, filled by the engine
+    saved: float = 0.0  # checkpointed work
+    first_start: float | None = None
+    end: float | None = None
+    queued_since: float | None = None
+    queued_total: float = 0.0
+    attempts: int = 0
+    preemptions: int = 0
+    failures: int = 0
+    restore_due: str = ""  # cause of the last interruption while work was saved
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def gpu_seconds(self) -> float:
+        return self.gpus * self.duration

@@ -1,0 +1,66 @@
+"""Workload generator calibration, Philly reader mapping, and the CLI end to end."""
+
+import json
+
+from jobs.sim import trace_philly, workload_video
+from jobs.sim.cli import main
+
+
+def test_video_offered_load_is_calibrated():
+    gpus, horizon = 512, 7200.0
+    for load in (1.0, 1.5, 3.0):
+        jobs = workload_video.generate(gpus, load, horizon, seed=11)
+        offered = sum(j.gpu_seconds for j in jobs) / (gpus * horizon)
+        assert abs(offered - load) / load < 0.08, (load, offered)
+    shares = {}
+    for j in jobs:
+        shares[j.tier] = shares.get(j.tier, 0.0) + j.gpu_seconds
+    total = sum(shares.values())
+    assert abs(shares["enterprise"] / total - 0.2) < 0.05
+    assert abs(shares["paid"] / total - 0.4) < 0.06
+
+
+def test_video_workload_shape_and_seed():
+    a = workload_video.generate(256, 1.0, 1800.0, seed=3)
+    b = workload_video.generate(256, 1.0, 1800.0, seed=3)
+    assert [(j.submit, j.org, j.gpus, j.duration) for j in a] == [
+        (j.submit, j.org, j.gpus, j.duration) for j in b]
+    assert {j.gpus for j in a} == {1, 2, 4, 8}
+    assert all(20 <= j.duration <= 600 and j.time_limit >= j.duration for j in a)
+    assert len({j.org for j in a if j.tier == "free"}) > 20
+
+
+def test_philly_reader_maps_tenants_to_tiers(tmp_path):
+    path = tmp_path / "t.csv"
+    rows = ["timestamp,duration,num_gpus,gpu_time,cluster"]
+    demand = {"a": 900, "b": 800, "c": 700, "d": 600, "e": 500, "f": 400, "g": 300, "h": 10}
+    for i, (vc, gt) in enumerate(demand.items()):
+        rows.append(f"2017-10-01 00:00:{i:02d},{gt},1,{gt},{vc}")
+    rows.append("2017-10-03 00:00:00,5,1,5,h")
+    path.write_text("\n".join(rows) + "\n")
+    jobs = trace_philly.load(str(path), start_day=0, days=1)
+    tiers = {j.org: j.tier for j in jobs}
+    assert len(jobs) == 8  # the last job is outside the one-day window
+    assert tiers["vc-a"] == tiers["vc-b"] == "enterprise"
+    assert [tiers[f"vc-{c}"] for c in "cdefg"] == ["paid"] * 5 and tiers["vc-h"] == "free"
+    assert jobs[0].submit == 0 and jobs[0].time_limit == 3600
+    assert trace_philly.time_limit(5 * 3600) == 12 * 3600
+
+
+def test_cli_compare_writes_json(tmp_path, capsys):
+    out = tmp_path / "fig.json"
+    assert main(["--trace", "video", "--nodes", "4", "--horizon", "300", "--load", "1.5",
+                 "--policy", "fifo,priority,multifactor", "--json", str(out), "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert "| figure | fifo | priority | multifactor |" in text
+    data = json.loads(out.read_text())["results"]
+    for fig in data.values():
+        for key in ("utilization", "wait_mean", "wait_p95", "per_tier", "per_org",
+                    "jain_by_tier", "preemptions", "preempted_gpu_hours",
+                    "delivered_gpu_hours", "decision_ms_p50", "decision_ms_p99"):
+            assert key in fig
+        for tier in fig["per_tier"].values():
+            assert {"wait_mean", "wait_p50", "wait_p95", "wait_p99", "wait_max", "jct_mean",
+                    "gpu_share"} <= set(tier)
+        assert fig["missing_pending_reasons"] == 0 and fig["invalid_placements"] == 0
+        assert fig["unstarted"] == 0
