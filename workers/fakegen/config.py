@@ -1,7 +1,8 @@
 """Command line and environment parsing for the fake generator.
 
-Precedence for every knob: command line > its environment variable > built-in default.
-Empty environment variables count as unset. See docs/fakegen.md for the full contract.
+Precedence for every knob: command line > the job's params file > its environment
+variable > built-in default. Empty environment variables count as unset.
+See docs/fakegen.md for the full contract.
 """
 
 from __future__ import annotations
@@ -157,23 +158,50 @@ def _option_table() -> list[tuple[str, str, str | None, Callable[[str], object],
     ]
 
 
-def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
-    """Parser whose defaults come from ``environ``; argparse type-checks string defaults too."""
+def load_params(argv: Sequence[str] | None, environ: Mapping[str, str]) -> dict[str, str]:
+    """The job's parameters (JSON object) from --params-file or GPUSCHED_PARAMS_FILE.
+
+    Keys are option names with underscores (``run_seconds``, ``fail``, ``fail_at`` …);
+    keys that name no option are ignored, so a job may carry parameters for other binaries.
+    """
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--params-file", type=Path, default=environ.get("GPUSCHED_PARAMS_FILE"))
+    path = pre.parse_known_args(argv)[0].params_file
+    if not path:
+        return {}
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        pre.error(f"cannot read params file {path}: {exc}")
+    if not isinstance(data, dict):
+        pre.error(f"params file {path} must hold a JSON object")
+    return {str(k): str(v) for k, v in data.items() if v is not None}
+
+
+def build_parser(
+    environ: Mapping[str, str], params: Mapping[str, str] | None = None
+) -> argparse.ArgumentParser:
+    """Parser whose defaults come from ``params`` then ``environ``; argparse type-checks them."""
     parser = argparse.ArgumentParser(
         prog="gpusched-fakegen",
         description="Fake text-to-video generator implementing the gpusched binary contract.",
     )
+    params = params or {}
     for flag, env, builtin, kind, text in _option_table():
-        default = environ.get(env) or builtin
+        default = params.get(flag[2:].replace("-", "_")) or environ.get(env) or builtin
         parser.add_argument(
             flag, type=kind, default=default, help=f"{text} [env {env}; default {builtin}]"
         )
+    parser.add_argument(
+        "--params-file", type=Path, help="JSON object of the job's parameters [env "
+        "GPUSCHED_PARAMS_FILE]; its keys are option names with underscores"
+    )
     return parser
 
 
 def parse_settings(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Settings:
     """Parse argv+environment; exits with status 2 (argparse) on bad usage."""
-    parser = build_parser(environ)
+    parser = build_parser(environ, load_params(argv, environ))
     args = parser.parse_args(argv)
     if args.prompt is None:
         parser.error("--prompt (or FAKEGEN_PROMPT) is required")

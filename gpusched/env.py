@@ -1,0 +1,73 @@
+"""Read settings from the environment; a bad value stops the start with its variable's name."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import unquote, urlparse
+
+
+class ConfigError(Exception):
+    pass
+
+
+def env_str(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name}={raw!r} is not a boolean (use true/false)")
+
+
+def env_number(name: str, default: float, *, minimum: float = 0, cast: type = float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = cast(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a {cast.__name__}") from None
+    if value < minimum:
+        raise ConfigError(f"{name}={raw!r} must be at least {minimum}")
+    return value
+
+
+def env_int(name: str, default: int, *, minimum: int = 0) -> int:
+    return int(env_number(name, default, minimum=minimum, cast=int))
+
+
+def database_from_url(name: str, url: str) -> dict:
+    """Django DATABASES entry from a postgres:// or sqlite:/// URL."""
+    parsed = urlparse(url)
+    if parsed.scheme == "sqlite":
+        # sqlite:///relative/path or sqlite:////absolute/path
+        path = parsed.path[1:]
+        return {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": path or ":memory:",
+            # IMMEDIATE: writers queue for the lock instead of failing on upgrade;
+            # WAL: the web app, the scheduler and the node workers read while one writes.
+            "OPTIONS": {
+                "timeout": 30,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+        }
+    if parsed.scheme in ("postgres", "postgresql"):
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": unquote(parsed.path.lstrip("/")),
+            "USER": unquote(parsed.username or ""),
+            "PASSWORD": unquote(parsed.password or ""),
+            "HOST": parsed.hostname or "",
+            "PORT": str(parsed.port or ""),
+            "CONN_MAX_AGE": 60,
+        }
+    raise ConfigError(f"{name}={url!r}: scheme must be postgres:// or sqlite:///")

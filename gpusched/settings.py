@@ -1,0 +1,142 @@
+"""Django settings, read from the environment (see the configuration table in README.md)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .env import ConfigError, database_from_url, env_bool, env_int, env_number, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("GPUSCHED_VAR_DIR", str(BASE_DIR / "var")))
+
+try:
+    SECRET_KEY = env_str("SECRET_KEY", "dev-only-insecure-key-change-me")
+    DEBUG = env_bool("DEBUG", True)
+    DATABASES = {
+        "default": database_from_url(
+            "DATABASE_URL", env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'gpusched.sqlite3'}")
+        )
+    }
+    REDIS_URL = env_str("REDIS_URL", "")
+    CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+    GPUSCHED_TICK_SECONDS = env_number("GPUSCHED_TICK_SECONDS", 1.0, minimum=0.1)
+    GPUSCHED_HEARTBEAT_SECONDS = env_number("GPUSCHED_HEARTBEAT_SECONDS", 2.0, minimum=0.1)
+    GPUSCHED_LEASE_SECONDS = env_number("GPUSCHED_LEASE_SECONDS", 20.0, minimum=1)
+    GPUSCHED_NODE_STALE_SECONDS = env_number("GPUSCHED_NODE_STALE_SECONDS", 30.0, minimum=1)
+    GPUSCHED_POLICY = env_str("GPUSCHED_POLICY", "gpusched")
+    GPUSCHED_MAX_GPUS_PER_JOB = env_int("GPUSCHED_MAX_GPUS_PER_JOB", 8, minimum=1)
+    GPUSCHED_DEFAULT_TIME_LIMIT_S = env_int("GPUSCHED_DEFAULT_TIME_LIMIT_S", 3600, minimum=1)
+    GPUSCHED_MAX_TIME_LIMIT_S = env_int("GPUSCHED_MAX_TIME_LIMIT_S", 7 * 86400, minimum=1)
+    GPUSCHED_KILL_GRACE_S = env_number("GPUSCHED_KILL_GRACE_S", 10.0, minimum=0)
+    GPUSCHED_WORK_ROOT = Path(env_str("GPUSCHED_WORK_ROOT", str(VAR_DIR / "work")))
+    # argv template of the model binary; each element is formatted, never given to a shell
+    GPUSCHED_BINARY = env_str(
+        "GPUSCHED_BINARY",
+        f"{sys.executable} -m workers.fakegen --prompt {{prompt}} --output {{output}} "
+        "--checkpoint-dir {checkpoint_dir} --seed {seed} --params-file {params_file}",
+    )
+except ConfigError as exc:  # fail at start, naming the variable
+    raise SystemExit(f"gpusched: bad configuration: {exc}") from None
+
+ALLOWED_HOSTS = [h for h in env_str("ALLOWED_HOSTS", "*").split(",") if h]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_celery_beat",
+    "jobs",
+    "credits",
+    "workers",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "gpusched.urls"
+WSGI_APPLICATION = "gpusched.wsgi.application"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+USE_TZ = True
+TIME_ZONE = "UTC"
+LANGUAGE_CODE = "en-us"
+STATIC_URL = "static/"
+STATIC_ROOT = VAR_DIR / "static"
+MEDIA_ROOT = Path(env_str("GPUSCHED_MEDIA_ROOT", str(VAR_DIR / "media")))
+MEDIA_URL = "media/"
+
+if REDIS_URL:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                          "LOCATION": REDIS_URL}}
+else:  # shared between the demo's processes without a server
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+                          "LOCATION": str(VAR_DIR / "cache")}}
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["jobs.api.auth.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "EXCEPTION_HANDLER": "jobs.api.errors.exception_handler",
+    "UNAUTHENTICATED_USER": None,
+}
+
+# Celery: the broker only carries "run attempt X with token T"; the database decides.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 12 * 3600}
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    _broker_dir = VAR_DIR / "broker"
+    for _sub in ("data", "control"):  # the transport expects its folders to exist
+        (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "data"),
+        "data_folder_out": str(_broker_dir / "data"),
+        "control_folder": str(_broker_dir / "control"),
+        "store_processed": False,
+    }
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_ROUTES = {"jobs.tasks.scheduler_tick": {"queue": "scheduler"}}
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_BEAT_SCHEDULE = {
+    "scheduler-tick": {
+        "task": "jobs.tasks.scheduler_tick",
+        "schedule": GPUSCHED_TICK_SECONDS,
+        "options": {"expires": 10 * GPUSCHED_TICK_SECONDS, "queue": "scheduler"},
+    },
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}

@@ -1,0 +1,102 @@
+from django.contrib import admin
+
+from jobs.models import (
+    ApiKey,
+    Attempt,
+    GpuBinding,
+    Job,
+    JobEvent,
+    Membership,
+    Organization,
+    Project,
+    Tier,
+)
+
+
+@admin.register(Tier)
+class TierAdmin(admin.ModelAdmin):
+    list_display = ["name", "priority", "weight", "guaranteed_share", "max_share",
+                    "start_slo_seconds", "preemptible", "max_preemptions"]
+
+
+@admin.register(Organization)
+class OrganizationAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "tier", "weight", "running_gpu_cap", "created_at"]
+    list_filter = ["tier"]
+    search_fields = ["slug", "name"]
+
+
+@admin.register(Project)
+class ProjectAdmin(admin.ModelAdmin):
+    list_display = ["name", "organization", "weight"]
+    list_filter = ["organization__tier"]
+    search_fields = ["name", "organization__slug"]
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ["user", "organization", "role"]
+    list_filter = ["role"]
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    list_display = ["prefix", "name", "organization", "created_at", "last_used_at", "revoked_at"]
+    list_filter = ["revoked_at"]
+    readonly_fields = ["prefix", "key_hash", "created_at", "last_used_at"]
+
+
+class JobEventInline(admin.TabularInline):
+    model = JobEvent
+    extra = 0
+    can_delete = False
+    readonly_fields = ["at", "from_state", "to_state", "version", "reason", "attempt", "data"]
+
+
+class AttemptInline(admin.TabularInline):
+    model = Attempt
+    extra = 0
+    can_delete = False
+    fields = ["token", "node", "gpu_indices", "status", "outcome", "exit_code", "started_at",
+              "ended_at"]
+    readonly_fields = fields
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = ["id", "organization", "project", "state", "gpus", "created_at",
+                    "started_at", "finished_at", "pending_code"]
+    list_filter = ["state", "organization__tier", "gpus"]
+    search_fields = ["id", "prompt", "organization__slug"]
+    # state moves only through the state machine, never by editing the row
+    readonly_fields = ["state", "version", "enqueued_at", "started_at", "finished_at",
+                       "preemptions", "pending_code", "pending_reason", "estimated_start"]
+    inlines = [AttemptInline, JobEventInline]
+
+
+@admin.register(Attempt)
+class AttemptAdmin(admin.ModelAdmin):
+    list_display = ["id", "job", "node", "token", "status", "outcome", "exit_code",
+                    "lease_expires_at", "started_at", "ended_at"]
+    list_filter = ["status", "outcome", "node"]
+    readonly_fields = [f.name for f in Attempt._meta.fields]
+
+
+@admin.register(JobEvent)
+class JobEventAdmin(admin.ModelAdmin):
+    list_display = ["id", "job", "from_state", "to_state", "version", "at", "reason"]
+    list_filter = ["to_state"]
+    readonly_fields = [f.name for f in JobEvent._meta.fields]
+
+    def has_change_permission(self, request, obj=None):
+        return False  # the audit trail is append-only
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(GpuBinding)
+class GpuBindingAdmin(admin.ModelAdmin):
+    list_display = ["gpu", "attempt", "bound_at", "released_at"]
+    list_filter = ["released_at"]
+    readonly_fields = ["gpu", "attempt", "bound_at", "released_at"]

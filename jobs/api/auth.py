@@ -1,0 +1,43 @@
+"""API-key authentication: `Authorization: Bearer gs_…` (or `X-Api-Key: gs_…`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.utils import timezone
+from rest_framework import authentication, exceptions
+
+from jobs.models import ApiKey, Organization
+from jobs.models.tenancy import hash_key
+
+
+@dataclass(frozen=True)
+class ApiClient:
+    """The authenticated caller: an organization, through one of its keys."""
+
+    organization: Organization
+    api_key: ApiKey
+    user: object | None = None
+    is_authenticated: bool = True
+
+
+class ApiKeyAuthentication(authentication.BaseAuthentication):
+    def _raw_key(self, request) -> str | None:
+        header = request.headers.get("Authorization", "")
+        if header.startswith("Bearer "):
+            return header[7:].strip()
+        return request.headers.get("X-Api-Key")
+
+    def authenticate(self, request):
+        raw = self._raw_key(request)
+        if not raw:
+            return None
+        key = (ApiKey.objects.select_related("organization__tier", "user")
+               .filter(key_hash=hash_key(raw), revoked_at__isnull=True).first())
+        if key is None:
+            raise exceptions.AuthenticationFailed("unknown or revoked API key")
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=timezone.now())
+        return ApiClient(key.organization, key, key.user), key
+
+    def authenticate_header(self, request) -> str:
+        return "Bearer"

@@ -1,0 +1,44 @@
+"""One error shape for every 4xx: {"error": {"code", "message", "fields"?}}."""
+
+from __future__ import annotations
+
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_handler
+
+from jobs.services.errors import ServiceError
+
+_CODES = {
+    exceptions.NotAuthenticated: "not_authenticated",
+    exceptions.AuthenticationFailed: "authentication_failed",
+    exceptions.PermissionDenied: "permission_denied",
+    exceptions.NotFound: "not_found",
+    exceptions.MethodNotAllowed: "method_not_allowed",
+    exceptions.ParseError: "malformed_request",
+    exceptions.UnsupportedMediaType: "unsupported_media_type",
+    exceptions.Throttled: "rate_limited",
+    exceptions.ValidationError: "invalid",
+}
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, ServiceError):
+        body = {"code": exc.code, "message": exc.message}
+        if exc.field:
+            body["fields"] = {exc.field: [exc.message]}
+        return Response({"error": body}, status=exc.status)
+    response = drf_handler(exc, context)
+    if response is None:
+        return None  # a real bug: let Django log it and answer 500
+    code = next((c for cls, c in _CODES.items() if isinstance(exc, cls)), "error")
+    if isinstance(exc, exceptions.ValidationError):
+        body = {"code": code, "message": "the request is not valid", "fields": response.data}
+    else:
+        body = {"code": code, "message": str(getattr(exc, "detail", exc))}
+    response.data = {"error": body}
+    return response
+
+
+def not_found() -> Response:
+    return Response({"error": {"code": "not_found", "message": "no such job"}},
+                    status=status.HTTP_404_NOT_FOUND)

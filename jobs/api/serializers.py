@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+from django.conf import settings
+from rest_framework import serializers
+
+from jobs.models import Job
+
+
+class JobSubmitSerializer(serializers.Serializer):
+    prompt = serializers.CharField(max_length=10_000)
+    gpus = serializers.IntegerField(min_value=1, default=1)
+    params = serializers.DictField(required=False, default=dict)
+    gpu_types = serializers.ListField(child=serializers.CharField(max_length=40),
+                                      required=False, default=list, max_length=8)
+    min_gpu_memory_mb = serializers.IntegerField(min_value=0, default=0)
+    region = serializers.CharField(max_length=40, required=False, default="", allow_blank=True)
+    time_limit_s = serializers.IntegerField(min_value=1, required=False)
+    checkpointable = serializers.BooleanField(default=False)
+    preemptible = serializers.BooleanField(default=True)
+    project = serializers.SlugField(required=False, default="")
+
+    def validate_gpus(self, value: int) -> int:
+        if value > settings.GPUSCHED_MAX_GPUS_PER_JOB:
+            raise serializers.ValidationError(
+                f"at most {settings.GPUSCHED_MAX_GPUS_PER_JOB} GPUs per job")
+        return value
+
+
+class JobSerializer(serializers.ModelSerializer):
+    project = serializers.CharField(source="project.name")
+    organization = serializers.CharField(source="organization.slug")
+    pending = serializers.SerializerMethodField()
+    output_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Job
+        fields = [
+            "id", "organization", "project", "state", "version", "prompt", "params", "gpus",
+            "gpu_types", "min_gpu_memory_mb", "region", "time_limit_s", "checkpointable",
+            "preemptible", "created_at", "started_at", "finished_at", "preemptions",
+            "pending", "result", "output_url", "error_code", "error",
+        ]
+
+    def get_pending(self, job: Job) -> dict | None:
+        if job.state != "QUEUED":
+            return None
+        return {"code": job.pending_code, "reason": job.pending_reason,
+                "estimated_start": job.estimated_start}
+
+    def get_output_url(self, job: Job) -> str | None:
+        return job.output.url if job.output else None

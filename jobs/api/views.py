@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from jobs.api.errors import not_found
+from jobs.api.serializers import JobSerializer, JobSubmitSerializer
+from jobs.models import Job
+from jobs.services.submission import JobSpec, job_submit
+
+
+def _jobs_of(request):
+    return Job.objects.filter(organization=request.user.organization).select_related(
+        "organization", "project")
+
+
+class JobListCreate(APIView):
+    def post(self, request):
+        body = JobSubmitSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = dict(body.validated_data)
+        data["gpu_types"] = tuple(data["gpu_types"])
+        job = job_submit(organization=request.user.organization, spec=JobSpec(**data),
+                         user=request.user.user)
+        return Response({"id": job.pk, "state": job.state, "url": f"/api/v1/jobs/{job.pk}"},
+                        status=status.HTTP_202_ACCEPTED)
+
+    def get(self, request):
+        jobs = _jobs_of(request).order_by("-created_at")[:100]
+        return Response({"results": JobSerializer(jobs, many=True).data})
+
+
+class JobDetail(APIView):
+    def get(self, request, job_id: int):
+        job = _jobs_of(request).filter(pk=job_id).first()
+        if job is None:  # another organization's job is indistinguishable from none
+            return not_found()
+        return Response(JobSerializer(job).data)

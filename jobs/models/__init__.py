@@ -1,0 +1,9 @@
+from .attempt import Attempt, AttemptStatus, GpuBinding
+from .job import Job, JobEvent
+from .sequence import Counter
+from .tenancy import ApiKey, Membership, Organization, Project, Tier
+
+__all__ = [
+    "ApiKey", "Attempt", "AttemptStatus", "Counter", "GpuBinding", "Job", "JobEvent", "Membership",
+    "Organization", "Project", "Tier",
+]

@@ -1,0 +1,75 @@
+"""One try of a job on GPUs, and the bindings of GPUs to it."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+
+class AttemptStatus(models.TextChoices):
+    SCHEDULED = "SCHEDULED"
+    RUNNING = "RUNNING"
+    ENDED = "ENDED"
+
+
+class Attempt(models.Model):
+    class Outcome(models.TextChoices):
+        SUCCEEDED = "SUCCEEDED"
+        FAILED = "FAILED"
+        OOM = "OOM"
+        TIMED_OUT = "TIMED_OUT"
+        PREEMPTED = "PREEMPTED"
+        CANCELLED = "CANCELLED"
+        LOST = "LOST"
+
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="attempts")
+    node = models.ForeignKey("workers.Node", on_delete=models.PROTECT, related_name="attempts")
+    gpu_indices = models.JSONField(default=list)
+    token = models.BigIntegerField(unique=True, help_text="Fencing token from a DB sequence.")
+    status = models.CharField(max_length=10, choices=AttemptStatus.choices,
+                              default=AttemptStatus.SCHEDULED)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    progress = models.FloatField(default=0.0)
+    last_checkpoint_at = models.DateTimeField(null=True, blank=True)
+    stop_requested = models.CharField(max_length=10, blank=True,
+                                      help_text="'preempt' or 'cancel' when asked to stop.")
+    stop_deadline = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=10, choices=Outcome.choices, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    stderr_tail = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            # invariant 3: at most one live attempt per job
+            models.UniqueConstraint(fields=["job"], condition=Q(ended_at__isnull=True),
+                                    name="one_live_attempt_per_job"),
+        ]
+        indexes = [
+            # the reaper reads exactly the live leases
+            models.Index(fields=["lease_expires_at"], name="attempt_live_lease_idx",
+                         condition=Q(ended_at__isnull=True)),
+        ]
+
+    def __str__(self) -> str:
+        return f"attempt {self.pk} of job {self.job_id} (token {self.token})"
+
+
+class GpuBinding(models.Model):
+    """A GPU held by an attempt. The partial unique index is invariant 2, kept by the DB."""
+
+    gpu = models.ForeignKey("workers.Gpu", on_delete=models.PROTECT, related_name="bindings")
+    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="bindings")
+    bound_at = models.DateTimeField(auto_now_add=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["gpu"], condition=Q(released_at__isnull=True),
+                                    name="one_live_binding_per_gpu"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.gpu} → attempt {self.attempt_id}"

@@ -1,0 +1,77 @@
+"""A job (what a client asked for) and its append-only event log."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from jobs.states import JobState
+
+
+class Job(models.Model):
+    organization = models.ForeignKey("jobs.Organization", on_delete=models.PROTECT,
+                                     related_name="jobs")
+    project = models.ForeignKey("jobs.Project", on_delete=models.PROTECT, related_name="jobs")
+    submitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                     on_delete=models.SET_NULL)
+    # spec
+    prompt = models.TextField()
+    params = models.JSONField(default=dict, blank=True)
+    gpus = models.PositiveSmallIntegerField()
+    gpu_types = models.JSONField(default=list, blank=True, help_text="Preference order.")
+    min_gpu_memory_mb = models.PositiveIntegerField(default=0)
+    region = models.CharField(max_length=40, blank=True)
+    time_limit_s = models.PositiveIntegerField()
+    checkpointable = models.BooleanField(default=False)
+    preemptible = models.BooleanField(default=True)
+    # life
+    state = models.CharField(max_length=12, choices=JobState.choices, default=JobState.QUEUED)
+    version = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    enqueued_at = models.DateTimeField(help_text="Start of the current wait (aging anchor).")
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    preemptions = models.PositiveSmallIntegerField(default=0)
+    # outcome
+    output = models.FileField(upload_to="outputs/%Y/%m/%d/", blank=True)
+    result = models.JSONField(default=dict, blank=True)
+    error_code = models.CharField(max_length=40, blank=True)
+    error = models.TextField(blank=True)
+    # why it waits (written by the scheduler tick)
+    pending_code = models.CharField(max_length=40, blank=True)
+    pending_reason = models.TextField(blank=True)
+    estimated_start = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # the tick reads exactly the waiting jobs
+            models.Index(fields=["enqueued_at"], name="job_queued_idx",
+                         condition=models.Q(state=JobState.QUEUED)),
+            models.Index(fields=["organization", "-created_at"], name="job_org_recent_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"job {self.pk} ({self.state})"
+
+
+class JobEvent(models.Model):
+    """One transition of one job, never updated or deleted."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(auto_now_add=True)
+    from_state = models.CharField(max_length=12, blank=True)
+    to_state = models.CharField(max_length=12)
+    version = models.PositiveIntegerField(help_text="Job version after this event.")
+    reason = models.CharField(max_length=200, blank=True)
+    attempt = models.ForeignKey("jobs.Attempt", null=True, blank=True, on_delete=models.SET_NULL)
+    data = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "version"], name="one_event_per_version")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}: {self.from_state or '∅'} → {self.to_state}"

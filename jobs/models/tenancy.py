@@ -1,0 +1,112 @@
+"""Tenants: tiers, organizations, projects, members and their API keys."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.db import models
+
+
+class Tier(models.Model):
+    """A class of service. Operators change or add tiers as data."""
+
+    name = models.SlugField(max_length=40, unique=True)
+    priority = models.IntegerField(help_text="Higher runs first.")
+    weight = models.FloatField(default=1.0, help_text="Fair-share weight.")
+    guaranteed_share = models.FloatField(default=0.0, help_text="Floor, fraction of fleet GPUs.")
+    max_share = models.FloatField(default=1.0, help_text="Burst ceiling, fraction of GPUs.")
+    start_slo_seconds = models.PositiveIntegerField(default=3600)
+    preemptible = models.BooleanField(default=True)
+    max_preemptions = models.PositiveSmallIntegerField(default=3)
+    max_running_gpus_per_org = models.PositiveIntegerField(null=True, blank=True)
+    max_queued_jobs_per_org = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-priority"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Organization(models.Model):
+    name = models.CharField(max_length=120)
+    slug = models.SlugField(max_length=60, unique=True)
+    tier = models.ForeignKey(Tier, on_delete=models.PROTECT, related_name="organizations")
+    weight = models.FloatField(default=1.0, help_text="Fair-share weight inside its tier.")
+    running_gpu_cap = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Running-GPU cap; empty: the tier's."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Project(models.Model):
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE,
+                                     related_name="projects")
+    name = models.SlugField(max_length=60)
+    weight = models.FloatField(default=1.0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "name"], name="project_name_per_org")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.organization.slug}/{self.name}"
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        OWNER = "owner"
+        MEMBER = "member"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="memberships")
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE,
+                                     related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "organization"], name="one_membership")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.organization} ({self.role})"
+
+
+KEY_PREFIX = "gs_"
+
+
+def hash_key(raw: str) -> str:
+    # Keys are 256-bit random tokens, so a plain SHA-256 cannot be brute-forced.
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class ApiKey(models.Model):
+    """Stored hashed; the raw key is shown once, by `ApiKey.issue`."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE,
+                                     related_name="api_keys")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                             on_delete=models.SET_NULL)
+    name = models.CharField(max_length=80)
+    prefix = models.CharField(max_length=12, db_index=True, editable=False)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.name})"
+
+    @classmethod
+    def issue(cls, *, organization: Organization, name: str, user=None) -> tuple[ApiKey, str]:
+        raw = KEY_PREFIX + secrets.token_urlsafe(32)
+        key = cls.objects.create(organization=organization, name=name, user=user,
+                                 prefix=raw[:11], key_hash=hash_key(raw))
+        return key, raw

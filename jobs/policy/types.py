@@ -1,0 +1,153 @@
+"""Plain data the scheduling policy reads and writes.
+
+Nothing here imports Django: the service's tick and the simulator build the same
+snapshot and call the same `decide`. All times are seconds (float, any epoch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class TierSpec:
+    name: str
+    priority: int  # higher wins
+    weight: float = 1.0  # fair-share weight of the tier
+    guaranteed_share: float = 0.0  # floor, fraction of the fleet's GPUs
+    max_share: float = 1.0  # burst ceiling, fraction of the fleet's GPUs
+    start_slo_s: float = 3600.0  # target wait before start
+    preemptible: bool = True  # may its running attempts be preempted
+    max_preemptions: int = 3  # per job
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    name: str
+    gpu_type: str
+    gpu_memory_mb: int
+    total_gpus: int
+    free_gpus: tuple[int, ...]  # indices of healthy, unbound GPUs
+    region: str = ""
+    island: str = ""  # rack / NVLink island: multi-node gangs stay inside one
+    schedulable: bool = True  # False when cordoned, draining or down
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    node: str
+    gpus: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RunningView:
+    attempt_id: int
+    job_id: int
+    org: str
+    tier: str
+    allocations: tuple[Allocation, ...]
+    started_at: float
+    expected_end: float  # predicted end, never later than time_limit_end
+    time_limit_end: float
+    last_checkpoint_at: float | None = None
+    checkpointable: bool = False
+    preemptible: bool = True  # the job's own flag; the tier's flag also applies
+    preemptions: int = 0  # how often this job was preempted so far
+    project: str = ""
+    checkpoint_interval_s: float | None = None  # known cadence of checkpoints, if any
+
+    @property
+    def gpus(self) -> int:
+        return sum(len(a.gpus) for a in self.allocations)
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedJob:
+    job_id: int
+    org: str
+    tier: str
+    gpus: int
+    enqueued_at: float  # start of the current wait (aging anchor)
+    time_limit_s: float
+    expected_duration_s: float | None = None  # user estimate or history; None: use the limit
+    gpu_types: tuple[str, ...] = ()  # preference order; empty: any type
+    min_gpu_memory_mb: int = 0
+    region: str = ""  # empty: any region
+    project: str = ""
+    user: str = ""
+    preemptions: int = 0
+    checkpointable: bool = False
+    min_gpus: int | None = None  # the job accepts fewer GPUs, down to this (what-if only)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyConfig:
+    usage_half_life_s: float = 6 * 3600.0
+    aging_per_hour: float = 1.0  # rank points gained per hour of wait
+    max_age_boost: float = 1_000.0
+    min_runtime_before_preempt_s: float = 60.0
+    restart_cost_s: float = 30.0  # per GPU, charged as lost work for a victim
+    preempt_grace_max_s: float = 120.0
+    hysteresis_s: float = 60.0  # do not preempt if enough GPUs free up this soon
+    preemption_budget_per_org: int = 16  # per decision round
+    backfill_depth: int = 2_000  # queued jobs considered after the head is blocked
+    tier_gap: float = 8.0  # rank points between adjacent tier levels (aging: see ranking.py)
+    max_reservations: int = 8  # blocked jobs that hold a reservation per round
+    max_preemptors_per_round: int = 8  # blocked jobs that may look for victims per round
+    near_finish_s: float = 600.0  # victims closer than this to their end cost more
+    slo_lead_s: float = 120.0  # preempt for a start SLO this long before it is missed
+    preempt_scan_nodes: int = 64  # candidate nodes per GPU type a victim search tries
+    max_explained: int = 256  # blocked jobs per round that get an estimate and a what-if
+
+
+@dataclass(slots=True)
+class Snapshot:
+    now: float
+    nodes: list[NodeView]
+    running: list[RunningView]
+    queued: list[QueuedJob]
+    tiers: dict[str, TierSpec]
+    usage: dict[str, float] = field(default_factory=dict)  # org -> decayed GPU-seconds
+    project_usage: dict[tuple[str, str], float] = field(default_factory=dict)
+    org_weights: dict[str, float] = field(default_factory=dict)  # default 1.0
+    org_gpu_caps: dict[str, int] = field(default_factory=dict)  # running-GPU cap per org
+    config: PolicyConfig = field(default_factory=PolicyConfig)
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    job_id: int
+    allocations: tuple[Allocation, ...]
+    preempted: bool = False  # True when it uses GPUs freed by preemption this round
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    attempt_id: int
+    job_id: int
+    for_job_id: int
+    grace_s: float  # time the victim has to checkpoint before it is killed
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    job_id: int
+    allocations: tuple[Allocation, ...]
+    start_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class PendingReason:
+    code: str  # machine-readable, e.g. "resources", "org_cap", "tier_share"
+    text: str  # for people
+    estimated_start: float | None = None
+    what_if: str = ""  # a relaxation that would start the job sooner, if any
+
+
+@dataclass(slots=True)
+class Decisions:
+    placements: list[Placement] = field(default_factory=list)
+    preemptions: list[Preemption] = field(default_factory=list)
+    reservations: list[Reservation] = field(default_factory=list)
+    pending: dict[int, PendingReason] = field(default_factory=dict)
+    capacity_advice: dict[str, int] = field(default_factory=dict)  # gpu type -> GPUs short

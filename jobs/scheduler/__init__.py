@@ -1,0 +1,1 @@
+"""The scheduler tick: load a snapshot, ask the pure policy, commit its decisions."""

@@ -1,0 +1,113 @@
+"""Commit the policy's decisions in one transaction; publish node tasks after commit."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from jobs import policy as P
+from jobs.fencing import next_token
+from jobs.models import Attempt, GpuBinding, Job
+from jobs.states import JobState
+from jobs.transitions import TransitionError, transition
+from workers.models import Gpu, Node
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ApplyReport:
+    placed: int = 0
+    refused: int = 0
+    preempted: int = 0
+    reasons_written: int = 0
+
+
+def _place(placement: P.Placement, now: datetime) -> Attempt:
+    if len(placement.allocations) != 1:
+        raise ValueError("the service runs single-node gangs only")
+    alloc = placement.allocations[0]
+    job = Job.objects.get(pk=placement.job_id)
+    node = Node.objects.get(name=alloc.node)
+    gpus = list(Gpu.objects.filter(node=node, index__in=alloc.gpus))
+    if len(gpus) != len(alloc.gpus) or len(gpus) != job.gpus:
+        raise ValueError(f"job {job.pk}: allocation {alloc} does not match its {job.gpus} GPUs")
+    attempt = Attempt.objects.create(
+        job=job, node=node, gpu_indices=sorted(alloc.gpus), token=next_token(),
+        lease_expires_at=now + timedelta(seconds=settings.GPUSCHED_LEASE_SECONDS),
+    )
+    # The partial unique index refuses a GPU that is still bound (invariant 2).
+    GpuBinding.objects.bulk_create([GpuBinding(gpu=g, attempt=attempt) for g in gpus])
+    transition(job, JobState.SCHEDULED, attempt=attempt,
+               reason=f"placed on {node.name} GPUs {sorted(alloc.gpus)}",
+               pending_code="", pending_reason="", estimated_start=None)
+    return attempt
+
+
+def _publish(attempt_id: int, token: int, node_name: str) -> None:
+    from workers.queues import node_queue
+    from workers.tasks import run_attempt
+
+    run_attempt.apply_async(args=[attempt_id, token], queue=node_queue(node_name))
+
+
+def _request_preemption(pre: P.Preemption, now: datetime) -> bool:
+    attempt = Attempt.objects.select_related("job").get(pk=pre.attempt_id)
+    if attempt.ended_at or attempt.stop_requested or attempt.job.state != JobState.RUNNING:
+        return False
+    updated = Attempt.objects.filter(pk=attempt.pk, stop_requested="", ended_at__isnull=True
+                                     ).update(stop_requested="preempt",
+                                              stop_deadline=now + timedelta(seconds=pre.grace_s))
+    if updated:
+        transition(attempt.job, JobState.PREEMPTING, attempt=attempt,
+                   reason=f"preempted for job {pre.for_job_id}; grace {pre.grace_s:.0f}s")
+    return bool(updated)
+
+
+def _when(value: float | None) -> datetime | None:
+    return datetime.fromtimestamp(value, tz=UTC) if value is not None else None
+
+
+def _write_reasons(pending: dict[int, P.PendingReason]) -> int:
+    """Store each waiting job's reason; only rows whose reason changed are written."""
+    changed = []
+    for job in Job.objects.filter(pk__in=list(pending), state=JobState.QUEUED).only(
+        "pk", "pending_code", "pending_reason", "estimated_start"
+    ):
+        r = pending[job.pk]
+        text = f"{r.text} (what if: {r.what_if})" if r.what_if else r.text
+        est = _when(r.estimated_start)
+        if (job.pending_code, job.pending_reason, job.estimated_start) != (r.code, text, est):
+            job.pending_code, job.pending_reason, job.estimated_start = r.code[:40], text, est
+            changed.append(job)
+    Job.objects.bulk_update(changed, ["pending_code", "pending_reason", "estimated_start"],
+                            batch_size=500)
+    return len(changed)
+
+
+def apply_decisions(decisions: P.Decisions, now: datetime) -> ApplyReport:
+    report = ApplyReport()
+    with transaction.atomic():
+        for placement in decisions.placements:
+            if placement.preempted:
+                continue  # its GPUs are still held by victims; a later tick binds them
+            try:
+                with transaction.atomic():  # a refused placement leaves the others intact
+                    attempt = _place(placement, now)
+            except (TransitionError, IntegrityError, ValueError, Job.DoesNotExist,
+                    Node.DoesNotExist) as exc:
+                log.warning("placement of job %s refused: %s", placement.job_id, exc)
+                report.refused += 1
+                continue
+            report.placed += 1
+            transaction.on_commit(
+                lambda a=attempt: _publish(a.pk, a.token, a.node.name))
+        for pre in decisions.preemptions:
+            with transaction.atomic():
+                report.preempted += _request_preemption(pre, now)
+        report.reasons_written = _write_reasons(decisions.pending)
+    return report

@@ -1,0 +1,52 @@
+"""One scheduling round."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.utils import timezone
+
+from jobs import policy as P
+from jobs.scheduler.apply import ApplyReport, apply_decisions
+from jobs.scheduler.lock import tick_lock
+from jobs.scheduler.snapshot import load_snapshot
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TickReport:
+    ran: bool
+    queued: int = 0
+    decision_ms: float = 0.0
+    applied: ApplyReport = field(default_factory=ApplyReport)
+
+
+def policy_function():
+    policies = getattr(P, "POLICIES", {"gpusched": P.decide, "fifo": P.fifo_decide})
+    return policies.get(settings.GPUSCHED_POLICY, P.decide)
+
+
+def scheduler_tick_run() -> TickReport:
+    """Decide and commit once, unless another process is already doing so."""
+    with tick_lock() as held:
+        if not held:
+            return TickReport(ran=False)
+        from workers.services.reaper import reap_expired_attempts
+
+        now = timezone.now()
+        reap_expired_attempts(now=now)
+        snapshot = load_snapshot(now)
+        started = time.perf_counter()
+        decisions = policy_function()(snapshot)
+        decision_ms = (time.perf_counter() - started) * 1000
+        applied = apply_decisions(decisions, now)
+    if applied.placed or applied.preempted:
+        log.info("tick: %d queued, placed %d, preempted %d, refused %d in %.1f ms",
+                 len(snapshot.queued), applied.placed, applied.preempted, applied.refused,
+                 decision_ms)
+    return TickReport(ran=True, queued=len(snapshot.queued), decision_ms=decision_ms,
+                      applied=applied)

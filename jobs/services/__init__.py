@@ -1,0 +1,1 @@
+"""Services: the only writers of jobs, attempts and GPU bindings."""

@@ -1,0 +1,28 @@
+"""Refusals a client can act on; each carries a machine-readable code and an HTTP status."""
+
+
+class ServiceError(Exception):
+    code = "error"
+    status = 400
+
+    def __init__(self, message: str, *, code: str | None = None, field: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        if code:
+            self.code = code
+
+
+class ValidationFailed(ServiceError):
+    code = "invalid"
+    status = 400
+
+
+class NotFound(ServiceError):
+    code = "not_found"
+    status = 404
+
+
+class Conflict(ServiceError):
+    code = "conflict"
+    status = 409

@@ -1,0 +1,78 @@
+"""Intake: turn a validated request into a QUEUED job."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from jobs.models import Job, Organization, Project
+from jobs.scheduler.trigger import request_tick
+from jobs.services.errors import ValidationFailed
+from jobs.transitions import record_creation
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    prompt: str
+    gpus: int = 1
+    params: dict = field(default_factory=dict)
+    gpu_types: tuple[str, ...] = ()
+    min_gpu_memory_mb: int = 0
+    region: str = ""
+    time_limit_s: int | None = None
+    checkpointable: bool = False
+    preemptible: bool = True
+    project: str = ""
+
+
+def _project_for(org: Organization, name: str) -> Project:
+    if not name:
+        project, _ = Project.objects.get_or_create(organization=org, name="default")
+        return project
+    try:
+        return Project.objects.get(organization=org, name=name)
+    except Project.DoesNotExist:
+        raise ValidationFailed(f"no project {name!r} in this organization",
+                               code="unknown_project", field="project") from None
+
+
+def _check_limits(spec: JobSpec) -> int:
+    if not 1 <= spec.gpus <= settings.GPUSCHED_MAX_GPUS_PER_JOB:
+        raise ValidationFailed(
+            f"gpus must be 1..{settings.GPUSCHED_MAX_GPUS_PER_JOB}", code="gpus_out_of_range",
+            field="gpus")
+    limit = spec.time_limit_s or settings.GPUSCHED_DEFAULT_TIME_LIMIT_S
+    if not 1 <= limit <= settings.GPUSCHED_MAX_TIME_LIMIT_S:
+        raise ValidationFailed(
+            f"time_limit_s must be 1..{settings.GPUSCHED_MAX_TIME_LIMIT_S}",
+            code="time_limit_out_of_range", field="time_limit_s")
+    return limit
+
+
+def job_submit(*, organization: Organization, spec: JobSpec, user=None) -> Job:
+    """Accept a job: it is QUEUED and visible once this returns (invariant 1)."""
+    time_limit = _check_limits(spec)
+    with transaction.atomic():
+        job = Job.objects.create(
+            organization=organization,
+            project=_project_for(organization, spec.project),
+            submitted_by=user,
+            prompt=spec.prompt,
+            params=spec.params,
+            gpus=spec.gpus,
+            gpu_types=list(spec.gpu_types),
+            min_gpu_memory_mb=spec.min_gpu_memory_mb,
+            region=spec.region,
+            time_limit_s=time_limit,
+            checkpointable=spec.checkpointable,
+            preemptible=spec.preemptible,
+            enqueued_at=timezone.now(),
+            pending_code="new",
+            pending_reason="waiting for the next scheduling round",
+        )
+        record_creation(job)
+        transaction.on_commit(request_tick)
+    return job

@@ -1,0 +1,47 @@
+"""The job state machine as data: every allowed move, and nothing else.
+
+`jobs.transitions.transition` is the only code that changes Job.state; it consults
+ALLOWED before it touches the database.
+"""
+
+from django.db import models
+
+
+class JobState(models.TextChoices):
+    QUEUED = "QUEUED"
+    SCHEDULED = "SCHEDULED"
+    RUNNING = "RUNNING"
+    PREEMPTING = "PREEMPTING"
+    LOST = "LOST"
+    RETRY_WAIT = "RETRY_WAIT"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    TIMED_OUT = "TIMED_OUT"
+    CANCELLED = "CANCELLED"
+    DEAD = "DEAD"
+
+
+S = JobState
+TERMINAL = frozenset({S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.CANCELLED, S.DEAD})
+LIVE = frozenset({S.SCHEDULED, S.RUNNING, S.PREEMPTING})  # states that hold GPUs
+
+ALLOWED: dict[JobState, frozenset[JobState]] = {
+    S.QUEUED: frozenset({S.SCHEDULED, S.CANCELLED, S.DEAD}),
+    S.SCHEDULED: frozenset({S.RUNNING, S.LOST, S.CANCELLED, S.FAILED, S.DEAD}),
+    S.RUNNING: frozenset(
+        {S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.CANCELLED, S.PREEMPTING, S.LOST, S.DEAD}
+    ),
+    # a victim may finish or fail during its grace period
+    S.PREEMPTING: frozenset({S.QUEUED, S.SUCCEEDED, S.FAILED, S.CANCELLED, S.LOST, S.DEAD}),
+    S.LOST: frozenset({S.RETRY_WAIT, S.DEAD}),
+    S.RETRY_WAIT: frozenset({S.QUEUED, S.CANCELLED, S.DEAD}),
+    S.SUCCEEDED: frozenset(),
+    S.FAILED: frozenset(),
+    S.TIMED_OUT: frozenset(),
+    S.CANCELLED: frozenset(),
+    S.DEAD: frozenset(),
+}
+
+
+def is_allowed(src: str, dst: str) -> bool:
+    return JobState(dst) in ALLOWED[JobState(src)]

@@ -1,0 +1,65 @@
+"""The one place that changes a job's state.
+
+Each move is a compare-and-set on (id, state, version): a caller that read a stale job
+loses the race and is told so, instead of overwriting someone else's move.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from jobs.models import Attempt, Job, JobEvent
+from jobs.states import JobState, is_allowed
+
+
+class TransitionError(Exception):
+    code = "transition_error"
+
+
+class IllegalTransition(TransitionError):
+    code = "illegal_transition"
+
+
+class LostRace(TransitionError):
+    code = "lost_race"
+
+
+def transition(
+    job: Job,
+    to: JobState,
+    *,
+    reason: str = "",
+    attempt: Attempt | None = None,
+    data: dict | None = None,
+    **fields,
+) -> Job:
+    """Move `job` from the state and version it holds to `to`; write its JobEvent.
+
+    `fields` are other Job columns written in the same update. On success the instance
+    is brought up to date; on a lost race it is left as it was.
+    """
+    src = job.state
+    if not is_allowed(src, to):
+        raise IllegalTransition(f"job {job.pk}: {src} → {to} is not allowed")
+    now = timezone.now()
+    with transaction.atomic():
+        updated = Job.objects.filter(pk=job.pk, state=src, version=job.version).update(
+            state=to, version=F("version") + 1, updated_at=now, **fields
+        )
+        if updated != 1:
+            raise LostRace(f"job {job.pk} moved on from {src} v{job.version}")
+        JobEvent.objects.create(job_id=job.pk, from_state=src, to_state=to,
+                                version=job.version + 1, reason=reason[:200],
+                                attempt=attempt, data=data or {})
+    job.state, job.version, job.updated_at = to, job.version + 1, now
+    for name, value in fields.items():
+        setattr(job, name, value)
+    return job
+
+
+def record_creation(job: Job, reason: str = "submitted") -> None:
+    """The first event of a job: it appears in QUEUED at version 0."""
+    JobEvent.objects.create(job_id=job.pk, from_state="", to_state=job.state,
+                            version=job.version, reason=reason)

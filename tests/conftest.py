@@ -1,0 +1,50 @@
+"""Shared fixtures: named tenants (alice's org, bob's org) and real worker processes."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.processes import ProcessGroup
+
+
+@pytest.fixture
+def tiers(db):
+    from jobs.services.tenancy import tiers_ensure_defaults
+
+    return {t.name: t for t in tiers_ensure_defaults()}
+
+
+@pytest.fixture
+def alice(tiers):
+    """An organization on the paid tier, with an API key."""
+    from jobs.services.tenancy import api_key_issue, organization_create
+
+    org = organization_create(slug="alice", tier="paid")
+    org.raw_key = api_key_issue(organization=org, name="ci")[1]
+    return org
+
+
+@pytest.fixture
+def bob(tiers):
+    """Another organization: must never see alice's jobs."""
+    from jobs.services.tenancy import api_key_issue, organization_create
+
+    org = organization_create(slug="bob", tier="free")
+    org.raw_key = api_key_issue(organization=org, name="ci")[1]
+    return org
+
+
+@pytest.fixture
+def api(alice):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {alice.raw_key}")
+    return client
+
+
+@pytest.fixture
+def processes():
+    group = ProcessGroup()
+    yield group
+    group.stop_all()

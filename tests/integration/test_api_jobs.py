@@ -1,0 +1,77 @@
+"""The client API: accept fast, show only your own jobs, refuse bad input with a code."""
+
+import pytest
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from jobs.models import ApiKey, Job, JobEvent
+
+pytestmark = pytest.mark.django_db
+
+
+def test_submit_answers_202_with_the_job_id_and_queues_it(api):
+    response = api.post("/api/v1/jobs", {"prompt": "a red fox", "gpus": 2}, format="json")
+    assert response.status_code == 202
+    job = Job.objects.get(pk=response.json()["id"])
+    assert (job.state, job.gpus, job.organization.slug) == ("QUEUED", 2, "alice")
+    assert JobEvent.objects.filter(job=job, to_state="QUEUED").count() == 1
+
+
+def test_a_job_shows_its_state_and_why_it_waits(api):
+    job_id = api.post("/api/v1/jobs", {"prompt": "x"}, format="json").json()["id"]
+    body = api.get(f"/api/v1/jobs/{job_id}").json()
+    assert body["state"] == "QUEUED"
+    assert body["pending"]["reason"]
+
+
+def test_another_organizations_job_is_a_404(api, bob):
+    job_id = api.post("/api/v1/jobs", {"prompt": "x"}, format="json").json()["id"]
+    other = APIClient()
+    other.credentials(HTTP_AUTHORIZATION=f"Bearer {bob.raw_key}")
+    response = other.get(f"/api/v1/jobs/{job_id}")
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
+
+
+@pytest.mark.parametrize("body,field", [
+    ({"gpus": 1}, "prompt"),
+    ({"prompt": "x", "gpus": 0}, "gpus"),
+    ({"prompt": "x", "gpus": 64}, "gpus"),
+    ({"prompt": "x", "gpus": "many"}, "gpus"),
+    ({"prompt": "x", "time_limit_s": -5}, "time_limit_s"),
+    ({"prompt": "x", "params": [1, 2]}, "params"),
+])
+def test_bad_input_is_a_400_with_a_code_and_nothing_is_queued(api, body, field):
+    response = api.post("/api/v1/jobs", body, format="json")
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "invalid" and field in error["fields"]
+    assert Job.objects.count() == 0
+
+
+def test_malformed_json_is_a_400(api):
+    response = api.post("/api/v1/jobs", "{nope", content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "malformed_request"
+
+
+def test_an_unknown_project_is_a_400(api):
+    response = api.post("/api/v1/jobs", {"prompt": "x", "project": "ghost"}, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "unknown_project"
+
+
+def test_no_key_and_a_revoked_key_are_401(alice):
+    client = APIClient()
+    assert client.get("/api/v1/jobs").status_code == 401
+    ApiKey.objects.filter(organization=alice).update(revoked_at=timezone.now())
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {alice.raw_key}")
+    response = client.get("/api/v1/jobs")
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "authentication_failed"
+
+
+def test_keys_are_stored_hashed(alice):
+    key = ApiKey.objects.get(organization=alice)
+    assert alice.raw_key not in (key.key_hash, key.prefix)
+    assert alice.raw_key.startswith(key.prefix)

@@ -1,0 +1,45 @@
+"""How the node agent builds the binary's argv and reads its exit."""
+
+from pathlib import Path
+
+from workers.agent.command import AttemptPaths, build_argv, build_env
+from workers.agent.outcome import classify
+
+
+def _paths():
+    return AttemptPaths.under(Path("/w"), job_id=7, attempt_id=9, suffix=".y4m")
+
+
+def test_a_prompt_with_shell_syntax_stays_one_argument():
+    prompt = "a cat; rm -rf / $(whoami) 'quoted'"
+    argv = build_argv("gen --prompt {prompt} --out {output}", prompt=prompt, seed=1,
+                      paths=_paths())
+    assert argv == ["gen", "--prompt", prompt, "--out", "/w/job-7/attempt-9/output.y4m"]
+
+
+def test_the_checkpoint_outlives_the_attempt_but_the_work_dir_does_not():
+    first, second = _paths(), AttemptPaths.under(Path("/w"), 7, 10, ".y4m")
+    assert first.checkpoint_dir == second.checkpoint_dir
+    assert first.work_dir != second.work_dir
+
+
+def test_the_binary_sees_only_its_gpus():
+    env = build_env(gpu_indices=(1, 3), paths=_paths(), attempt_id=9, job_id=7)
+    assert env["CUDA_VISIBLE_DEVICES"] == "1,3"
+
+
+def _classify(**kw):
+    base = dict(exit_code=0, stderr_tail="", stop="", timed_out=False, output_ok=True)
+    return classify(**{**base, **kw})
+
+
+def test_exits_are_classified():
+    assert _classify() == ("SUCCEEDED", "")
+    assert _classify(output_ok=False) == ("FAILED", "corrupt_output")
+    assert _classify(exit_code=1) == ("FAILED", "exit_1")
+    assert _classify(exit_code=137) == ("OOM", "out_of_memory")
+    assert _classify(exit_code=1, stderr_tail="CUDA out of memory") == ("OOM", "out_of_memory")
+    assert _classify(exit_code=75, stop="preempt") == ("PREEMPTED", "")
+    assert _classify(exit_code=0, stop="preempt") == ("SUCCEEDED", "")
+    assert _classify(exit_code=-15, stop="cancel") == ("CANCELLED", "cancelled")
+    assert _classify(exit_code=-15, timed_out=True) == ("TIMED_OUT", "time_limit")

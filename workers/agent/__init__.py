@@ -1,0 +1,1 @@
+"""The node agent: runs one attempt's binary under supervision."""

@@ -1,0 +1,62 @@
+"""Build the binary's argv and environment from the configured template (pure)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class AttemptPaths:
+    work_dir: Path
+    checkpoint_dir: Path
+    output: Path
+    params_file: Path
+    stderr: Path
+
+    @classmethod
+    def under(cls, root: Path, job_id: int, attempt_id: int, suffix: str) -> AttemptPaths:
+        job_dir = root / f"job-{job_id}"
+        work = job_dir / f"attempt-{attempt_id}"
+        # the checkpoint outlives the attempt so that the next one resumes from it
+        return cls(work_dir=work, checkpoint_dir=job_dir / "checkpoint",
+                   output=work / f"output{suffix}", params_file=work / "params.json",
+                   stderr=work / "stderr.log")
+
+    def create(self, params: dict) -> None:
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        self.params_file.write_text(json.dumps(params, sort_keys=True))
+
+    def remove(self, *, keep_checkpoint: bool) -> None:
+        """Drop the attempt's files once reported; the checkpoint stays only for a resume."""
+        shutil.rmtree(self.work_dir, ignore_errors=True)
+        if not keep_checkpoint:
+            shutil.rmtree(self.checkpoint_dir.parent, ignore_errors=True)
+
+
+def build_argv(template: str, *, prompt: str, seed: int, paths: AttemptPaths) -> list[str]:
+    """Split the template once, then fill each element: the prompt is never shell-parsed."""
+    values = {"prompt": prompt, "seed": str(seed), "output": str(paths.output),
+              "checkpoint_dir": str(paths.checkpoint_dir), "work_dir": str(paths.work_dir),
+              "params_file": str(paths.params_file)}
+    return [part.format_map(values) for part in shlex.split(template)]
+
+
+def build_env(*, gpu_indices: tuple[int, ...], paths: AttemptPaths, attempt_id: int,
+              job_id: int) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in gpu_indices),
+        "GPUSCHED_JOB_ID": str(job_id),
+        "GPUSCHED_ATTEMPT_ID": str(attempt_id),
+        "GPUSCHED_WORK_DIR": str(paths.work_dir),
+        "GPUSCHED_CHECKPOINT_DIR": str(paths.checkpoint_dir),
+        "GPUSCHED_OUTPUT_PATH": str(paths.output),
+        "GPUSCHED_PARAMS_FILE": str(paths.params_file),
+    })
+    return env

@@ -1,0 +1,147 @@
+"""Run one attempt: claim it, start the binary, supervise it, report how it ended."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+
+from workers.agent.command import AttemptPaths, build_argv, build_env
+from workers.agent.outcome import classify
+from workers.agent.progress import ProgressReader
+from workers.services.attempts import (
+    AttemptClaim,
+    AttemptResult,
+    StaleAttempt,
+    attempt_finish,
+    attempt_heartbeat,
+    attempt_start,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Supervision:
+    stop: str = ""  # "preempt", "cancel", "timeout" or "stale" once asked to stop
+    kill_at: float | None = None  # monotonic time of SIGKILL if still alive
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)  # the binary and every child it started
+
+
+def _ask_to_stop(proc: subprocess.Popen, sup: Supervision, why: str, grace_s: float) -> None:
+    if sup.stop:
+        return
+    sup.stop, sup.kill_at = why, time.monotonic() + grace_s
+    log.info("stopping pid %s (%s), SIGKILL in %.0fs", proc.pid, why, grace_s)
+    _signal_group(proc, signal.SIGTERM)
+
+
+def _supervise(proc: subprocess.Popen, claim: AttemptClaim, reader: ProgressReader) -> Supervision:
+    sup = Supervision()
+    deadline = time.monotonic() + claim.time_limit_s
+    beat = settings.GPUSCHED_HEARTBEAT_SECONDS
+    while True:
+        try:
+            proc.wait(timeout=beat)
+            return sup
+        except subprocess.TimeoutExpired:
+            pass
+        verdict = attempt_heartbeat(attempt_id=claim.attempt_id, token=claim.token,
+                                    progress=reader.progress,
+                                    checkpointed=reader.take_checkpointed())
+        if verdict.action == "stale":  # fenced off: another attempt owns this job now
+            sup.stop = "stale"
+            _signal_group(proc, signal.SIGKILL)
+        elif verdict.action in ("preempt", "cancel"):
+            _ask_to_stop(proc, sup, verdict.action, verdict.deadline_s)
+        if time.monotonic() >= deadline:
+            _ask_to_stop(proc, sup, "timeout", settings.GPUSCHED_KILL_GRACE_S)
+        if sup.kill_at is not None and time.monotonic() >= sup.kill_at:
+            _signal_group(proc, signal.SIGKILL)
+
+
+def _output_ok(path: Path) -> bool:
+    if not path.is_file() or path.stat().st_size == 0:
+        return False
+    if path.suffix == ".y4m":
+        from workers.fakegen.video import validate_y4m
+
+        return validate_y4m(path)
+    return True
+
+
+def _tail(path: Path, limit: int = 4000) -> str:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(max(0, path.stat().st_size - limit))
+            return fh.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _launch(claim: AttemptClaim, paths: AttemptPaths) -> subprocess.Popen:
+    argv = build_argv(settings.GPUSCHED_BINARY, prompt=claim.prompt,
+                      seed=int(claim.params.get("seed", claim.job_id)), paths=paths)
+    env = build_env(gpu_indices=claim.gpu_indices, paths=paths, attempt_id=claim.attempt_id,
+                    job_id=claim.job_id)
+    with paths.stderr.open("wb") as err:
+        # own session = own process group, so a kill reaches the binary's children too
+        return subprocess.Popen(argv, env=env, cwd=paths.work_dir, stdout=subprocess.PIPE,
+                                stderr=err, stdin=subprocess.DEVNULL, text=True,
+                                start_new_session=True)
+
+
+def run_attempt(attempt_id: int, token: int) -> str:
+    """Execute attempt `attempt_id` if `token` is still its fencing token; return its outcome."""
+    try:
+        claim = attempt_start(attempt_id=attempt_id, token=token)
+    except StaleAttempt as exc:
+        log.warning("refused: %s", exc)
+        return "stale"
+    paths = AttemptPaths.under(settings.GPUSCHED_WORK_ROOT, claim.job_id, claim.attempt_id,
+                               suffix=claim.params.get("output_suffix", ".y4m"))
+    paths.create(claim.params)
+    try:
+        proc = _launch(claim, paths)
+    except OSError as exc:
+        return _report(claim, paths,
+                       AttemptResult("FAILED", None, str(exc), None, "launch_failed"))
+    reader = ProgressReader(proc.stdout)
+    reader.start()
+    sup = _supervise(proc, claim, reader)
+    reader.join(timeout=5)
+    if sup.stop == "stale":
+        log.warning("attempt %s was fenced off; its result is discarded", attempt_id)
+        shutil.rmtree(paths.work_dir, ignore_errors=True)  # the checkpoint is the new owner's
+        return "stale"
+    stderr = _tail(paths.stderr)
+    outcome, error_code = classify(
+        exit_code=proc.returncode, stderr_tail=stderr, stop=sup.stop if sup.stop in (
+            "preempt", "cancel") else "", timed_out=sup.stop == "timeout",
+        output_ok=_output_ok(paths.output))
+    return _report(claim, paths, AttemptResult(outcome, proc.returncode, stderr,
+                                        paths.output if outcome == "SUCCEEDED" else None,
+                                        error_code))
+
+
+def _report(claim: AttemptClaim, paths: AttemptPaths, result: AttemptResult) -> str:
+    try:
+        attempt_finish(attempt_id=claim.attempt_id, token=claim.token, result=result)
+    except StaleAttempt as exc:
+        log.warning("result of attempt %s discarded: %s", claim.attempt_id, exc)
+        return "stale"
+    finally:
+        paths.remove(keep_checkpoint=result.outcome == "PREEMPTED")
+    return result.outcome

@@ -1,0 +1,101 @@
+"""Run the whole product on one machine: web app, beat, scheduler and two simulated nodes."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from jobs.models import Organization
+from jobs.services.tenancy import api_key_issue, organization_create, tiers_ensure_defaults
+
+NODES = [("demo-a", 2, "H100"), ("demo-b", 4, "A100")]
+
+
+class Command(BaseCommand):
+    help = "Start the demo: web app, beat, scheduler worker and two simulated GPU nodes."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--for-seconds", type=float, default=0,
+                            help="stop after this long (0: until Ctrl-C)")
+
+    def handle(self, *args, **opts):
+        call_command("migrate", interactive=False, verbosity=0)
+        key = self._demo_key()
+        procs = self._start_all(opts["port"])
+        url = f"http://127.0.0.1:{opts['port']}"
+        self.stdout.write(self.style.SUCCESS(f"gpusched demo running at {url}"))
+        self.stdout.write(f"API key (also in {self._key_file()}): {key}")
+        self.stdout.write(
+            f"try: curl -s -X POST {url}/api/v1/jobs -H 'Authorization: Bearer {key}' "
+            "-H 'Content-Type: application/json' -d '{\"prompt\": \"a red fox\", \"gpus\": 2}'")
+        self.stdout.flush()
+        try:
+            self._wait(procs, opts["for_seconds"])
+        finally:
+            _stop(procs)
+
+    def _key_file(self) -> Path:
+        return settings.VAR_DIR / "demo-api-key"
+
+    def _demo_key(self) -> str:
+        tiers_ensure_defaults()
+        path = self._key_file()
+        if path.exists() and Organization.objects.filter(slug="demo").exists():
+            return path.read_text().strip()
+        org = (Organization.objects.filter(slug="demo").first()
+               or organization_create(slug="demo", tier="paid", name="Demo Org"))
+        raw = api_key_issue(organization=org, name="demo")[1]
+        path.write_text(raw + "\n")
+        path.chmod(0o600)
+        return raw
+
+    def _start_all(self, port: int) -> list[subprocess.Popen]:
+        manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
+        celery = [sys.executable, "-m", "celery", "-A", "gpusched"]
+        argvs = [
+            manage + ["runserver", f"127.0.0.1:{port}", "--noreload"],
+            celery + ["beat", "--loglevel=WARNING"],
+            celery + ["worker", "-Q", "scheduler,default", "-c", "1", "--loglevel=WARNING",
+                      "--hostname=scheduler@%h"],
+        ] + [manage + ["gpu_node", "--name", name, "--gpus", str(gpus), "--gpu-type", kind,
+                       "--loglevel=WARNING"] for name, gpus, kind in NODES]
+        return [subprocess.Popen(argv, cwd=settings.BASE_DIR, start_new_session=True)
+                for argv in argvs]
+
+    def _wait(self, procs: list[subprocess.Popen], for_seconds: float) -> None:
+        deadline = time.monotonic() + for_seconds if for_seconds else None
+        try:
+            while deadline is None or time.monotonic() < deadline:
+                if any(p.poll() is not None for p in procs):
+                    self.stderr.write("a demo process exited; stopping the demo")
+                    return
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+
+
+def _stop(procs: list[subprocess.Popen]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            signal_group(p, signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            signal_group(p, signal.SIGKILL)
+
+
+def signal_group(proc: subprocess.Popen, sig: int) -> None:
+    import contextlib
+    import os
+
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)

@@ -1,0 +1,63 @@
+"""Run one GPU node: register it and its GPUs, then consume its own queue."""
+
+from __future__ import annotations
+
+import threading
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+from django.db import close_old_connections, connections
+
+from gpusched.celery import app
+from workers.agent.discovery import configured_gpus, discover_nvml
+from workers.queues import node_queue
+from workers.services.nodes import node_heartbeat, node_register
+
+
+class Command(BaseCommand):
+    help = "Register a GPU node and run its Celery worker (concurrency = GPUs, prefetch 1)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--name", required=True)
+        parser.add_argument("--gpus", type=int, help="GPU count when NVML is not used")
+        parser.add_argument("--gpu-type", default="H100")
+        parser.add_argument("--gpu-memory-mb", type=int, default=81920)
+        parser.add_argument("--region", default="")
+        parser.add_argument("--island", default="")
+        parser.add_argument("--nvml", action="store_true", help="discover GPUs with NVML")
+        parser.add_argument("--loglevel", default="INFO")
+
+    def _gpus(self, opts) -> tuple[str, list]:
+        if opts["nvml"]:
+            found = discover_nvml()
+            if not found:
+                raise CommandError("--nvml given but NVML found no GPU")
+            return found
+        if not opts["gpus"] or opts["gpus"] < 1:
+            raise CommandError("--gpus N (N >= 1) is required without --nvml")
+        return opts["gpu_type"], configured_gpus(opts["name"], opts["gpus"],
+                                                 opts["gpu_memory_mb"])
+
+    def handle(self, *args, **opts):
+        name = opts["name"]
+        gpu_type, gpus = self._gpus(opts)
+        node_register(name=name, gpu_type=gpu_type, gpus=gpus, region=opts["region"],
+                      island=opts["island"])
+        self.stdout.write(f"node {name}: {len(gpus)} × {gpu_type}, queue {node_queue(name)}")
+        threading.Thread(target=_heartbeat_loop, args=(name,), daemon=True).start()
+        connections.close_all()  # never share a DB connection with the forked pool
+        app.worker_main(argv=[
+            "worker", f"--hostname={name}@%h", f"--queues={node_queue(name)}",
+            f"--concurrency={len(gpus)}", "--prefetch-multiplier=1", "--pool=prefork",
+            f"--loglevel={opts['loglevel']}", "--without-gossip", "--without-mingle",
+        ])
+
+
+def _heartbeat_loop(name: str) -> None:
+    stop = threading.Event()
+    while not stop.wait(settings.GPUSCHED_HEARTBEAT_SECONDS):
+        close_old_connections()
+        try:
+            node_heartbeat(name=name)
+        except Exception:  # a database blip must not kill the node; the next beat retries
+            connections.close_all()

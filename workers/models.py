@@ -1,0 +1,53 @@
+"""The fleet: GPU nodes and their GPUs."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class NodeState(models.TextChoices):
+    ACTIVE = "ACTIVE"
+    CORDONED = "CORDONED"  # runs what it has, takes nothing new
+    DRAINING = "DRAINING"  # finishing its work before maintenance
+    DOWN = "DOWN"
+
+
+class Node(models.Model):
+    name = models.SlugField(max_length=63, unique=True)
+    region = models.CharField(max_length=40, blank=True)
+    island = models.CharField(max_length=40, blank=True, help_text="Rack / NVLink island.")
+    gpu_type = models.CharField(max_length=40)
+    gpu_count = models.PositiveSmallIntegerField()
+    gpu_memory_mb = models.PositiveIntegerField(default=0)
+    state = models.CharField(max_length=10, choices=NodeState.choices, default=NodeState.ACTIVE)
+    last_heartbeat = models.DateTimeField(null=True, blank=True)
+    labels = models.JSONField(default=dict, blank=True)
+    registered_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Gpu(models.Model):
+    class Health(models.TextChoices):
+        HEALTHY = "HEALTHY"
+        UNHEALTHY = "UNHEALTHY"
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="gpus")
+    index = models.PositiveSmallIntegerField()
+    uuid = models.CharField(max_length=64, unique=True)
+    health = models.CharField(max_length=10, choices=Health.choices, default=Health.HEALTHY)
+
+    class Meta:
+        ordering = ["node_id", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["node", "index"], name="gpu_index_per_node")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node.name}:{self.index}"
+
+    @property
+    def bound_attempt(self):
+        binding = self.bindings.filter(released_at__isnull=True).first()
+        return binding.attempt if binding else None

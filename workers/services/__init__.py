@@ -1,0 +1,1 @@
+"""Services of the fleet side: node registration, the attempt lifecycle, the reaper."""

@@ -1,0 +1,153 @@
+"""The life of an attempt on its node: start, heartbeat, finish.
+
+Every call carries the attempt's fencing token and changes nothing unless the
+database still holds that attempt live with that token (invariant 3): a duplicate
+or stale message can neither start the binary, renew, report nor publish.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.core.files import File
+from django.core.files.storage import default_storage
+from django.db import transaction
+from django.utils import timezone
+
+from jobs.models import Attempt, AttemptStatus, GpuBinding, Job
+from jobs.scheduler.trigger import request_tick
+from jobs.states import JobState
+from jobs.transitions import transition
+
+log = logging.getLogger(__name__)
+Outcome = Attempt.Outcome
+
+
+class StaleAttempt(Exception):
+    """The token is not the live attempt's: the caller must stop and report nothing."""
+
+
+@dataclass(frozen=True)
+class AttemptClaim:
+    attempt_id: int
+    token: int
+    job_id: int
+    node: str
+    gpu_indices: tuple[int, ...]
+    prompt: str
+    params: dict
+    time_limit_s: int
+
+
+@dataclass(frozen=True)
+class Verdict:
+    action: str  # "continue", "preempt", "cancel" or "stale"
+    deadline_s: float = 0.0  # seconds left to stop gracefully, for preempt and cancel
+
+
+def _lease() -> timedelta:
+    return timedelta(seconds=settings.GPUSCHED_LEASE_SECONDS)
+
+
+def attempt_start(*, attempt_id: int, token: int) -> AttemptClaim:
+    now = timezone.now()
+    with transaction.atomic():
+        claimed = Attempt.objects.filter(
+            pk=attempt_id, token=token, status=AttemptStatus.SCHEDULED, ended_at__isnull=True
+        ).update(status=AttemptStatus.RUNNING, started_at=now, lease_expires_at=now + _lease())
+        if claimed != 1:
+            raise StaleAttempt(f"attempt {attempt_id} token {token} is not startable")
+        attempt = Attempt.objects.select_related("job", "node").get(pk=attempt_id)
+        job = attempt.job
+        transition(job, JobState.RUNNING, attempt=attempt, reason=f"started on {attempt.node}",
+                   started_at=job.started_at or now)
+    return AttemptClaim(attempt_id=attempt.pk, token=token, job_id=job.pk,
+                        node=attempt.node.name, gpu_indices=tuple(attempt.gpu_indices),
+                        prompt=job.prompt, params=job.params, time_limit_s=job.time_limit_s)
+
+
+def attempt_heartbeat(*, attempt_id: int, token: int, progress: float | None = None,
+                      checkpointed: bool = False) -> Verdict:
+    """Renew the lease; answer whether the attempt should go on."""
+    now = timezone.now()
+    fields = {"lease_expires_at": now + _lease()}
+    if progress is not None:
+        fields["progress"] = max(0.0, min(1.0, progress))
+    if checkpointed:
+        fields["last_checkpoint_at"] = now
+    live = Attempt.objects.filter(pk=attempt_id, token=token, status=AttemptStatus.RUNNING,
+                                  ended_at__isnull=True)
+    if live.update(**fields) != 1:
+        return Verdict("stale")
+    stop, deadline = live.values_list("stop_requested", "stop_deadline").first() or ("", None)
+    if not stop:
+        return Verdict("continue")
+    left = (deadline - now).total_seconds() if deadline else settings.GPUSCHED_KILL_GRACE_S
+    return Verdict(stop, max(0.0, left))
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    outcome: str  # an Attempt.Outcome
+    exit_code: int | None
+    stderr_tail: str = ""
+    output_path: Path | None = None
+    error_code: str = ""
+
+
+_JOB_STATE_FOR = {
+    Outcome.SUCCEEDED: JobState.SUCCEEDED,
+    Outcome.FAILED: JobState.FAILED,
+    Outcome.OOM: JobState.FAILED,
+    Outcome.TIMED_OUT: JobState.TIMED_OUT,
+    Outcome.CANCELLED: JobState.CANCELLED,
+    Outcome.PREEMPTED: JobState.QUEUED,
+}
+
+
+def _end_attempt(attempt_id: int, token: int, result: AttemptResult) -> Attempt:
+    now = timezone.now()
+    ended = Attempt.objects.filter(pk=attempt_id, token=token, ended_at__isnull=True).update(
+        status=AttemptStatus.ENDED, ended_at=now, outcome=result.outcome,
+        exit_code=result.exit_code, stderr_tail=result.stderr_tail[-4000:])
+    if ended != 1:
+        raise StaleAttempt(f"attempt {attempt_id} token {token} already ended")
+    GpuBinding.objects.filter(attempt_id=attempt_id, released_at__isnull=True).update(
+        released_at=now)
+    return Attempt.objects.select_related("job").get(pk=attempt_id)
+
+
+def _job_fields(job: Job, result: AttemptResult) -> dict:
+    now = timezone.now()
+    if result.outcome == Outcome.PREEMPTED:
+        return {"enqueued_at": now, "preemptions": job.preemptions + 1,
+                "pending_code": "new", "pending_reason": "resuming after preemption"}
+    fields = {"finished_at": now}
+    if result.outcome == Outcome.SUCCEEDED and result.output_path:
+        name = f"outputs/job-{job.pk}/{result.output_path.name}"
+        with result.output_path.open("rb") as fh:
+            fields["output"] = default_storage.save(name, File(fh))
+        fields["result"] = {"output": fields["output"],
+                            "size": result.output_path.stat().st_size}
+    elif result.outcome != Outcome.SUCCEEDED:
+        fields["error_code"] = result.error_code or result.outcome.lower()
+        fields["error"] = result.stderr_tail[-2000:]
+    return fields
+
+
+def attempt_finish(*, attempt_id: int, token: int, result: AttemptResult) -> Job:
+    """End the attempt, free its GPUs and settle the job, all or nothing."""
+    with transaction.atomic():
+        attempt = _end_attempt(attempt_id, token, result)
+        job = Job.objects.get(pk=attempt.job_id)
+        target = _JOB_STATE_FOR[result.outcome]
+        if result.outcome == Outcome.PREEMPTED and job.state == JobState.RUNNING:
+            target = JobState.FAILED  # exited with "resumable" although nobody asked it to stop
+        transition(job, target, attempt=attempt, reason=f"attempt {result.outcome.lower()}, "
+                   f"exit {result.exit_code}", **_job_fields(job, result))
+        transaction.on_commit(request_tick)
+    return job

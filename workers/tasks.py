@@ -1,0 +1,12 @@
+"""Celery tasks of the node workers; each node consumes only its own queue."""
+
+from celery import shared_task
+
+from workers.agent.runner import run_attempt as run_attempt_service
+
+
+# Late ack + reject on worker loss: a killed worker's message is redelivered, and the
+# fencing token makes the redelivery harmless (it is refused unless still startable).
+@shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def run_attempt(attempt_id: int, token: int) -> str:
+    return run_attempt_service(attempt_id, token)
