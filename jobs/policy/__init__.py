@@ -2,6 +2,7 @@
 
 from collections.abc import Callable
 
+from .baselines import multifactor_decide, priority_decide
 from .fifo import decide as fifo_decide
 from .types import (
     Allocation,
@@ -19,10 +20,14 @@ from .types import (
 )
 
 decide = fifo_decide
-POLICIES: dict[str, Callable[[Snapshot], Decisions]] = {"fifo": fifo_decide}
+POLICIES: dict[str, Callable[[Snapshot], Decisions]] = {
+    "fifo": fifo_decide,
+    "priority": priority_decide,
+    "multifactor": multifactor_decide,
+}
 
 __all__ = [
     "POLICIES", "Allocation", "Decisions", "NodeView", "PendingReason", "Placement",
     "PolicyConfig", "Preemption", "QueuedJob", "Reservation", "RunningView", "Snapshot",
-    "TierSpec", "decide", "fifo_decide",
+    "TierSpec", "decide", "fifo_decide", "multifactor_decide", "priority_decide",
 ]
