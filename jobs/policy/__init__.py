@@ -1,9 +1,14 @@
-"""The scheduling policy: a pure function from a Snapshot to Decisions (no Django)."""
+"""The scheduling policy: a pure function from a Snapshot to Decisions (no Django).
+
+`decide` is the gpusched policy (gpusched.py); `POLICIES` names every policy the simulator
+and the benchmarks can compare: "gpusched", "fifo" and the baselines.
+"""
 
 from collections.abc import Callable
 
 from .baselines import multifactor_decide, priority_decide
 from .fifo import decide as fifo_decide
+from .gpusched import decide
 from .types import (
     Allocation,
     Decisions,
@@ -19,8 +24,8 @@ from .types import (
     TierSpec,
 )
 
-decide = fifo_decide
 POLICIES: dict[str, Callable[[Snapshot], Decisions]] = {
+    "gpusched": decide,
     "fifo": fifo_decide,
     "priority": priority_decide,
     "multifactor": multifactor_decide,

@@ -1,0 +1,147 @@
+"""Time one scheduling decision of the gpusched policy on a large synthetic fleet.
+
+    python bench/policy_tick.py [--runs 7] [--queued 5000,50000,200000]
+
+Builds (seeded) 1,000 nodes x 8 GPUs of mixed types in islands of 16, 5,000 running
+attempts and N queued jobs of three tiers and 300 orgs (oldest first, as the tick loads
+them), then times `decide` (median and p90
+of several runs, one process, one core) and `fifo_decide` on the same snapshot.
+Target: median <= 100 ms at 50,000 queued.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from jobs.policy import decide, fifo_decide  # noqa: E402
+from jobs.policy.types import (  # noqa: E402
+    Allocation,
+    NodeView,
+    QueuedJob,
+    RunningView,
+    Snapshot,
+    TierSpec,
+)
+
+NOW = 1_700_000_000.0
+TYPES = [("H100", 0.4, 81_920), ("A100", 0.3, 81_920), ("L40S", 0.2, 46_080),
+         ("H200", 0.1, 143_360)]
+TIERS = {
+    "enterprise": TierSpec("enterprise", 3, 4.0, 0.2, 1.0, 30.0, preemptible=False),
+    "paid": TierSpec("paid", 2, 2.0, 0.4, 1.0, 300.0, preemptible=True),
+    "free": TierSpec("free", 1, 1.0, 0.1, 1.0, 3600.0, preemptible=True),
+}
+
+
+def _nodes(rng: random.Random, count: int = 1000, size: int = 8) -> list[NodeView]:
+    nodes, i = [], 0
+    for gtype, frac, mem in TYPES:
+        for _ in range(round(count * frac)):
+            region = "eu" if i % 10 == 0 else "us"
+            nodes.append(NodeView(f"n{i:04d}", gtype, mem, size, tuple(range(size)), region,
+                                  f"isl{i // 16}"))
+            i += 1
+    return nodes
+
+
+def _orgs(rng: random.Random, count: int = 300) -> list[tuple[str, str]]:
+    tiers = rng.choices(["enterprise", "paid", "free"], [0.15, 0.45, 0.4], k=count)
+    return [(f"org{i}", t) for i, t in enumerate(tiers)]
+
+
+def _running(rng, nodes, orgs, count=5000) -> tuple[list[RunningView], list[NodeView]]:
+    free = {n.name: list(n.free_gpus) for n in nodes}
+    names = [n.name for n in nodes]
+    out = []
+    for a in range(count):
+        gpus = rng.choices([1, 2, 4, 8], [0.78, 0.13, 0.06, 0.03])[0]
+        for _ in range(20):
+            node = rng.choice(names)
+            if len(free[node]) >= gpus:
+                break
+        else:
+            continue
+        taken, free[node] = free[node][:gpus], free[node][gpus:]
+        org, tier = rng.choice(orgs)
+        start = NOW - rng.uniform(30, 4 * 3600)
+        end = NOW + rng.uniform(10, 3 * 3600)
+        ckpt = start + rng.uniform(0, NOW - start) if rng.random() < 0.6 else None
+        out.append(RunningView(a, 10_000_000 + a, org, tier, (Allocation(node, tuple(taken)),),
+                               start, end, end + 600, ckpt, ckpt is not None,
+                               preemptions=rng.choice([0, 0, 0, 1, 3]),
+                               project=f"p{a % 3}"))
+    views = [NodeView(n.name, n.gpu_type, n.gpu_memory_mb, n.total_gpus, tuple(free[n.name]),
+                      n.region, n.island) for n in nodes]
+    return out, views
+
+
+def _queued(rng: random.Random, orgs, count: int) -> list[QueuedJob]:
+    out = []
+    waits = sorted((rng.uniform(0, 6 * 3600) for _ in range(count)), reverse=True)
+    prefs = [(), (), ("H100", "H200"), ("A100",), ("L40S", "A100"), ("H200",)]
+    for j in range(count):
+        org, tier = orgs[min(int(rng.paretovariate(1.2)) - 1, len(orgs) - 1)] \
+            if rng.random() < 0.5 else rng.choice(orgs)
+        gpus = rng.choices([1, 2, 4, 8, 16], [0.6, 0.2, 0.12, 0.07, 0.01])[0]
+        limit = rng.choice([600.0, 1800.0, 3600.0, 4 * 3600.0])
+        out.append(QueuedJob(j, org, tier, gpus, NOW - waits[j], limit,
+                             limit * rng.uniform(0.2, 0.9), rng.choice(prefs),
+                             90_000 if rng.random() < 0.03 else 0,
+                             "eu" if rng.random() < 0.05 else "", f"p{j % 4}", f"u{j % 7}",
+                             min_gpus=1 if gpus > 1 and rng.random() < 0.2 else None))
+    return out
+
+
+def snapshot(queued: int, seed: int = 7) -> Snapshot:
+    rng = random.Random(seed)
+    nodes = _nodes(rng)
+    orgs = _orgs(rng)
+    running, nodes = _running(rng, nodes, orgs)
+    usage = {o: rng.uniform(0, 5e6) for o, _ in orgs}
+    caps = {o: 64 for o, _ in orgs[::10]}
+    return Snapshot(NOW, nodes, running, _queued(rng, orgs, queued), dict(TIERS), usage,
+                    org_weights={o: 2.0 for o, _ in orgs[::7]}, org_gpu_caps=caps)
+
+
+def _time(fn, snap: Snapshot, runs: int) -> tuple[list[float], object]:
+    out, result = [], None
+    for _ in range(runs):
+        gc.collect()
+        t0 = time.perf_counter()
+        result = fn(snap)
+        out.append((time.perf_counter() - t0) * 1000)
+    return out, result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--queued", default="5000,50000,200000")
+    args = ap.parse_args()
+    head = f"{'queued':>8} {'median ms':>10} {'p90 ms':>8} {'fifo ms':>8} {'ratio':>6} " \
+           f"{'placed':>7} {'preempt':>7} {'reserv':>6} {'pending':>8}"
+    print("gpusched decide: 1,000 nodes x 8 GPUs, 5,000 running, one core")
+    print(head)
+    for q in (int(x) for x in args.queued.split(",")):
+        snap = snapshot(q)
+        runs = max(3, args.runs if q <= 50_000 else args.runs // 2)
+        ours, d = _time(decide, snap, runs)
+        base, _ = _time(fifo_decide, snap, runs)
+        ours.sort()
+        med, p90 = statistics.median(ours), ours[min(len(ours) - 1, int(0.9 * len(ours)))]
+        fifo = statistics.median(base)
+        print(f"{q:>8} {med:>10.1f} {p90:>8.1f} {fifo:>8.1f} {med / fifo:>6.2f} "
+              f"{len(d.placements):>7} {len(d.preemptions):>7} {len(d.reservations):>6} "
+              f"{len(d.pending):>8}")
+
+
+if __name__ == "__main__":
+    main()

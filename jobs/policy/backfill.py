@@ -1,0 +1,204 @@
+"""Reservations for blocked jobs, and backfill that cannot delay them.
+
+When a job ranked ahead cannot start, it gets the earliest GPUs it can have: each node's
+release times come from running attempts' `expected_end` (and from this round's placements);
+the node where the gang's k-th GPU frees up first wins. Those GPUs are reserved: the ones
+free now leave the free index, so a later job can only start on them if it ends (by its time
+limit, never by a prediction) before the reservation starts. Several reservations may exist
+in one round (`PolicyConfig.max_reservations`); each reserved node belongs to one of them.
+
+Per (pool, k) a lazy min-heap of "earliest time this node has k GPUs" is built on first use;
+placements only push a node's time later, so a stale entry is recomputed when it reaches
+the top and pushed back. Finding a reservation costs a few heap operations, not a fleet scan.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from .placement import FreeIndex, Pool, Pools
+from .types import Allocation, RunningView
+
+
+@dataclass(slots=True, eq=False)
+class Hold:
+    """One reservation: GPUs per node, the part of them free now, and when it starts."""
+
+    job_id: int
+    start_at: float
+    gpus: dict[str, tuple[int, ...]]
+    free_now: dict[str, list[int]] = field(default_factory=dict)
+
+    def allocations(self) -> tuple[Allocation, ...]:
+        return tuple(Allocation(n, g) for n, g in self.gpus.items())
+
+
+class Timeline:
+    """When each GPU of each schedulable node is expected to be free."""
+
+    def __init__(self, now: float, running: list[RunningView], index: FreeIndex) -> None:
+        self.now, self.index = now, index
+        # node -> [(end time, GPU indices)]: what frees up, and when
+        self.releases: dict[str, list[tuple[float, tuple[int, ...]]]] = defaultdict(list)
+        self.version: dict[str, int] = defaultdict(int)
+        self.reserved: set[str] = set()
+        self.holds: list[Hold] = []
+        self._heaps: dict[tuple[int, int], list[tuple[float, int, str]]] = {}
+        self._profiles: dict[str, tuple[int, list[float]]] = {}
+        for run in running:
+            end = max(run.expected_end, now)
+            for a in run.allocations:
+                if a.node in index.node:
+                    self.releases[a.node].append((end, a.gpus))
+
+    def occupy(self, node: str, gpus: tuple[int, ...], end: float) -> None:
+        """GPUs taken this round, free again at `end`."""
+        self.releases[node].append((max(end, self.now), gpus))
+        self.version[node] += 1
+
+    def release_early(self, run: RunningView, at: float, taken: dict[str, set[int]]) -> None:
+        """A preempted attempt's GPUs free up at `at`, except those handed to the preemptor."""
+        for a in run.allocations:
+            rel = self.releases.get(a.node)
+            if rel is None:
+                continue
+            kept = [r for r in rel if r[1] != a.gpus]
+            rest = tuple(g for g in a.gpus if g not in taken.get(a.node, ()))
+            if rest:
+                kept.append((at, rest))
+            self.releases[a.node] = kept
+            self.version[a.node] += 1
+
+    # -- earliest start ---------------------------------------------------------------------
+
+    def _node_time(self, node: str, k: int) -> tuple[float, list[int]]:
+        """Earliest time node has k GPUs (inf if never) and which GPUs those are."""
+        gpus = list(self.index.free[node])
+        if len(gpus) >= k:
+            return self.now, gpus[:k]
+        for end, released in sorted(self.releases.get(node, ())):
+            gpus.extend(released)
+            if len(gpus) >= k:
+                return end, gpus[:k]
+        return float("inf"), []
+
+    def _time_k(self, node: str, k: int) -> float:
+        """Earliest time the node has k GPUs; profiles are cached per node version."""
+        ver = self.version[node]
+        cached = self._profiles.get(node)
+        if cached is None or cached[0] != ver:
+            times = [self.now] * len(self.index.free[node])
+            for end, released in sorted(self.releases.get(node, ())):
+                times.extend([end] * len(released))
+            cached = self._profiles[node] = (ver, times)
+        times = cached[1]
+        return times[k - 1] if k <= len(times) else float("inf")
+
+    def _heap(self, pool: Pool, k: int) -> list[tuple[float, int, str]]:
+        key = (id(pool), k)
+        heap = self._heaps.get(key)
+        if heap is None:
+            heap = []
+            for node in pool.nodes:
+                if node not in self.reserved:
+                    heap.append((self._time_k(node, k), self.version[node], node))
+            heapq.heapify(heap)
+            self._heaps[key] = heap
+        return heap
+
+    def _peek(self, pool: Pool, k: int) -> tuple[float, str] | None:
+        heap = self._heap(pool, k)
+        while heap:
+            t, ver, node = heap[0]
+            if node in self.reserved:
+                heapq.heappop(heap)
+            elif ver != self.version[node]:
+                heapq.heapreplace(heap, (self._time_k(node, k), self.version[node], node))
+            else:
+                return t, node
+        return None
+
+    def earliest(self, groups: Pools, k: int) -> tuple[float, str] | None:
+        """Earliest (time, node) a single node of the allowed pools holds k GPUs."""
+        best = None
+        for group in groups:
+            for pool in group:
+                if k > pool.size:
+                    continue
+                found = self._peek(pool, k)
+                if found is None or found[0] == float("inf"):
+                    continue
+                if best is None or found[0] < best[0]:
+                    best = found
+        return best
+
+    def earliest_island(self, groups: Pools, k: int) -> tuple[float, dict[str, int]] | None:
+        """Earliest time whole nodes of one island hold a gang larger than a node.
+
+        Rare and small (a few big gangs), so this one scans the pool's nodes.
+        """
+        best = None
+        for group in groups:
+            for pool in group:
+                if k <= pool.size:
+                    continue
+                need, rest = divmod(k, pool.size)
+                need += 1 if rest else 0
+                by_island: dict[str, list[tuple[float, str]]] = defaultdict(list)
+                for node in pool.nodes:
+                    if node not in self.reserved:
+                        t = self._time_k(node, pool.size)
+                        by_island[self.index.node[node].island].append((t, node))
+                for items in by_island.values():
+                    if len(items) < need:
+                        continue
+                    items.sort()
+                    t = items[need - 1][0]
+                    if t != float("inf") and (best is None or t < best[0]):
+                        plan = {n: pool.size for _, n in items[:need]}
+                        if rest:
+                            plan[items[need - 1][1]] = rest
+                        best = (t, plan)
+        return best
+
+    # -- reserving --------------------------------------------------------------------------
+
+    def reserve(self, job_id: int, start_at: float, plan: dict[str, int]) -> Hold:
+        """Hold GPUs on the planned nodes; the free ones leave the free index."""
+        hold = Hold(job_id, start_at, {})
+        for node, k in plan.items():
+            gpus = self._node_time(node, k)[1]
+            hold.gpus[node] = tuple(sorted(gpus))
+            free_now = [g for g in gpus if g in set(self.index.free[node])]
+            if free_now:
+                self.index.take_exact(node, free_now)
+            hold.free_now[node] = free_now
+            self.reserved.add(node)
+        self.holds.append(hold)
+        return hold
+
+    def borrow(self, groups: Pools, k: int, ends_at: float) -> Allocation | None:
+        """Start a job on reserved-but-idle GPUs when it ends before the reservation starts.
+
+        Only single-node gangs borrow. The node's unreserved free GPUs are used first; the
+        caller records the occupancy.
+        """
+        allowed = {id(p) for g in groups for p in g}
+        for hold in self.holds:
+            if ends_at > hold.start_at:
+                continue
+            for node, idle in hold.free_now.items():
+                if id(self.index.pool_of[node]) not in allowed:
+                    continue
+                unreserved = self.index.free[node]
+                if len(unreserved) + len(idle) < k:
+                    continue
+                own = unreserved[:k]
+                if own:
+                    self.index.take_exact(node, own)
+                lent = idle[: k - len(own)]
+                hold.free_now[node] = idle[len(lent) :]
+                return Allocation(node, tuple(sorted(own + lent)))
+        return None

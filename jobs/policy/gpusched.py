@@ -1,0 +1,330 @@
+"""The gpusched policy: `decide(snapshot) -> Decisions`, pure and deterministic.
+
+One round walks the queue in rank order (ranking.py) and, for each job:
+
+1. skips it with a reason when its org is at its running-GPU cap or its tier at its ceiling;
+2. starts it now on the best-fit node (placement.py), or on GPUs reserved for a job ahead
+   of it if it ends before that job's reservation starts (backfill.py);
+3. otherwise, if its tier is below its guaranteed floor or it is about to miss its start
+   SLO, and GPUs will not free up within the hysteresis window, preempts lower-tier work
+   (preemption.py) and is placed on the victims' GPUs (`preempted=True`);
+4. otherwise reserves the earliest GPUs it can have (up to `max_reservations` jobs a round)
+   and gets a pending reason with an estimated start.
+
+The walk stops when nothing is free and no preemption is possible, or after
+`backfill_depth` jobs past the first blocked one; the rest of the queue gets shared reasons.
+"""
+
+from __future__ import annotations
+
+import gc
+from bisect import bisect_right
+from collections import defaultdict
+from operator import attrgetter
+
+from . import reasons
+from .backfill import Timeline
+from .placement import FreeIndex, Pools
+from .preemption import Plan, VictimIndex, grace_s
+from .ranking import Group, RankedQueue, Shares, tier_levels
+from .types import (
+    Allocation,
+    Decisions,
+    PendingReason,
+    Placement,
+    Preemption,
+    QueuedJob,
+    Reservation,
+    Snapshot,
+)
+
+_JOB_ID = attrgetter("job_id")
+_ENQ = attrgetter("enqueued_at")
+_INF = float("inf")
+
+
+def decide(snapshot: Snapshot) -> Decisions:
+    """Place, preempt, reserve, and explain every queued job that does not start."""
+    # A round allocates many small objects that all die with it; a full collection in the
+    # middle would walk the whole snapshot (50,000 jobs) for nothing and double the latency.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _Round(snapshot).run()
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+class _Round:
+    def __init__(self, snap: Snapshot) -> None:
+        self.snap, self.cfg, self.now = snap, snap.config, snap.now
+        self.out = Decisions()
+        self.index = FreeIndex(snap.nodes)
+        fleet = sum(n.total_gpus for n in snap.nodes if n.schedulable)
+        self.levels = tier_levels(snap.tiers)
+        self.floors = {n: t.guaranteed_share * fleet for n, t in snap.tiers.items()}
+        self.ceilings = {n: t.max_share * fleet for n, t in snap.tiers.items()}
+        self.shares = Shares()
+        for run in snap.running:
+            self.shares.add(run.tier, run.org, run.project, run.gpus)
+        self.timeline = Timeline(self.now, snap.running, self.index)
+        self.victims = VictimIndex(
+            snap.running, snap.tiers, self.levels, self.index, self.now, self.cfg
+        )
+        self.queue = RankedQueue(snap, self.shares, self.floors)
+        self.no_free_min: dict[tuple, int] = {}  # job class -> smallest gang that found nothing
+        self.no_victims_min: dict[tuple, int] = {}  # same, for preemption plans
+        self.fits: dict[tuple, bool] = {}
+        self.waiting_levels: dict[int, str] = {}  # level -> a tier with a blocked job
+        self.budget_used: dict[str, int] = defaultdict(int)
+        self.short: dict[str, int] = defaultdict(int)
+        self.after_block: int | None = None
+        self.preempt_tries = 0
+        self.explained = 0
+
+    # -- the walk ---------------------------------------------------------------------------
+
+    def run(self) -> Decisions:
+        while not self._exhausted():
+            job = self.queue.pop()
+            if job is None:
+                break
+            if self.after_block is not None:
+                self.after_block += 1
+            self._consider(job)
+        self._explain_rest()
+        self.out.capacity_advice = {t: n for t, n in self.short.items() if n > 0}
+        return self.out
+
+    def _exhausted(self) -> bool:
+        if self.after_block is None:
+            return False  # the head of the queue always gets a full answer
+        if self.after_block >= self.cfg.backfill_depth:
+            return True
+        if self.index.total_free > 0:
+            return False
+        if any(idle for h in self.timeline.holds for idle in h.free_now.values()):
+            return False
+        return self.preempt_tries >= self.cfg.max_preemptors_per_round or not self.victims.by_node
+
+    def _consider(self, job: QueuedJob) -> None:
+        if self._capped(job):
+            return
+        groups = self.index.matching(job)
+        if not self._can_fit(job, groups):
+            self._pending(job, reasons.no_fit(job), count_short=False)
+            return
+        alloc = self._place_now(job, groups)
+        if alloc is not None:
+            self._commit(job, alloc)
+        else:
+            self._blocked(job, groups)
+
+    def _capped(self, job: QueuedJob) -> bool:
+        """Org cap and tier ceiling; a full org or tier leaves the walk for this round."""
+        cap = self.snap.org_gpu_caps.get(job.org)
+        used = self.shares.org[job.org]
+        if cap is not None and used + job.gpus > cap:
+            if used >= cap:
+                self.queue.exclude_org(job.tier, job.org)
+            self._pending(job, reasons.org_cap(job.org, cap), count_short=False)
+            return True
+        ceiling, tier_used = self.ceilings[job.tier], self.shares.tier[job.tier]
+        if self.snap.tiers[job.tier].max_share < 1.0 and tier_used + job.gpus > ceiling + 1e-9:
+            if tier_used >= ceiling - 1e-9:
+                self.queue.exclude_tier(job.tier)
+            reason = reasons.tier_ceiling(job.tier, tier_used, ceiling)
+            self._pending(job, reason, count_short=False)
+            return True
+        return False
+
+    def _can_fit(self, job: QueuedJob, groups: Pools) -> bool:
+        key = (job.gpu_types, job.min_gpu_memory_mb, job.region, job.gpus)
+        ok = self.fits.get(key)
+        if ok is None:
+            ok = self.fits[key] = bool(groups) and self.index.can_ever_fit(groups, job.gpus)
+        return ok
+
+    # -- starting now -----------------------------------------------------------------------
+
+    def _place_now(self, job: QueuedJob, groups: Pools) -> tuple[Allocation, ...] | None:
+        key = (job.gpu_types, job.min_gpu_memory_mb, job.region)
+        # free GPUs only shrink during a round: a gang that found nothing stays unplaceable
+        if job.gpus < self.no_free_min.get(key, 1 << 30):
+            alloc = self.index.allocate(groups, job.gpus)
+            if alloc is not None:
+                return alloc
+            self.no_free_min[key] = job.gpus
+        if self.timeline.holds:
+            lent = self.timeline.borrow(groups, job.gpus, self.now + job.time_limit_s)
+            if lent is not None:
+                return (lent,)
+        return None
+
+    def _commit(self, job: QueuedJob, alloc: tuple[Allocation, ...], preempted=False) -> None:
+        self.out.placements.append(Placement(job.job_id, alloc, preempted))
+        self.shares.add(job.tier, job.org, job.project, job.gpus)
+        end = self.now + (job.expected_duration_s or job.time_limit_s)
+        for a in alloc:
+            self.timeline.occupy(a.node, a.gpus, end)
+        self.queue.charged(job)
+
+    # -- blocked: preempt, reserve, explain -------------------------------------------------
+
+    def _blocked(self, job: QueuedJob, groups: Pools) -> None:
+        if self.after_block is None:
+            self.after_block = 0
+        level = self.levels[job.tier]
+        self.waiting_levels.setdefault(level, job.tier)
+        span = job.gpus > max(p.size for g in groups for p in g)
+        est = self._earliest(job, groups, span)
+        if self._may_preempt(job, est) and self._preempt(job, groups):
+            return
+        what_if = self._what_if(job, groups)
+        if est is not None and len(self.timeline.holds) < self.cfg.max_reservations:
+            hold = self.timeline.reserve(job.job_id, est[0], est[1])
+            allocs = hold.allocations()
+            self.out.reservations.append(Reservation(job.job_id, allocs, est[0]))
+            nodes = [a.node for a in allocs]
+            reason = reasons.resources(job, self.now, span, nodes, est[0], what_if)
+        else:
+            start = est[0] if est is not None else None
+            reason = reasons.resources(job, self.now, span, None, start, what_if)
+        self._pending(job, reason, start=est[0] if est is not None else None)
+
+    def _earliest(
+        self, job: QueuedJob, groups: Pools, span: bool
+    ) -> tuple[float, dict[str, int]] | None:
+        """Earliest GPUs for the job from running ends; only for jobs we explain in full."""
+        holds_full = len(self.timeline.holds) >= self.cfg.max_reservations
+        if holds_full and self.explained >= self.cfg.max_explained:
+            return None
+        self.explained += 1
+        if span:
+            return self.timeline.earliest_island(groups, job.gpus)
+        found = self.timeline.earliest(groups, job.gpus)
+        return None if found is None else (found[0], {found[1]: job.gpus})
+
+    def _may_preempt(self, job: QueuedJob, est: tuple[float, dict] | None) -> bool:
+        if self.preempt_tries >= self.cfg.max_preemptors_per_round:
+            return False
+        if self.levels[job.tier] <= self.victims.min_level:
+            return False
+        natural = est[0] if est is not None else _INF
+        if natural <= self.now + self.cfg.hysteresis_s:
+            return False  # hysteresis: enough GPUs free up soon without killing anyone
+        if self.queue.below_floor(job.tier):
+            return True
+        deadline = job.enqueued_at + self.snap.tiers[job.tier].start_slo_s
+        return natural > deadline and self.now + self.cfg.slo_lead_s >= deadline
+
+    def _preempt(self, job: QueuedJob, groups: Pools) -> bool:
+        key = (job.gpu_types, job.min_gpu_memory_mb, job.region, self.levels[job.tier])
+        if job.gpus >= self.no_victims_min.get(key, 1 << 30):
+            return False
+        self.preempt_tries += 1
+        room = {t: self.shares.tier[t] - self.floors[t] for t in self.snap.tiers}
+        budget = self.cfg.preemption_budget_per_org - self.budget_used[job.org]
+        skip = self.timeline.reserved
+        plan = self.victims.plan(groups, job.gpus, self.levels[job.tier], skip, room, budget)
+        if plan is None:
+            self.no_victims_min[key] = job.gpus
+            return False
+        self._apply(job, plan)
+        return True
+
+    def _apply(self, job: QueuedJob, plan: Plan) -> None:
+        node = plan.node
+        own = self.index.free[node][: job.gpus]
+        if own:
+            self.index.take_exact(node, own)
+        gpus = list(own)
+        for v in plan.victims:
+            gpus.extend(v.gpus_on(node))
+        gpus = sorted(gpus[: job.gpus])
+        taken = {node: set(gpus)}
+        for v in plan.victims:
+            v.gone = True
+            run = v.run
+            grace = grace_s(run, self.now, self.cfg)
+            self.out.preemptions.append(Preemption(run.attempt_id, run.job_id, job.job_id, grace))
+            self.shares.add(run.tier, run.org, run.project, -run.gpus)
+            self.timeline.release_early(run, self.now + grace, taken)
+            self.queue.charged_org(run.org)
+        self.budget_used[job.org] += len(plan.victims)
+        self._commit(job, (Allocation(node, tuple(gpus)),), preempted=True)
+
+    def _what_if(self, job: QueuedJob, groups: Pools) -> str:
+        """A relaxation that would start the job now: another GPU type, or fewer GPUs."""
+        if self.explained > self.cfg.max_explained:
+            return ""
+        if job.gpu_types:
+            for pool in self.index.pools:
+                if pool.gpu_type in job.gpu_types or pool.memory_mb < job.min_gpu_memory_mb:
+                    continue
+                if job.region and pool.region != job.region:
+                    continue
+                if self.index.best_fit([[pool]], job.gpus) is not None:
+                    return f"would start now on {pool.gpu_type} if the job allowed that type"
+        if job.min_gpus is not None and job.min_gpus < job.gpus:
+            for g in range(job.gpus - 1, max(job.min_gpus, 1) - 1, -1):
+                if self.index.best_fit(groups, g) is not None:
+                    return f"would start now with {g} GPUs (the job accepts {job.min_gpus})"
+        return ""
+
+    # -- reasons for everyone else ----------------------------------------------------------
+
+    def _pending(
+        self, job: QueuedJob, reason: PendingReason, *, start=None, count_short=True
+    ) -> None:
+        self.out.pending[job.job_id] = reason
+        if count_short:
+            deadline = job.enqueued_at + self.snap.tiers[job.tier].start_slo_s
+            if (start if start is not None else self.now) > deadline:
+                self.short[job.gpu_types[0] if job.gpu_types else "any"] += job.gpus
+
+    def _explain_rest(self) -> None:
+        """Shared reasons for jobs the walk never reached, in one pass over the queue."""
+        shared: dict[tuple[str, str, str], PendingReason] = {}
+        by_class: dict[tuple[str, str], PendingReason] = {}
+        for group in self.queue.groups:
+            excluded = self.queue.org_excluded(group.tier, group.org)
+            cls = (group.tier, group.org if excluded else "")
+            reason = by_class.get(cls)
+            if reason is None:
+                reason = by_class[cls] = self._shared_reason(group)
+            shared[(group.tier, group.org, group.project)] = reason
+            if not group.done and reason.code not in ("org_cap", "tier_ceiling"):
+                self._count_late(group)
+        for job in self.queue.unknown:
+            shared[(job.tier, job.org, job.project)] = reasons.unknown_tier(job.tier)
+        queue = self.queue
+        ids, why = map(_JOB_ID, queue.queue), map(shared.__getitem__, queue.keys)
+        rest = dict(zip(ids, why, strict=True))
+        for placement in self.out.placements:
+            del rest[placement.job_id]
+        rest.update(self.out.pending)
+        self.out.pending = rest
+
+    def _shared_reason(self, group: Group) -> PendingReason:
+        tier, org = group.tier, group.org
+        if self.queue.org_excluded(tier, org):
+            return reasons.org_cap(org, self.snap.org_gpu_caps.get(org, 0))
+        used = self.shares.tier[tier]
+        if self.queue.tier_excluded(tier):
+            return reasons.tier_ceiling(tier, used, self.ceilings[tier])
+        level = self.levels[tier]
+        above = [t for lv, t in sorted(self.waiting_levels.items(), reverse=True) if lv > level]
+        if above and used > self.floors[tier]:
+            return reasons.tier_share(tier, used, self.floors[tier], above[0])
+        return reasons.priority(tier, self.index.total_free)
+
+    def _count_late(self, group: Group) -> None:
+        """Jobs already past their start SLO count toward capacity advice (FIFO prefix)."""
+        slo = self.snap.tiers[group.tier].start_slo_s
+        jobs = group.jobs
+        late = bisect_right(jobs, self.now - slo, lo=group.pos, key=_ENQ)
+        short = self.short
+        for job in jobs[group.pos : late]:
+            short[job.gpu_types[0] if job.gpu_types else "any"] += job.gpus

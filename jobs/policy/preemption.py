@@ -1,0 +1,193 @@
+"""Victim choice for preemption.
+
+A running attempt can be a victim only when its tier and the job itself are preemptible, it
+has run at least `min_runtime_before_preempt_s`, and the job was preempted fewer times than
+its tier's `max_preemptions`. The preemptor must be of a strictly higher tier, and a victim's
+tier is never pushed below its own guaranteed floor.
+
+A victim costs the work it loses, weighted so that jobs preempted before and jobs about to
+finish are spared:
+
+    lost  = gpus * (now - last checkpoint, or start when none) + gpus * restart_cost_s
+    near  = gpus * max(0, near_finish_s - (expected_end - now))
+    cost  = (lost + near) * (1 + preemptions)
+
+On each candidate node the cheapest victims are taken until the gang fits; the node with the
+lowest total wins (the first GPU type in the job's preference order that has any plan).
+Candidate nodes are tried cheapest-victim first and at most `preempt_scan_nodes` of them per
+GPU type, which bounds the cost of one search on a large fleet.
+A victim's whole gang goes, even the GPUs on other nodes: a gang is never split.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from .placement import FreeIndex, Pools
+from .types import PolicyConfig, RunningView, TierSpec
+
+
+@dataclass(slots=True, eq=False)
+class Victim:
+    run: RunningView
+    level: int
+    cost: float
+    gpus: int
+    on_node: dict[str, list[int]]  # its GPUs per node
+    gone: bool = False
+
+    def gpus_on(self, node: str) -> list[int]:
+        return self.on_node.get(node, [])
+
+
+def victim_cost(run: RunningView, gpus: int, now: float, cfg: PolicyConfig) -> float:
+    since = run.started_at
+    if run.checkpointable and run.last_checkpoint_at is not None:
+        since = max(since, run.last_checkpoint_at)
+    lost = gpus * (max(0.0, now - since) + cfg.restart_cost_s)
+    near = gpus * max(0.0, cfg.near_finish_s - (run.expected_end - now))
+    return (lost + near) * (1 + run.preemptions)
+
+
+def grace_s(run: RunningView, now: float, cfg: PolicyConfig) -> float:
+    """Time to the victim's next checkpoint, capped; nothing to save means no grace."""
+    if not run.checkpointable:
+        return 0.0
+    interval = run.checkpoint_interval_s
+    if not interval:
+        return cfg.preempt_grace_max_s
+    last = run.last_checkpoint_at if run.last_checkpoint_at is not None else run.started_at
+    return min(cfg.preempt_grace_max_s, max(0.0, last + interval - now))
+
+
+def eligible(run: RunningView, tier: TierSpec | None, now: float, cfg: PolicyConfig) -> bool:
+    return (
+        tier is not None
+        and tier.preemptible
+        and run.preemptible
+        and now - run.started_at >= cfg.min_runtime_before_preempt_s
+        and run.preemptions < tier.max_preemptions
+    )
+
+
+@dataclass(slots=True)
+class Plan:
+    node: str
+    victims: list[Victim]
+    cost: float
+
+
+class VictimIndex:
+    """Eligible victims by node, cheapest first, and the nodes of each pool that have any."""
+
+    def __init__(
+        self,
+        running: list[RunningView],
+        tiers: dict[str, TierSpec],
+        levels: dict[str, int],
+        index: FreeIndex,
+        now: float,
+        cfg: PolicyConfig,
+    ) -> None:
+        self.index = index
+        self.scan_nodes = cfg.preempt_scan_nodes
+        self.by_node: dict[str, list[Victim]] = defaultdict(list)
+        self.by_pool: dict[int, list[str]] = defaultdict(list)
+        self.min_level = 1 << 30
+        for run in running:
+            if not eligible(run, tiers.get(run.tier), now, cfg):
+                continue
+            on_node: dict[str, list[int]] = defaultdict(list)
+            for a in run.allocations:
+                on_node[a.node].extend(a.gpus)
+            gpus = sum(map(len, on_node.values()))
+            v = Victim(run, levels[run.tier], victim_cost(run, gpus, now, cfg), gpus, on_node)
+            self.min_level = min(self.min_level, v.level)
+            for node in on_node:
+                if node in index.node:
+                    self.by_node[node].append(v)
+        for node, victims in self.by_node.items():
+            victims.sort(key=lambda v: v.cost)
+            self.by_pool[id(index.pool_of[node])].append(node)
+        self._below: dict[tuple[int, int], tuple[list[str], dict[str, list[Victim]]]] = {}
+
+    def _candidates(self, pool_id: int, level: int) -> tuple[list[str], dict[str, list[Victim]]]:
+        """Nodes of a pool with victims below `level`, by their cheapest such victim (cached).
+
+        Sorted so that plan() can stop at the first node whose cheapest victim already costs
+        more than the best plan found.
+        """
+        key = (pool_id, level)
+        found = self._below.get(key)
+        if found is None:
+            lists = {}
+            for node in self.by_pool.get(pool_id, ()):
+                below = [v for v in self.by_node[node] if v.level < level]
+                if below:
+                    lists[node] = below
+            nodes = sorted(lists, key=lambda n: lists[n][0].cost)
+            found = self._below[key] = (nodes, lists)
+        return found
+
+    def plan(
+        self,
+        groups: Pools,
+        k: int,
+        level: int,
+        skip_nodes: set[str],
+        room: dict[str, float],
+        budget: int,
+    ) -> Plan | None:
+        """Cheapest single-node plan for a k-GPU gang of tier level `level`, or None.
+
+        `room` is, per tier, how many GPUs it may lose before dropping below its floor;
+        `budget` how many victims the preemptor's org may still take this round.
+        """
+        if level <= self.min_level or budget <= 0:
+            return None
+        for group in groups:
+            best: Plan | None = None
+            scanned = 0
+            for pool in group:
+                if k > pool.size:
+                    continue
+                nodes, lists = self._candidates(id(pool), level)
+                for node in nodes:
+                    scanned += 1
+                    if scanned > self.scan_nodes:
+                        break
+                    victims = lists[node]
+                    # a plan costs at least its node's cheapest victim: nothing later can win
+                    if best is not None and victims[0].cost >= best.cost:
+                        break
+                    if node in skip_nodes:
+                        continue
+                    plan = self._node_plan(node, victims, k, room, budget)
+                    if plan is not None and (best is None or plan.cost < best.cost):
+                        best = plan
+            if best is not None:
+                return best
+        return None
+
+    def _node_plan(
+        self, node: str, victims: list[Victim], k: int, room: dict[str, float], budget: int
+    ) -> Plan | None:
+        have = len(self.index.free[node])
+        taken: list[Victim] = []
+        lost: dict[str, int] = defaultdict(int)
+        cost = 0.0
+        for v in victims:
+            if have >= k or len(taken) >= budget:
+                break
+            here = v.on_node.get(node)
+            if v.gone or not here:
+                continue
+            tier = v.run.tier
+            if lost[tier] + v.gpus > room.get(tier, 0.0):
+                continue
+            lost[tier] += v.gpus
+            taken.append(v)
+            cost += v.cost
+            have += len(here)
+        return Plan(node, taken, cost) if have >= k and taken else None

@@ -1,0 +1,283 @@
+"""The order in which queued jobs are considered: tiers, then orgs, then projects, then FIFO.
+
+Tiers. A tier below its guaranteed floor (running GPUs < guaranteed_share x fleet) goes
+first; otherwise tiers compare by
+
+    rank(tier) = level(tier) * G + min(a * W_oldest, B)
+
+where level is the tier's position among the distinct priorities (0 = lowest), G is
+`PolicyConfig.tier_gap`, a is `aging_per_hour`, W_oldest the wait in hours of the tier's
+oldest queued job and B `max_age_boost`.
+
+Orgs inside a tier, and projects inside an org, go lowest weighted share first:
+
+    share(org) = (decayed GPU-seconds + running GPUs * tau) / org weight,  tau = half-life / ln 2
+
+tau turns the GPUs an org runs right now into the GPU-seconds they will weigh in steady
+state, so an org's share rises with every job it starts in this very round: one org with
+10,000 queued jobs gets one start, then the next org's turn, and cannot hold its tier.
+Inside a project, jobs go oldest first.
+
+Wait bound (aging). With B >= (L_max - L_t) * G, tier t's oldest job outranks every tier
+whose oldest job has waited less than W - (L_max - L_t) * G / a, so while the fleet starts
+anyone, that job waits at most
+
+    W_max(t) <= W_top + (L_max - L_t) * G / a  +  T_free
+
+where W_top is the wait of the top tier's oldest job and T_free the time until GPUs for its
+gang free up (at most the longest running time limit, and its reservation cannot be delayed
+by backfill). Inside a tier an org that gets nothing sees its share only fall (usage decays,
+it runs nothing), so it becomes the lowest share and is served next; the same holds for
+projects, and jobs of a project are FIFO. Defaults: G = 8, a = 1/h, so a free job waits at
+most 16 h longer than the oldest enterprise job.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from operator import attrgetter, gt
+
+from .types import QueuedJob, Snapshot, TierSpec
+
+_ENQ = attrgetter("enqueued_at")
+_GROUP_KEY = attrgetter("tier", "org", "project")
+
+
+@dataclass(slots=True)
+class Shares:
+    """GPUs running per tier, org and (org, project); updated as the round places jobs."""
+
+    tier: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    org: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    project: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
+
+    def add(self, tier: str, org: str, project: str, gpus: int) -> None:
+        self.tier[tier] += gpus
+        self.org[org] += gpus
+        self.project[(org, project)] += gpus
+
+
+@dataclass(slots=True, eq=False)
+class Group:
+    """Queued jobs of one (tier, org, project), oldest first; pos is the next to consider."""
+
+    tier: str
+    org: str
+    project: str
+    jobs: list[QueuedJob]
+    pos: int = 0
+
+    @property
+    def done(self) -> bool:
+        return self.pos >= len(self.jobs)
+
+
+@dataclass(slots=True, eq=False)
+class _Org:
+    name: str
+    projects: dict[str, Group]
+    heap: list[tuple[float, int, str]] = field(default_factory=list)  # (share, seq, project)
+    seq: dict[str, int] = field(default_factory=dict)
+    live: int = 0  # projects with jobs left
+    excluded: bool = False
+
+
+@dataclass(slots=True, eq=False)
+class _Tier:
+    spec: TierSpec
+    level: int
+    orgs: dict[str, _Org] = field(default_factory=dict)
+    heap: list[tuple[float, int, str]] = field(default_factory=list)  # (share, seq, org)
+    seq: dict[str, int] = field(default_factory=dict)
+    oldest: list[tuple[float, int, int, Group]] = field(default_factory=list)
+    live: int = 0  # orgs with jobs left
+    excluded: bool = False
+
+
+def tier_levels(tiers: dict[str, TierSpec]) -> dict[str, int]:
+    """Position of each tier among the distinct priorities, 0 for the lowest."""
+    order = sorted({t.priority for t in tiers.values()})
+    return {name: order.index(t.priority) for name, t in tiers.items()}
+
+
+class RankedQueue:
+    """Yields queued jobs in rank order; shares are re-read after every placement."""
+
+    def __init__(self, snap: Snapshot, shares: Shares, floors: dict[str, float]) -> None:
+        self.snap, self.shares, self.floors = snap, shares, floors
+        self.cfg = snap.config
+        self.tau = snap.config.usage_half_life_s / math.log(2)
+        self.unknown: list[QueuedJob] = []  # jobs of tiers the snapshot does not define
+        self.groups: list[Group] = []
+        levels = tier_levels(snap.tiers)
+        self.tiers = {n: _Tier(t, levels[n]) for n, t in snap.tiers.items()}
+        self._org_tiers: dict[str, list[_Tier]] = defaultdict(list)
+        self._counter = 0
+        queue = snap.queued
+        enq = list(map(_ENQ, queue))
+        if any(map(gt, enq, enq[1:])):  # the tick loads oldest first; sort only if not
+            queue = sorted(queue, key=_ENQ)
+        self.queue = queue  # oldest first
+        self.keys = list(map(_GROUP_KEY, queue))  # (tier, org, project) of each job
+        self._build()
+
+    def _build(self) -> None:
+        buckets: dict[tuple[str, str, str], list[QueuedJob]] = defaultdict(list)
+        for key, job in zip(self.keys, self.queue, strict=True):
+            buckets[key].append(job)
+        for (tier_name, org_name, project), jobs in buckets.items():
+            tier = self.tiers.get(tier_name)
+            if tier is None:
+                self.unknown.extend(jobs)
+                continue
+            group = Group(tier_name, org_name, project, jobs)
+            self.groups.append(group)
+            org = tier.orgs.get(org_name)
+            if org is None:
+                org = tier.orgs[org_name] = _Org(org_name, {})
+                tier.live += 1
+                self._org_tiers[org_name].append(tier)
+            org.projects[project] = group
+            org.live += 1
+            self._push_oldest(tier, group)
+        for tier in self.tiers.values():
+            for org in tier.orgs.values():
+                for project in org.projects:
+                    self._push_project(org, project)
+                self._push_org(tier, org.name)
+
+    # -- shares -----------------------------------------------------------------------------
+
+    def org_share(self, org: str) -> float:
+        used = self.snap.usage.get(org, 0.0) + self.shares.org[org] * self.tau
+        return used / max(self.snap.org_weights.get(org, 1.0), 1e-9)
+
+    def _project_share(self, org: str, project: str) -> float:
+        used = self.snap.project_usage.get((org, project), 0.0)
+        return used + self.shares.project[(org, project)] * self.tau
+
+    def _next(self) -> int:
+        self._counter += 1
+        return self._counter
+
+    def _push_org(self, tier: _Tier, org: str) -> None:
+        seq = tier.seq[org] = self._next()
+        heapq.heappush(tier.heap, (self.org_share(org), seq, org))
+
+    def _push_project(self, org: _Org, project: str) -> None:
+        seq = org.seq[project] = self._next()
+        heapq.heappush(org.heap, (self._project_share(org.name, project), seq, project))
+
+    def _push_oldest(self, tier: _Tier, group: Group) -> None:
+        if not group.done:
+            job = group.jobs[group.pos]
+            heapq.heappush(tier.oldest, (job.enqueued_at, self._next(), group.pos, group))
+
+    # -- tier choice ------------------------------------------------------------------------
+
+    def below_floor(self, tier: str) -> bool:
+        return self.shares.tier[tier] < self.floors.get(tier, 0.0)
+
+    def _oldest_wait_h(self, tier: _Tier) -> float | None:
+        heap = tier.oldest
+        while heap:
+            enq, _, pos, group = heap[0]
+            org = tier.orgs[group.org]
+            if group.pos == pos and not group.done and not org.excluded:
+                return max(0.0, self.snap.now - enq) / 3600.0
+            heapq.heappop(heap)
+        return None
+
+    def tier_rank(self, tier: _Tier, wait_h: float) -> float:
+        boost = min(self.cfg.aging_per_hour * wait_h, self.cfg.max_age_boost)
+        return tier.level * self.cfg.tier_gap + boost
+
+    def _best_tier(self) -> _Tier | None:
+        best, best_key = None, None
+        for tier in self.tiers.values():
+            if tier.excluded or tier.live <= 0:
+                continue
+            wait_h = self._oldest_wait_h(tier)
+            if wait_h is None:
+                continue
+            key = (self.below_floor(tier.spec.name), self.tier_rank(tier, wait_h))
+            if best_key is None or key > best_key:
+                best, best_key = tier, key
+        return best
+
+    # -- popping ----------------------------------------------------------------------------
+
+    def pop(self) -> QueuedJob | None:
+        """The next job in rank order, or None when no tier has jobs left."""
+        tier = self._best_tier()
+        if tier is None:
+            return None
+        org = self._top_org(tier)
+        group = self._top_project(org)
+        job = group.jobs[group.pos]
+        group.pos += 1
+        if group.done:
+            org.live -= 1
+            if org.live == 0:
+                tier.live -= 1
+        else:
+            self._push_oldest(tier, group)
+        return job
+
+    def _top_org(self, tier: _Tier) -> _Org:
+        heap = tier.heap
+        while True:
+            _, seq, name = heap[0]
+            org = tier.orgs[name]
+            if tier.seq[name] == seq and org.live > 0 and not org.excluded:
+                return org
+            heapq.heappop(heap)
+
+    def _top_project(self, org: _Org) -> Group:
+        heap = org.heap
+        while True:
+            _, seq, name = heap[0]
+            group = org.projects[name]
+            if org.seq[name] == seq and not group.done:
+                return group
+            heapq.heappop(heap)
+
+    def charged(self, job: QueuedJob) -> None:
+        """Re-rank the job's org (in every tier) and project after it got GPUs."""
+        self.charged_org(job.org)
+        tier = self.tiers.get(job.tier)
+        if tier is not None and job.org in tier.orgs:
+            org = tier.orgs[job.org]
+            if not org.projects[job.project].done:
+                self._push_project(org, job.project)
+
+    def charged_org(self, org_name: str) -> None:
+        """Re-rank an org in every tier after its running GPUs changed."""
+        for tier in self._org_tiers.get(org_name, ()):
+            org = tier.orgs[org_name]
+            if org.live > 0 and not org.excluded:
+                self._push_org(tier, org_name)
+
+    def exclude_org(self, tier: str, org: str) -> None:
+        """Stop considering an org's jobs in a tier (it is at its cap); reasons come later."""
+        t = self.tiers[tier]
+        o = t.orgs[org]
+        if not o.excluded and o.live > 0:
+            t.live -= 1
+        o.excluded = True
+
+    def exclude_tier(self, tier: str) -> None:
+        self.tiers[tier].excluded = True
+
+    def remainder(self) -> list[tuple[Group, list[QueuedJob]]]:
+        """Jobs never popped, per group (they get shared pending reasons)."""
+        return [(g, g.jobs[g.pos :]) for g in self.groups if not g.done]
+
+    def org_excluded(self, tier: str, org: str) -> bool:
+        return self.tiers[tier].orgs[org].excluded
+
+    def tier_excluded(self, tier: str) -> bool:
+        return self.tiers[tier].excluded

@@ -1,0 +1,103 @@
+"""Pending reasons: why a queued job did not start this round, in words a customer reads.
+
+Codes (stable, machine-readable):
+
+* ``resources``     — not enough free GPUs that fit the job; reserved GPUs and an estimated
+  start when the job holds a reservation.
+* ``reserved_for_other`` — it would fit now, but only on GPUs reserved for a job ranked
+  ahead of it, and it would not end before that job's start.
+* ``org_cap``       — the organization is at its running-GPU cap.
+* ``tier_ceiling``  — the job's tier is at its burst ceiling.
+* ``tier_share``    — the job's tier is above its guaranteed share while a higher tier waits.
+* ``priority``      — waiting behind higher-ranked jobs (the fleet is full this round).
+* ``no_fit``        — no schedulable node or island can ever hold the job as asked.
+* ``unknown_tier``  — the job names a tier the scheduler does not know.
+
+Jobs that were never looked at this round (the fleet filled up first) share one reason
+object per (tier, code), which keeps a 50,000-job queue cheap.
+"""
+
+from __future__ import annotations
+
+import time
+
+from .types import PendingReason, QueuedJob
+
+
+def clock(t: float, now: float) -> str:
+    """'14:05 UTC (in 12 min)' for people; seconds since the epoch in."""
+    wall = time.strftime("%H:%M", time.gmtime(t))
+    mins = max(0, round((t - now) / 60))
+    if mins < 120:
+        return f"{wall} UTC (in {mins} min)"
+    return f"{wall} UTC (in {mins / 60:.1f} h)"
+
+
+def gpu_words(job: QueuedJob, span: bool = False) -> str:
+    kind = "/".join(job.gpu_types) if job.gpu_types else "GPUs"
+    if job.gpu_types:
+        kind += " GPU" if job.gpus == 1 else " GPUs"
+    where = "inside one island" if span else "on one node"
+    extras = []
+    if job.min_gpu_memory_mb:
+        extras.append(f">= {job.min_gpu_memory_mb} MB each")
+    if job.region:
+        extras.append(f"in region {job.region}")
+    tail = f" ({', '.join(extras)})" if extras else ""
+    return f"{job.gpus} free {kind} {where}{tail}"
+
+
+def resources(
+    job: QueuedJob,
+    now: float,
+    span: bool,
+    reserved_nodes: list[str] | None,
+    start: float | None,
+    what_if: str = "",
+) -> PendingReason:
+    text = f"needs {gpu_words(job, span)}"
+    if reserved_nodes:
+        text += f"; reserved {', '.join(reserved_nodes)}"
+    if start is not None:
+        text += f", estimated start {clock(start, now)}" if reserved_nodes else (
+            f"; not before {clock(start, now)}, after jobs ranked ahead"
+        )
+    return PendingReason("resources", text, start if reserved_nodes else None, what_if)
+
+
+def reserved_for_other(job: QueuedJob, other: int, start: float, now: float) -> PendingReason:
+    text = (
+        f"fits now only on GPUs reserved for job {other} from {clock(start, now)}, "
+        f"and its time limit ({job.time_limit_s / 60:.0f} min) would delay that job"
+    )
+    return PendingReason("reserved_for_other", text)
+
+
+def org_cap(org: str, cap: int) -> PendingReason:
+    return PendingReason("org_cap", f"organization {org} is at its running-GPU cap ({cap})")
+
+
+def tier_ceiling(tier: str, used: int, ceiling: float) -> PendingReason:
+    text = f"tier {tier} is at its burst ceiling ({used} of {int(ceiling)} GPUs)"
+    return PendingReason("tier_ceiling", text)
+
+
+def tier_share(tier: str, used: int, floor: float, waiting: str) -> PendingReason:
+    text = (
+        f"tier {tier} is above its share ({used} GPUs running, guaranteed {int(floor)}) "
+        f"while {waiting} waits"
+    )
+    return PendingReason("tier_share", text)
+
+
+def priority(tier: str, free: int) -> PendingReason:
+    text = f"waiting behind higher-ranked jobs in tier {tier} and above; {free} GPUs free"
+    return PendingReason("priority", text)
+
+
+def no_fit(job: QueuedJob) -> PendingReason:
+    return PendingReason("no_fit", f"no schedulable node or island can hold {gpu_words(job)}")
+
+
+def unknown_tier(tier: str) -> PendingReason:
+    return PendingReason("unknown_tier", f"tier {tier!r} is not configured")

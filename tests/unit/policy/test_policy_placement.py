@@ -1,0 +1,130 @@
+"""Gang placement, best fit, type preference, backfill, pending reasons, capacity advice."""
+
+from __future__ import annotations
+
+from policy_builders import NOW, job, node, nodes_of, placed, running, snap
+
+from jobs.policy import decide
+from jobs.policy.types import PolicyConfig
+
+
+def test_best_fit_keeps_whole_nodes_free() -> None:
+    nodes = [node("whole", 8), node("part", 8, free=(5, 6, 7))]
+    runs = [running(1, {"part": (0, 1, 2, 3, 4)})]
+    d = decide(snap(nodes, runs, [job(1, gpus=2), job(2, gpus=8, wait=-1)]))
+    assert nodes_of(d, 1) == ["part"] and nodes_of(d, 2) == ["whole"]
+
+
+def test_first_gpu_type_in_preference_order_that_fits_wins() -> None:
+    nodes = [node("h", 8), node("a", 8, gpu_type="A100")]
+    d = decide(snap(nodes, queued=[job(1, gpu_types=("A100", "H100"))]))
+    assert nodes_of(d, 1) == ["a"]
+    d = decide(snap([node("h", 8), node("a", 8, free=(), gpu_type="A100")],
+                    [running(1, {"a": tuple(range(8))})], [job(1, gpu_types=("A100", "H100"))]))
+    assert nodes_of(d, 1) == ["h"]
+
+
+def test_memory_floor_and_region() -> None:
+    nodes = [node("small", 8, mem=40_000), node("big", 8, mem=80_000, region="eu"),
+             node("big-us", 8, mem=80_000, region="us")]
+    d = decide(snap(nodes, queued=[job(1, min_gpu_memory_mb=60_000, region="us")]))
+    assert nodes_of(d, 1) == ["big-us"]
+
+
+def test_gang_larger_than_a_node_stays_in_one_island() -> None:
+    nodes = [node("a0", island="a"), node("b0", island="b"), node("b1", island="b")]
+    d = decide(snap(nodes, queued=[job(1, gpus=16)]))
+    assert sorted(nodes_of(d, 1)) == ["b0", "b1"]
+    d = decide(snap(nodes[:2], queued=[job(1, gpus=16)]))
+    assert d.placements == [] and d.pending[1].code == "no_fit"
+
+
+def test_gang_gets_all_or_nothing() -> None:
+    nodes = [node("n0", 8, free=(0, 1, 2)), node("n1", 8, free=(0, 1, 2))]
+    runs = [running(1, {"n0": (3, 4, 5, 6, 7)}), running(2, {"n1": (3, 4, 5, 6, 7)})]
+    d = decide(snap(nodes, runs, [job(1, gpus=4)]))
+    assert d.placements == [] and d.pending[1].code == "resources"
+
+
+def blocked_head():
+    """n0: 4 free, 4 busy until +600 s; an 8-GPU paid job is first in line."""
+    nodes = [node("n0", 8, free=(0, 1, 2, 3))]
+    runs = [running(1, {"n0": (4, 5, 6, 7)}, tier="paid", ends_in=600)]
+    return nodes, runs, job(1, gpus=8, wait=100)
+
+
+def test_blocked_head_gets_a_reservation_and_a_reason_with_its_start() -> None:
+    nodes, runs, head = blocked_head()
+    d = decide(snap(nodes, runs, [head]))
+    (res,) = d.reservations
+    assert res.job_id == 1 and res.start_at == NOW + 600
+    assert res.allocations[0].node == "n0" and res.allocations[0].gpus == tuple(range(8))
+    reason = d.pending[1]
+    assert reason.code == "resources" and reason.estimated_start == NOW + 600
+    assert reason.text.startswith("needs 8 free GPUs on one node; reserved n0, estimated start")
+
+
+def test_backfill_starts_only_jobs_that_end_before_the_reservation() -> None:
+    nodes, runs, head = blocked_head()
+    short = job(2, gpus=2, limit=300)
+    long = job(3, gpus=2, limit=3600)
+    d = decide(snap(nodes, runs, [head, short, long]))
+    assert list(placed(d)) == [2]
+    assert d.pending[3].code == "resources"
+    assert d.reservations[0].start_at == NOW + 600  # not delayed
+
+
+def test_backfill_uses_gpus_the_reservation_does_not_need() -> None:
+    nodes = [node("n0", 8, free=(0, 1, 2, 3)), node("n1", 8, free=(0,))]
+    runs = [running(1, {"n0": (4, 5, 6, 7)}, ends_in=600),
+            running(2, {"n1": tuple(range(1, 8))}, ends_in=7200)]
+    d = decide(snap(nodes, runs, [job(1, gpus=8, wait=100), job(3, gpus=1, limit=3600)]))
+    assert nodes_of(d, 3) == ["n1"]
+
+
+def test_what_if_names_a_relaxation_that_starts_sooner() -> None:
+    nodes = [node("h", 8, free=(0,)), node("a", 8, gpu_type="A100")]
+    runs = [running(1, {"h": tuple(range(1, 8))})]
+    d = decide(snap(nodes, runs, [job(1, gpus=4, gpu_types=("H100",))]))
+    assert "A100" in d.pending[1].what_if
+    d = decide(snap(nodes[:1], runs, [job(1, gpus=4, gpu_types=("H100",), min_gpus=1)]))
+    assert "1 GPUs" in d.pending[1].what_if
+
+
+def test_lower_tier_above_its_share_is_told_so() -> None:
+    nodes = [node("n0", 8, free=())]
+    runs = [running(1, {"n0": tuple(range(8))}, tier="free", ran=10)]
+    queued = [job(1, "paid", gpus=8)] + [job(10 + i, "free") for i in range(3)]
+    d = decide(snap(nodes, runs, queued, config=PolicyConfig(backfill_depth=1)))
+    assert d.pending[1].code == "resources"
+    assert {d.pending[10 + i].text for i in range(3)} == {
+        "tier free is above its share (8 GPUs running, guaranteed 0) while paid waits"}
+
+
+def test_rest_of_a_long_queue_shares_reasons_after_the_fleet_fills() -> None:
+    queued = [job(i, "free", wait=5000 - i) for i in range(50)] + [job(99, "paid", gpus=8)]
+    nodes = [node("n0", 8, free=())]
+    runs = [running(1, {"n0": tuple(range(8))}, tier="free", ran=5)]
+    d = decide(snap(nodes, runs, queued))
+    assert len(d.pending) == 51
+    texts = {d.pending[i].text for i in range(1, 50)}
+    assert any("above its share" in t or "higher-ranked" in t or "needs" in t for t in texts)
+
+
+def test_capacity_advice_counts_gpus_of_jobs_past_their_slo() -> None:
+    nodes = [node("n0", 8, free=())]
+    runs = [running(1, {"n0": tuple(range(8))}, tier="enterprise", ends_in=7200)]
+    queued = [job(1, "paid", gpus=4, wait=1000, gpu_types=("H100",)),
+              job(2, "free", gpus=2, wait=10)]
+    d = decide(snap(nodes, runs, queued))
+    assert d.capacity_advice == {"H100": 4}
+
+
+def test_cordoned_nodes_get_nothing() -> None:
+    d = decide(snap([node("n0", 8, schedulable=False)], queued=[job(1)]))
+    assert d.placements == [] and d.pending[1].code == "no_fit"
+
+
+def test_unknown_tier_is_explained() -> None:
+    d = decide(snap([node("n0", 8)], queued=[job(1, tier="gold")]))
+    assert d.pending[1].code == "unknown_tier"

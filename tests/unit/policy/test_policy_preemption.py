@@ -1,0 +1,136 @@
+"""Preemption: when, whom, how much grace, and what never happens."""
+
+from __future__ import annotations
+
+from policy_builders import job, node, placed, running, snap, tiers
+
+from jobs.policy import decide
+from jobs.policy.types import PolicyConfig
+
+
+def full_node(name: str, **kw):
+    return node(name, 8, free=(), **kw)
+
+
+def test_enterprise_job_about_to_miss_its_slo_preempts_free_work() -> None:
+    s = snap([full_node("n0")], [running(1, {"n0": tuple(range(8))}, tier="free")],
+             [job(7, tier="enterprise", gpus=8, wait=20)])
+    d = decide(s)
+    assert [p.attempt_id for p in d.preemptions] == [1]
+    assert d.placements[0].preempted and d.placements[0].job_id == 7
+    assert d.preemptions[0].for_job_id == 7
+
+
+def test_victim_is_the_one_that_loses_least_work() -> None:
+    nodes = [full_node("n0"), full_node("n1")]
+    runs = [
+        running(1, {"n0": tuple(range(8))}, ran=3000),  # no checkpoint: loses 3000 s x 8
+        running(2, {"n1": tuple(range(8))}, ran=3000, checkpointable=True,
+                last_checkpoint_at=1_000_000.0 - 100),  # loses 100 s x 8
+    ]
+    d = decide(snap(nodes, runs, [job(7, tier="enterprise", gpus=8, wait=20)]))
+    assert [p.attempt_id for p in d.preemptions] == [2]
+    assert placed(d)[7][0].node == "n1"
+
+
+def test_victims_preempted_before_are_spared() -> None:
+    nodes = [full_node("n0"), full_node("n1")]
+    runs = [running(1, {"n0": tuple(range(8))}, ran=1000, preemptions=2),
+            running(2, {"n1": tuple(range(8))}, ran=1200, preemptions=0)]
+    d = decide(snap(nodes, runs, [job(7, tier="enterprise", gpus=8, wait=20)]))
+    assert [p.attempt_id for p in d.preemptions] == [2]
+
+
+def test_jobs_about_to_finish_are_spared() -> None:
+    nodes = [full_node("n0"), full_node("n1")]
+    runs = [running(1, {"n0": tuple(range(8))}, ran=1000, ends_in=90),
+            running(2, {"n1": tuple(range(8))}, ran=1200, ends_in=5000)]
+    cfg = PolicyConfig(hysteresis_s=30)
+    d = decide(snap(nodes, runs, [job(7, tier="enterprise", gpus=8, wait=20)], config=cfg))
+    assert [p.attempt_id for p in d.preemptions] == [2]
+
+
+def test_never_preempts_equal_tier_or_non_preemptible_or_capped_or_young() -> None:
+    nodes = [full_node(f"n{i}") for i in range(4)]
+    runs = [
+        running(1, {"n0": tuple(range(8))}, tier="enterprise"),
+        running(2, {"n1": tuple(range(8))}, tier="free", preemptible=False),
+        running(3, {"n2": tuple(range(8))}, tier="free", preemptions=3),  # tier max is 3
+        running(4, {"n3": tuple(range(8))}, tier="free", ran=10),  # below min runtime
+    ]
+    d = decide(snap(nodes, runs, [job(7, tier="enterprise", gpus=8, wait=20)]))
+    assert d.preemptions == [] and d.placements == []
+    assert d.pending[7].code == "resources"
+
+
+def test_non_preemptible_tier_is_never_a_victim() -> None:
+    t = tiers()
+    s = snap([full_node("n0")], [running(1, {"n0": tuple(range(8))}, tier="paid")],
+             [job(7, tier="enterprise", gpus=8, wait=20)],
+             tier_specs={**t, "paid": t["paid"].__class__("paid", 2, preemptible=False)})
+    assert decide(s).preemptions == []
+
+
+def test_hysteresis_waits_for_gpus_that_free_up_soon() -> None:
+    s = snap([full_node("n0")], [running(1, {"n0": tuple(range(8))}, ends_in=45)],
+             [job(7, tier="enterprise", gpus=8, wait=20)], config=PolicyConfig(hysteresis_s=60))
+    d = decide(s)
+    assert d.preemptions == []
+    assert d.reservations[0].job_id == 7 and d.reservations[0].start_at == 1_000_045.0
+
+
+def test_no_preemption_while_the_slo_is_far() -> None:
+    s = snap([full_node("n0")], [running(1, {"n0": tuple(range(8))}, ends_in=4000)],
+             [job(7, tier="free", gpus=8)], tier_specs=tiers())
+    # a fresh paid job with 300 s SLO and 120 s lead: not yet about to miss
+    s.queued = [job(8, tier="paid", gpus=8, wait=10)]
+    assert decide(s).preemptions == []
+    s.queued = [job(8, tier="paid", gpus=8, wait=200)]
+    assert [p.attempt_id for p in decide(s).preemptions] == [1]
+
+
+def test_a_tier_below_its_floor_reclaims_lent_gpus() -> None:
+    s = snap([full_node("n0"), full_node("n1")],
+             [running(1, {"n0": tuple(range(8))}), running(2, {"n1": tuple(range(8))})],
+             [job(7, tier="paid", gpus=4)], tier_specs=tiers(paid=0.5))
+    d = decide(s)
+    assert len(d.preemptions) == 1 and placed(d)[7][0].node in ("n0", "n1")
+
+
+def test_victim_tier_is_not_pushed_below_its_floor() -> None:
+    s = snap([full_node("n0")], [running(1, {"n0": tuple(range(8))})],
+             [job(7, tier="enterprise", gpus=8, wait=20)], tier_specs=tiers(free=0.9))
+    assert decide(s).preemptions == []
+
+
+def test_a_gang_victim_goes_whole_and_freed_gpus_go_to_the_preemptor() -> None:
+    nodes = [node("n0", 8, free=(0, 1, 2, 3)), full_node("n1")]
+    runs = [running(1, {"n0": (4, 5, 6, 7), "n1": tuple(range(8))}, ran=600)]
+    d = decide(snap(nodes, runs, [job(7, tier="enterprise", gpus=8, wait=20),
+                                  job(8, tier="free", gpus=4)]))
+    assert [p.attempt_id for p in d.preemptions] == [1]
+    assert placed(d)[7][0].node == "n0" and placed(d)[7][0].gpus == tuple(range(8))
+    assert 8 not in placed(d)  # the victim's GPUs on n1 are not free yet
+
+
+def test_grace_is_time_to_next_checkpoint_capped() -> None:
+    def grace(**kw) -> float:
+        s = snap([full_node("n0")], [running(1, {"n0": tuple(range(8))}, **kw)],
+                 [job(7, tier="enterprise", gpus=8, wait=20)])
+        return decide(s).preemptions[0].grace_s
+
+    assert grace(checkpointable=False) == 0.0
+    assert grace(checkpointable=True, checkpoint_interval_s=300,
+                 last_checkpoint_at=1_000_000.0 - 250) == 50.0
+    assert grace(checkpointable=True, checkpoint_interval_s=3600,
+                 last_checkpoint_at=1_000_000.0 - 10) == 120.0
+    assert grace(checkpointable=True) == 120.0
+
+
+def test_per_org_budget_limits_victims_per_round() -> None:
+    nodes = [full_node(f"n{i}") for i in range(3)]
+    runs = [running(i, {f"n{i}": tuple(range(8))}) for i in range(3)]
+    queued = [job(10 + i, tier="enterprise", gpus=8, wait=20) for i in range(3)]
+    d = decide(snap(nodes, runs, queued, config=PolicyConfig(preemption_budget_per_org=2)))
+    assert len(d.preemptions) == 2
+    assert all(r.code == "resources" for r in d.pending.values())

@@ -1,0 +1,192 @@
+"""Properties of the gpusched policy on random fleets, running work and queues."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from policy_builders import NOW, job, node, running, snap, tiers
+
+from jobs.policy import POLICIES, decide
+from jobs.policy.types import PolicyConfig, Snapshot
+
+TIER_NAMES = ["enterprise", "paid", "free"]
+
+
+@st.composite
+def snapshots(draw) -> Snapshot:
+    n_nodes = draw(st.integers(1, 6))
+    nodes, runs, aid = [], [], 0
+    for i in range(n_nodes):
+        size = draw(st.sampled_from([8, 8, 4, 2, 1]))
+        mode = draw(st.sampled_from(["idle", "idle", "full", "full", "some"]))
+        busy = {"idle": [], "full": list(range(size))}.get(mode) or draw(
+            st.lists(st.integers(0, size - 1), unique=True, max_size=size))
+        nodes.append(node(f"n{i}", size, tuple(g for g in range(size) if g not in busy),
+                          gpu_type=draw(st.sampled_from(["H100", "H100", "A100"])),
+                          island=f"i{i // 3}", schedulable=draw(st.booleans()) or i < 4))
+        # busy GPUs belong to running attempts of one to all of them
+        while busy:
+            take = draw(st.integers(1, len(busy)))
+            gpus, busy = tuple(busy[:take]), busy[take:]
+            runs.append(running(aid, {f"n{i}": gpus}, tier=draw(st.sampled_from(TIER_NAMES)),
+                                org=draw(st.sampled_from("xyz")),
+                                ran=draw(st.sampled_from([5.0, 100.0, 3000.0])),
+                                ends_in=draw(st.sampled_from([30.0, 500.0, 7200.0])),
+                                preemptible=draw(st.booleans()),
+                                preemptions=draw(st.integers(0, 4)),
+                                checkpointable=draw(st.booleans())))
+            aid += 1
+    queued = [
+        job(j, tier=draw(st.sampled_from(TIER_NAMES + ["gold"])), org=draw(st.sampled_from("abc")),
+            gpus=draw(st.sampled_from([1, 1, 2, 3, 4, 8, 12, 16, 16])),
+            wait=draw(st.sampled_from([0.0, 20.0, 250.0, 20_000.0])),
+            limit=draw(st.sampled_from([60.0, 600.0, 7200.0])),
+            gpu_types=draw(st.sampled_from([(), ("H100",), ("A100", "H100")])),
+            project=draw(st.sampled_from(["p", "q"])),
+            min_gpus=draw(st.sampled_from([None, 1])))
+        for j in range(draw(st.integers(0, 25)))
+    ]
+    cfg = PolicyConfig(min_runtime_before_preempt_s=draw(st.sampled_from([0.0, 60.0])),
+                       hysteresis_s=draw(st.sampled_from([0.0, 60.0])),
+                       preemption_budget_per_org=draw(st.integers(0, 4)),
+                       backfill_depth=draw(st.sampled_from([1, 5, 2000])),
+                       max_reservations=draw(st.integers(0, 3)))
+    floors = {t: draw(st.sampled_from([0.0, 0.0, 0.2, 0.5])) for t in TIER_NAMES}
+    caps = {"a": draw(st.integers(0, 8))} if draw(st.booleans()) else {}
+    return snap(nodes, runs, queued, tiers(**floors), cfg, org_gpu_caps=caps,
+                usage={"a": draw(st.floats(0, 1e6)), "b": 0.0})
+
+
+@st.composite
+def big_gangs(draw) -> Snapshot:
+    """Whole 8-GPU nodes in two islands, some busy, and gangs of 4 to 24 GPUs."""
+    nodes, runs = [], []
+    for i in range(draw(st.integers(2, 8))):
+        busy = draw(st.booleans())
+        nodes.append(node(f"n{i}", 8, () if busy else tuple(range(8)), island=f"i{i % 2}"))
+        if busy:
+            runs.append(running(i, {f"n{i}": tuple(range(8))}, tier="free",
+                                ends_in=draw(st.sampled_from([30.0, 900.0]))))
+    queued = [job(j, tier=draw(st.sampled_from(TIER_NAMES)), gpus=draw(st.sampled_from(
+        [4, 8, 12, 16, 24])), wait=draw(st.sampled_from([0.0, 500.0]))) for j in range(6)]
+    return snap(nodes, runs, queued)
+
+
+@st.composite
+def contention(draw) -> Snapshot:
+    """A full fleet of attempts of every tier and flag, and late jobs of every tier."""
+    nodes, runs, aid = [], [], 0
+    for i in range(draw(st.integers(1, 5))):
+        nodes.append(node(f"n{i}", 8, ()))
+        cuts = sorted(draw(st.lists(st.integers(1, 7), unique=True, max_size=4)))
+        for lo, hi in zip([0, *cuts], [*cuts, 8], strict=True):
+            runs.append(running(aid, {f"n{i}": tuple(range(lo, hi))},
+                                tier=draw(st.sampled_from(TIER_NAMES)),
+                                org=draw(st.sampled_from("xy")),
+                                ran=draw(st.sampled_from([5.0, 100.0, 3000.0])),
+                                preemptible=draw(st.booleans()),
+                                preemptions=draw(st.integers(0, 4))))
+            aid += 1
+    queued = [job(j, tier=draw(st.sampled_from(TIER_NAMES)), org=draw(st.sampled_from("ab")),
+                  gpus=draw(st.sampled_from([1, 2, 4, 8])), wait=draw(st.sampled_from(
+                      [0.0, 400.0, 5000.0]))) for j in range(draw(st.integers(1, 8)))]
+    cfg = PolicyConfig(preemption_budget_per_org=draw(st.integers(0, 3)))
+    return snap(nodes, runs, queued, config=cfg)
+
+
+COMMON = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@COMMON
+@given(st.one_of(snapshots(), big_gangs(), contention()))
+def test_no_gpu_is_given_twice_or_taken_while_busy(s: Snapshot) -> None:
+    d = decide(s)
+    free = {(n.name, g) for n in s.nodes if n.schedulable for g in n.free_gpus}
+    victims = {p.attempt_id for p in d.preemptions}
+    freed = {(a.node, g) for r in s.running if r.attempt_id in victims
+             for a in r.allocations for g in a.gpus}
+    seen: set[tuple[str, int]] = set()
+    for p in d.placements:
+        for a in p.allocations:
+            for g in a.gpus:
+                assert (a.node, g) not in seen, "GPU placed twice"
+                seen.add((a.node, g))
+                allowed = free | freed if p.preempted else free
+                assert (a.node, g) in allowed, "placed on a busy GPU"
+
+
+@COMMON
+@given(st.one_of(snapshots(), big_gangs()))
+def test_gangs_are_all_or_nothing_on_one_node_or_one_island(s: Snapshot) -> None:
+    d = decide(s)
+    jobs = {j.job_id: j for j in s.queued}
+    by_name = {n.name: n for n in s.nodes}
+    for p in d.placements:
+        q = jobs[p.job_id]
+        assert sum(len(a.gpus) for a in p.allocations) == q.gpus
+        names = [a.node for a in p.allocations]
+        assert len(set(names)) == len(names)
+        nodes = [by_name[n] for n in names]
+        if len(nodes) > 1:
+            assert q.gpus > max(n.total_gpus for n in nodes)
+            assert len({n.island for n in nodes}) == 1
+        for n in nodes:
+            assert n.schedulable
+            assert not q.gpu_types or n.gpu_type in q.gpu_types
+
+
+@COMMON
+@given(st.one_of(snapshots(), contention()))
+def test_preemption_only_hits_lower_preemptible_attempts_under_their_cap(s: Snapshot) -> None:
+    d = decide(s)
+    runs = {r.attempt_id: r for r in s.running}
+    jobs = {j.job_id: j for j in s.queued}
+    per_org = defaultdict(int)
+    preemptors = {p.job_id for p in d.placements if p.preempted}
+    for p in d.preemptions:
+        victim, preemptor = runs[p.attempt_id], jobs[p.for_job_id]
+        vt, pt = s.tiers[victim.tier], s.tiers[preemptor.tier]
+        assert vt.priority < pt.priority
+        assert vt.preemptible and victim.preemptible
+        assert victim.preemptions < vt.max_preemptions
+        assert NOW - victim.started_at >= s.config.min_runtime_before_preempt_s
+        assert 0 <= p.grace_s <= s.config.preempt_grace_max_s
+        assert p.for_job_id in preemptors
+        per_org[preemptor.org] += 1
+    assert all(n <= s.config.preemption_budget_per_org for n in per_org.values())
+    assert len({p.attempt_id for p in d.preemptions}) == len(d.preemptions)
+
+
+@COMMON
+@given(snapshots())
+def test_every_queued_job_is_placed_or_has_a_reason(s: Snapshot) -> None:
+    d = decide(s)
+    placed = {p.job_id for p in d.placements}
+    assert len(placed) == len(d.placements)
+    for j in s.queued:
+        assert (j.job_id in placed) != (j.job_id in d.pending)
+        if j.job_id in d.pending:
+            assert d.pending[j.job_id].code and d.pending[j.job_id].text
+    assert set(d.pending) <= {j.job_id for j in s.queued}
+
+
+@COMMON
+@given(snapshots())
+def test_org_caps_hold(s: Snapshot) -> None:
+    d = decide(s)
+    jobs = {j.job_id: j for j in s.queued}
+    for org, cap in s.org_gpu_caps.items():
+        before = sum(r.gpus for r in s.running if r.org == org)
+        added = sum(jobs[p.job_id].gpus for p in d.placements if jobs[p.job_id].org == org)
+        assert added == 0 or before + added <= cap
+
+
+@settings(max_examples=60, deadline=None)
+@given(snapshots())
+def test_every_registered_policy_explains_what_it_leaves(s: Snapshot) -> None:
+    for fn in POLICIES.values():
+        d = fn(s)
+        placed = {p.job_id for p in d.placements}
+        assert all(j.job_id in placed or j.job_id in d.pending for j in s.queued)

@@ -1,0 +1,93 @@
+"""Rank order: tiers, floors, fair share across orgs and projects, aging."""
+
+from __future__ import annotations
+
+from policy_builders import job, node, placed, running, snap, tiers
+
+from jobs.policy import decide
+from jobs.policy.types import PolicyConfig
+
+
+def one_gpu_free():
+    return [node("n0", 1)]
+
+
+def test_higher_tier_goes_first() -> None:
+    d = decide(snap(one_gpu_free(), queued=[job(1, tier="free", wait=50), job(2, "enterprise")]))
+    assert list(placed(d)) == [2]
+    assert d.pending[1].code == "resources"
+
+
+def test_tier_below_its_floor_goes_before_higher_tiers() -> None:
+    nodes = [node("n0", 4, free=(3,))]
+    runs = [running(1, {"n0": (0, 1, 2)}, tier="paid")]
+    d = decide(snap(nodes, runs, [job(1, "paid"), job(2, "free")], tier_specs=tiers(free=0.25)))
+    assert list(placed(d)) == [2]
+
+
+def test_an_org_with_many_queued_jobs_cannot_hold_its_tier() -> None:
+    queued = [job(i, org="big", wait=1000 - i) for i in range(100)] + [job(500, org="small")]
+    d = decide(snap([node("n0", 2)], queued=queued))
+    assert sorted(placed(d)) == [0, 500]
+
+
+def test_running_gpus_count_in_the_share() -> None:
+    nodes = [node("n0", 4, free=(3,))]
+    runs = [running(1, {"n0": (0, 1, 2)}, tier="paid", org="busy")]
+    d = decide(snap(nodes, runs, [job(1, org="busy", wait=900), job(2, org="idle")]))
+    assert list(placed(d)) == [2]
+
+
+def test_decayed_usage_and_org_weights_order_orgs() -> None:
+    queued = [job(1, org="heavy", wait=900), job(2, org="light")]
+    d = decide(snap(one_gpu_free(), queued=queued, usage={"heavy": 1e6, "light": 1e3}))
+    assert list(placed(d)) == [2]
+    d = decide(snap(one_gpu_free(), queued=queued, usage={"heavy": 1e6, "light": 1e3},
+                    org_weights={"heavy": 10_000.0}))
+    assert list(placed(d)) == [1]
+
+
+def test_projects_inside_an_org_share_fairly() -> None:
+    queued = [job(i, project="p", wait=100 - i) for i in range(5)] + [job(9, project="q")]
+    d = decide(snap([node("n0", 2)], queued=queued, project_usage={("a", "p"): 50.0}))
+    assert sorted(placed(d)) == [0, 9]
+
+
+def test_fifo_inside_a_project() -> None:
+    d = decide(snap(one_gpu_free(), queued=[job(1, wait=10), job(2, wait=99), job(3, wait=50)]))
+    assert list(placed(d)) == [2]
+
+
+def test_aging_bound_a_free_job_outranks_fresh_enterprise_after_its_bound() -> None:
+    cfg = PolicyConfig(tier_gap=8.0, aging_per_hour=1.0)
+    bound_h = (2 - 0) * cfg.tier_gap / cfg.aging_per_hour  # (L_max - L_free) * G / a
+    late = job(1, "free", wait=bound_h * 3600 + 60)
+    early = job(1, "free", wait=bound_h * 3600 - 60)
+    fresh = job(2, "enterprise")
+    assert list(placed(decide(snap(one_gpu_free(), queued=[late, fresh], config=cfg)))) == [1]
+    assert list(placed(decide(snap(one_gpu_free(), queued=[early, fresh], config=cfg)))) == [2]
+
+
+def test_age_boost_is_capped() -> None:
+    cfg = PolicyConfig(max_age_boost=4.0)
+    ancient = job(1, "free", wait=1e7)
+    d = decide(snap(one_gpu_free(), queued=[ancient, job(2, "enterprise")], config=cfg))
+    assert list(placed(d)) == [2]
+
+
+def test_org_cap_limits_running_gpus() -> None:
+    nodes = [node("n0", 8)]
+    runs = []
+    queued = [job(1, org="a", gpus=4), job(2, org="a", gpus=4), job(3, org="b", gpus=2)]
+    d = decide(snap(nodes, runs, queued, org_gpu_caps={"a": 6}))
+    assert sorted(placed(d)) == [1, 3]
+    assert d.pending[2].code == "org_cap" and "(6)" in d.pending[2].text
+
+
+def test_tier_ceiling_stops_bursting() -> None:
+    t = tiers()
+    t["free"] = t["free"].__class__("free", 1, max_share=0.5)
+    d = decide(snap([node("n0", 8)], queued=[job(i, "free", gpus=2) for i in range(4)],
+                    tier_specs=t))
+    assert len(d.placements) == 2
+    assert {r.code for r in d.pending.values()} == {"tier_ceiling"}
