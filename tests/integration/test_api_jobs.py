@@ -75,3 +75,8 @@ def test_keys_are_stored_hashed(alice):
     key = ApiKey.objects.get(organization=alice)
     assert alice.raw_key not in (key.key_hash, key.prefix)
     assert alice.raw_key.startswith(key.prefix)
+
+
+def test_the_home_page_shows_the_fleet(client):
+    response = client.get("/")
+    assert response.status_code == 200 and b"jobs waiting" in response.content

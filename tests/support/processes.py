@@ -44,7 +44,8 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str, every: fl
 
 
 class ProcessGroup:
-    def __init__(self) -> None:
+    def __init__(self, **env: str) -> None:
+        self.env = env  # given to every child process
         self.procs: list[tuple[str, subprocess.Popen, Path]] = []
         self.log_dir = Path(settings.VAR_DIR) / "test-logs"
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -54,7 +55,7 @@ class ProcessGroup:
     def start(self, name: str, argv: list[str], **env: str) -> subprocess.Popen:
         log = self.log_dir / f"{name}-{uuid.uuid4().hex[:6]}.log"
         with log.open("wb") as out:
-            env.setdefault("GPUSCHED_WORK_ROOT", str(self.work_root))
+            env = {"GPUSCHED_WORK_ROOT": str(self.work_root), **self.env, **env}
             proc = subprocess.Popen(argv, cwd=ROOT, env=child_env(**env), stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         self.procs.append((name, proc, log))

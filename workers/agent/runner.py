@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,7 @@ from workers.services.attempts import (
 )
 
 log = logging.getLogger(__name__)
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 @dataclass
@@ -91,6 +94,16 @@ def _tail(path: Path, limit: int = 4000) -> str:
         return ""
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: if the worker process dies (kill -9, OOM), so does the binary.
+
+    Without this an orphaned binary would keep GPUs busy that the scheduler, once the
+    lease runs out, hands to another attempt.
+    """
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def _launch(claim: AttemptClaim, paths: AttemptPaths) -> subprocess.Popen:
     argv = build_argv(settings.GPUSCHED_BINARY, prompt=claim.prompt,
                       seed=int(claim.params.get("seed", claim.job_id)), paths=paths)
@@ -100,7 +113,8 @@ def _launch(claim: AttemptClaim, paths: AttemptPaths) -> subprocess.Popen:
         # own session = own process group, so a kill reaches the binary's children too
         return subprocess.Popen(argv, env=env, cwd=paths.work_dir, stdout=subprocess.PIPE,
                                 stderr=err, stdin=subprocess.DEVNULL, text=True,
-                                start_new_session=True)
+                                start_new_session=True,
+                                preexec_fn=_die_with_parent if sys.platform == "linux" else None)
 
 
 def run_attempt(attempt_id: int, token: int) -> str:

@@ -1,0 +1,63 @@
+"""The README's demo: a bare machine, SQLite and a server-less broker, a job through HTTP."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from tests.support.processes import ROOT, wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _call(url: str, key: str, body: dict | None = None) -> dict:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, headers={
+        "Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def test_the_demo_runs_a_job_without_any_server(tmp_path):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL")}
+    env["GPUSCHED_VAR_DIR"] = str(tmp_path)
+    port = _free_port()
+    demo = subprocess.Popen(
+        [sys.executable, "manage.py", "demo", "--port", str(port), "--for-seconds", "120"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True)
+    try:
+        key_file = tmp_path / "demo-api-key"
+        wait_for(key_file.exists, 60, "the demo's API key")
+        key, base = key_file.read_text().strip(), f"http://127.0.0.1:{port}/api/v1/jobs"
+        wait_for(lambda: _reachable(f"http://127.0.0.1:{port}/healthz"), 60, "the web app")
+        job = _call(base, key, {"prompt": "a red fox", "gpus": 2,
+                                "params": {"run_seconds": 1, "progress_interval": 0.25}})
+        wait_for(lambda: _call(f"{base}/{job['id']}", key)["state"] == "SUCCEEDED", 90,
+                 "the demo job to succeed")
+        assert _call(f"{base}/{job['id']}", key)["result"]["size"] > 0
+    finally:
+        os.killpg(demo.pid, 2)  # Ctrl-C, as a person would
+        out, _ = demo.communicate(timeout=60)
+    assert f"running at http://127.0.0.1:{port}" in out
+
+
+def _reachable(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2):
+            return True
+    except OSError:
+        time.sleep(0.3)
+        return False

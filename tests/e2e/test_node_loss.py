@@ -1,0 +1,60 @@
+"""kill -9 of a node mid-job: the lease runs out, the job is re-queued and finishes elsewhere."""
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from jobs.models import Attempt, Job
+from tests.support.broker import purge_broker_and_cache
+from tests.support.factories import make_job
+from tests.support.processes import ProcessGroup, wait_for
+from workers.models import Node
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+
+def _binaries_under(root: Path) -> list[str]:
+    """Command lines of live processes whose argv names a path under `root`."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(root) in text and "fakegen" in text:
+            found.append(text)
+    return found
+
+
+@pytest.fixture
+def fast_leases():
+    group = ProcessGroup(GPUSCHED_LEASE_SECONDS="3", GPUSCHED_HEARTBEAT_SECONDS="0.5",
+                         GPUSCHED_NODE_STALE_SECONDS="3")
+    yield group
+    group.stop_all()
+
+
+def test_a_job_on_a_killed_node_runs_again_on_another(alice, fast_leases):
+    purge_broker_and_cache()
+    doomed, spare = f"doomed-{uuid.uuid4().hex[:6]}", f"spare-{uuid.uuid4().hex[:6]}"
+    doomed_proc = fast_leases.node(doomed, 2)
+    wait_for(lambda: Node.objects.filter(name=doomed).exists(), 60, "the first node")
+    fast_leases.scheduler()
+    job = make_job(alice, gpus=2, run_seconds=30, progress_interval=0.5)
+    wait_for(lambda: Job.objects.get(pk=job.pk).state == "RUNNING", 60, "the job to run")
+    first = Attempt.objects.get(job=job)
+    assert first.node.name == doomed
+
+    fast_leases.kill(doomed_proc)  # kill -9 of the node's worker processes
+    wait_for(lambda: not _binaries_under(fast_leases.work_root), 10,
+             "the orphaned binary to die with its worker")
+    fast_leases.node(spare, 2)
+    wait_for(lambda: Attempt.objects.filter(job=job).count() == 2, 60, "a second attempt")
+    first.refresh_from_db()
+    assert first.outcome == Attempt.Outcome.LOST
+    second = Attempt.objects.filter(job=job).latest("id")
+    assert second.token > first.token and second.node.name == spare
+    states = [e.to_state for e in job.events.all()]
+    assert states[:7] == ["QUEUED", "SCHEDULED", "RUNNING", "LOST", "RETRY_WAIT", "QUEUED",
+                          "SCHEDULED"]
