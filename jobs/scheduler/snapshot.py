@@ -121,8 +121,13 @@ def load_org_caps() -> tuple[dict[str, float], dict[str, int]]:
     return weights, caps
 
 
+def policy_config() -> P.PolicyConfig:
+    return P.PolicyConfig(usage_half_life_s=settings.GPUSCHED_USAGE_HALF_LIFE_S,
+                          min_runtime_before_preempt_s=settings.GPUSCHED_PREEMPT_MIN_RUNTIME_S)
+
+
 def load_snapshot(now: datetime) -> P.Snapshot:
-    config = P.PolicyConfig()
+    config = policy_config()
     usage, project_usage = load_usage(now, config.usage_half_life_s)
     weights, caps = load_org_caps()
     return P.Snapshot(

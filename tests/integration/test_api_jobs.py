@@ -80,3 +80,16 @@ def test_keys_are_stored_hashed(alice):
 def test_the_home_page_shows_the_fleet(client):
     response = client.get("/")
     assert response.status_code == 200 and b"jobs waiting" in response.content
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_scheduler_says_why_a_job_waits(api):
+    from jobs.scheduler.tick import scheduler_tick_run
+    from tests.support.factories import make_node
+
+    make_node("small", gpus=2)
+    job_id = api.post("/api/v1/jobs", {"prompt": "x", "gpus": 4}, format="json").json()["id"]
+    scheduler_tick_run()
+    pending = api.get(f"/api/v1/jobs/{job_id}").json()["pending"]
+    assert pending["code"] and pending["code"] != "new"
+    assert "4" in pending["reason"]

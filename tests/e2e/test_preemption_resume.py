@@ -1,0 +1,55 @@
+"""An enterprise job preempts a free one; the victim checkpoints, waits, and resumes."""
+
+import uuid
+
+import pytest
+
+from jobs.models import Attempt, Job, Tier
+from jobs.services.tenancy import organization_create
+from tests.support.broker import purge_broker_and_cache
+from tests.support.factories import make_job
+from tests.support.processes import ProcessGroup, wait_for
+from workers.models import Node
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def quick_preemption():
+    group = ProcessGroup(GPUSCHED_PREEMPT_MIN_RUNTIME_S="1", GPUSCHED_HEARTBEAT_SECONDS="0.5")
+    yield group
+    group.stop_all()
+
+
+def _state(job):
+    return Job.objects.get(pk=job.pk).state
+
+
+def test_a_preempted_job_resumes_from_its_checkpoint(bob, quick_preemption):
+    purge_broker_and_cache()
+    # on a 2-GPU fleet any floor protects the free job's whole gang; this test is about
+    # the mechanics of preempting, so the free tier gets no floor here
+    Tier.objects.filter(name="free").update(guaranteed_share=0)
+    name = f"pre-{uuid.uuid4().hex[:6]}"
+    quick_preemption.node(name, 2)
+    wait_for(lambda: Node.objects.filter(name=name).exists(), 60, "the node")
+    quick_preemption.scheduler()
+    victim = make_job(bob, gpus=2, run_seconds=20, progress_interval=0.25)
+    Job.objects.filter(pk=victim.pk).update(checkpointable=True)
+    wait_for(lambda: _state(victim) == "RUNNING", 60, "the free job to run")
+
+    carol = organization_create(slug="carol", tier="enterprise")
+    urgent = make_job(carol, gpus=2, run_seconds=1, progress_interval=0.25)
+    wait_for(lambda: _state(urgent) == "SUCCEEDED", 90, "the enterprise job to finish")
+    first = Attempt.objects.filter(job=victim).earliest("id")
+    assert (first.outcome, first.exit_code) == (Attempt.Outcome.PREEMPTED, 75)
+
+    wait_for(lambda: _state(victim) in ("RUNNING", "SUCCEEDED"), 60, "the victim to resume")
+    victim.refresh_from_db()
+    assert victim.preemptions == 1 and victim.attempts.count() == 2
+    states = [e.to_state for e in victim.events.all()]
+    assert states[:6] == ["QUEUED", "SCHEDULED", "RUNNING", "PREEMPTING", "QUEUED", "SCHEDULED"]
+    resumed = Attempt.objects.filter(job=victim).latest("id")
+    wait_for(lambda: Attempt.objects.get(pk=resumed.pk).progress > 0, 30, "a heartbeat")
+    # it picked up where it stopped, not from zero
+    assert Attempt.objects.get(pk=resumed.pk).progress >= first.progress > 0
