@@ -112,6 +112,7 @@ class Simulator:
         self.round_interval = round_interval
         self.period = period
         self.max_time = max_time
+        self.window_end = self.jobs[-1].submit if self.jobs else 0.0
         self.org_weights = dict(org_weights or {})
         self.events = EventQueue()
         self.now = 0.0
@@ -155,20 +156,22 @@ class Simulator:
 
     def _advance(self, t: float) -> None:
         dt = t - self.now
-        if dt > 0:
-            s, busy, cap = self.stats, self.busy, self.healthy
-            s["busy_time"] += dt * busy
-            s["cap_time"] += dt * cap
-            waiting = bool(self.wait_tier)
-            if waiting:
-                s["wait_window"] += dt
-                s["busy_wait"] += dt * busy
-                s["cap_wait"] += dt * cap
+        if dt <= 0:
+            self.now = max(self.now, t)
+            return
+        s, busy, cap = self.stats, self.busy, self.healthy
+        s["busy_time"] += dt * busy
+        s["cap_time"] += dt * cap
+        for tier, g in self.tier_run.items():
+            self._acc(self.tier_acc, tier)["gpu_time"] += dt * g
+        # windowed figures: only up to the last arrival (the overload, not the drain)
+        dt = min(t, self.window_end) - self.now
+        if dt > 0 and self.wait_tier:
+            s["wait_window"] += dt
+            s["busy_wait"] += dt * busy
+            s["cap_wait"] += dt * cap
             for tier, g in self.tier_run.items():
-                row = self._acc(self.tier_acc, tier)
-                row["gpu_time"] += dt * g
-                if waiting:
-                    row["gpu_wait"] += dt * g
+                self._acc(self.tier_acc, tier)["gpu_wait"] += dt * g
             for tier in self.wait_tier:
                 row = self._acc(self.tier_acc, tier)
                 row["backlog_time"] += dt

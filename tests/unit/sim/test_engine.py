@@ -88,3 +88,11 @@ def test_without_checkpoints_a_preempted_job_restarts_from_zero():
     by = {j.job_id: j for j in res.jobs}
     assert by[1].end == 60 + 100  # no restore cost: nothing was saved
     assert round(summarize(res)["preempted_gpu_hours"] * 3600, 6) == 50
+
+
+def test_water_fill_is_weighted_max_min():
+    from jobs.sim.engine import water_fill
+
+    fair = water_fill(10, {"a": 2, "b": 10, "c": 10}, {"c": 3.0})
+    assert fair == {"a": 2.0, "b": 2.0, "c": 6.0}
+    assert water_fill(0, {"a": 1}, {}) == {"a": 0.0}
