@@ -211,12 +211,15 @@ class _Round:
             return False
         if self.levels[job.tier] <= self.victims.min_level:
             return False
+        tier = self.snap.tiers[job.tier]
         natural = est[0] if est is not None else _INF
-        if natural <= self.now + self.cfg.hysteresis_s:
-            return False  # hysteresis: enough GPUs free up soon without killing anyone
+        # hysteresis: no kill when enough GPUs free up soon anyway; a start SLO shorter than
+        # the window shrinks it, or waiting alone would miss the SLO
+        if natural <= self.now + min(self.cfg.hysteresis_s, tier.start_slo_s / 2):
+            return False
         if self.queue.below_floor(job.tier):
             return True
-        deadline = job.enqueued_at + self.snap.tiers[job.tier].start_slo_s
+        deadline = job.enqueued_at + tier.start_slo_s
         return natural > deadline and self.now + self.cfg.slo_lead_s >= deadline
 
     def _preempt(self, job: QueuedJob, groups: Pools) -> bool:

@@ -43,7 +43,7 @@ def test_victims_preempted_before_are_spared() -> None:
 
 def test_jobs_about_to_finish_are_spared() -> None:
     nodes = [full_node("n0"), full_node("n1")]
-    runs = [running(1, {"n0": tuple(range(8))}, ran=1000, ends_in=90),
+    runs = [running(1, {"n0": tuple(range(8))}, ran=1000, ends_in=300),
             running(2, {"n1": tuple(range(8))}, ran=1200, ends_in=5000)]
     cfg = PolicyConfig(hysteresis_s=30)
     d = decide(snap(nodes, runs, [job(7, tier="enterprise", gpus=8, wait=20)], config=cfg))
@@ -73,10 +73,19 @@ def test_non_preemptible_tier_is_never_a_victim() -> None:
 
 def test_hysteresis_waits_for_gpus_that_free_up_soon() -> None:
     s = snap([full_node("n0")], [running(1, {"n0": tuple(range(8))}, ends_in=45)],
-             [job(7, tier="enterprise", gpus=8, wait=20)], config=PolicyConfig(hysteresis_s=60))
+             [job(7, tier="paid", gpus=8, wait=290)], config=PolicyConfig(hysteresis_s=60))
     d = decide(s)
     assert d.preemptions == []
     assert d.reservations[0].job_id == 7 and d.reservations[0].start_at == 1_000_045.0
+
+
+def test_a_start_slo_shorter_than_the_hysteresis_window_shrinks_it() -> None:
+    # enterprise SLO 30 s: waiting 45 s for GPUs would miss it, so it preempts
+    s = snap([full_node("n0"), full_node("n1")],
+             [running(1, {"n0": tuple(range(8))}, ends_in=45),
+              running(2, {"n1": tuple(range(8))}, ends_in=4000)],
+             [job(7, tier="enterprise", gpus=8, wait=5)], config=PolicyConfig(hysteresis_s=60))
+    assert [p.attempt_id for p in decide(s).preemptions] == [2]
 
 
 def test_no_preemption_while_the_slo_is_far() -> None:
