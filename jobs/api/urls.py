@@ -1,8 +1,9 @@
 from django.urls import path
 
-from jobs.api.views import JobDetail, JobListCreate
+from jobs.api.views import JobCancel, JobDetail, JobListCreate
 
 urlpatterns = [
     path("jobs", JobListCreate.as_view(), name="job-list"),
     path("jobs/<int:job_id>", JobDetail.as_view(), name="job-detail"),
+    path("jobs/<int:job_id>/cancel", JobCancel.as_view(), name="job-cancel"),
 ]

@@ -7,6 +7,7 @@ from rest_framework.views import APIView
 from jobs.api.errors import not_found
 from jobs.api.serializers import JobSerializer, JobSubmitSerializer
 from jobs.models import Job
+from jobs.services.cancellation import job_cancel
 from jobs.services.submission import JobSpec, job_submit
 
 
@@ -29,6 +30,15 @@ class JobListCreate(APIView):
     def get(self, request):
         jobs = _jobs_of(request).order_by("-created_at")[:100]
         return Response({"results": JobSerializer(jobs, many=True).data})
+
+
+class JobCancel(APIView):
+    def post(self, request, job_id: int):
+        job = _jobs_of(request).filter(pk=job_id).first()
+        if job is None:
+            return not_found()
+        job = job_cancel(job=job)
+        return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
 
 
 class JobDetail(APIView):

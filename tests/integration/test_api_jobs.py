@@ -93,3 +93,45 @@ def test_the_scheduler_says_why_a_job_waits(api):
     pending = api.get(f"/api/v1/jobs/{job_id}").json()["pending"]
     assert pending["code"] and pending["code"] != "new"
     assert "4" in pending["reason"]
+
+
+def test_a_waiting_job_is_cancelled_at_once_and_twice_is_harmless(api):
+    job_id = api.post("/api/v1/jobs", {"prompt": "x"}, format="json").json()["id"]
+    for _ in range(2):
+        response = api.post(f"/api/v1/jobs/{job_id}/cancel")
+        assert response.status_code == 202 and response.json()["state"] == "CANCELLED"
+    assert Job.objects.get(pk=job_id).events.filter(to_state="CANCELLED").count() == 1
+
+
+def test_a_finished_job_can_not_be_cancelled(api):
+    job_id = api.post("/api/v1/jobs", {"prompt": "x"}, format="json").json()["id"]
+    api.post(f"/api/v1/jobs/{job_id}/cancel")
+    Job.objects.filter(pk=job_id).update(state="SUCCEEDED")
+    response = api.post(f"/api/v1/jobs/{job_id}/cancel")
+    assert response.status_code == 409
+    assert response.json()["error"]["code"] == "job_finished"
+
+
+def test_another_organizations_job_can_not_be_cancelled(api, bob):
+    job_id = api.post("/api/v1/jobs", {"prompt": "x"}, format="json").json()["id"]
+    other = APIClient()
+    other.credentials(HTTP_AUTHORIZATION=f"Bearer {bob.raw_key}")
+    assert other.post(f"/api/v1/jobs/{job_id}/cancel").status_code == 404
+    assert Job.objects.get(pk=job_id).state == "QUEUED"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_scheduled_job_cancelled_before_its_node_starts_it_never_runs(api):
+    from jobs.models import Attempt, GpuBinding
+    from jobs.scheduler.tick import scheduler_tick_run
+    from tests.support.factories import make_node
+    from workers.services.attempts import StaleAttempt, attempt_start
+
+    make_node("n1", gpus=2)
+    job_id = api.post("/api/v1/jobs", {"prompt": "x", "gpus": 2}, format="json").json()["id"]
+    scheduler_tick_run()
+    attempt = Attempt.objects.get(job_id=job_id)
+    assert api.post(f"/api/v1/jobs/{job_id}/cancel").json()["state"] == "CANCELLED"
+    assert not GpuBinding.objects.filter(released_at__isnull=True).exists()
+    with pytest.raises(StaleAttempt):
+        attempt_start(attempt_id=attempt.pk, token=attempt.token)

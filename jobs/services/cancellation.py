@@ -1,0 +1,57 @@
+"""Cancel a job: at once while it waits, through its node while it runs."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from jobs.models import Attempt, AttemptStatus, GpuBinding, Job
+from jobs.scheduler.trigger import request_tick
+from jobs.services.errors import Conflict
+from jobs.states import TERMINAL, JobState
+from jobs.transitions import LostRace, transition
+
+
+def _end_unstarted(attempt: Attempt) -> None:
+    """An attempt its node has not started yet ends here; its late start is then refused."""
+    now = timezone.now()
+    ended = Attempt.objects.filter(pk=attempt.pk, status=AttemptStatus.SCHEDULED).update(
+        status=AttemptStatus.ENDED, ended_at=now, outcome=Attempt.Outcome.CANCELLED)
+    if not ended:
+        raise LostRace(f"attempt {attempt.pk} started meanwhile")
+    GpuBinding.objects.filter(attempt=attempt, released_at__isnull=True).update(released_at=now)
+
+
+def job_cancel(*, job: Job, reason: str = "cancelled by the client") -> Job:
+    """Cancel `job`. Idempotent for a job already cancelled; a finished job is a conflict."""
+    for _ in range(5):  # a node may start or end the job while we look: read again, retry
+        try:
+            return _cancel_once(job, reason)
+        except LostRace:
+            job = Job.objects.get(pk=job.pk)
+    raise Conflict(f"job {job.pk} keeps changing; try again", code="busy")
+
+
+def _cancel_once(job: Job, reason: str) -> Job:
+    if job.state == JobState.CANCELLED:
+        return job
+    if job.state in TERMINAL:
+        raise Conflict(f"job {job.pk} already ended {job.state}", code="job_finished")
+    with transaction.atomic():
+        attempt = Attempt.objects.filter(job=job, ended_at__isnull=True).first()
+        if job.state in (JobState.QUEUED, JobState.RETRY_WAIT, JobState.SCHEDULED):
+            if attempt is not None:
+                _end_unstarted(attempt)
+            transition(job, JobState.CANCELLED, attempt=attempt, reason=reason,
+                       finished_at=timezone.now(), error_code="cancelled")
+            transaction.on_commit(request_tick)
+        elif attempt is not None:
+            # RUNNING or PREEMPTING: the next heartbeat answers "cancel" and the agent stops
+            # the binary; the job becomes CANCELLED when the agent reports.
+            deadline = timezone.now() + timedelta(seconds=settings.GPUSCHED_KILL_GRACE_S)
+            Attempt.objects.filter(pk=attempt.pk, ended_at__isnull=True).update(
+                stop_requested="cancel", stop_deadline=deadline)
+    return job
