@@ -1,0 +1,58 @@
+"""Two schedulers at once: one tick at a time, and never a GPU given twice."""
+
+import threading
+
+import pytest
+from django.db import connection
+
+from jobs.models import Attempt, GpuBinding
+from jobs.scheduler.lock import tick_lock
+from jobs.scheduler.tick import scheduler_tick_run
+from tests.support.factories import make_job, make_node
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_second_tick_is_skipped_while_one_holds_the_lock(alice):
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold():
+        with tick_lock() as got:
+            assert got
+            held.set()
+            release.wait(10)
+        connection.close()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    try:
+        assert scheduler_tick_run().ran is False
+    finally:
+        release.set()
+        holder.join()
+    assert scheduler_tick_run().ran is True
+
+
+def test_racing_ticks_place_each_job_once_and_each_gpu_once(alice):
+    for i in range(3):
+        make_node(f"n{i}", gpus=4)
+    for i in range(30):
+        make_job(alice, gpus=1 + i % 4)
+    barrier = threading.Barrier(4)
+
+    def tick():
+        barrier.wait()
+        for _ in range(3):
+            scheduler_tick_run()
+        connection.close()
+
+    threads = [threading.Thread(target=tick) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    live = GpuBinding.objects.filter(released_at__isnull=True)
+    assert live.count() == len(set(live.values_list("gpu_id", flat=True))) == 12
+    assert Attempt.objects.values("job").distinct().count() == Attempt.objects.count()
