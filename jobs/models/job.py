@@ -33,6 +33,8 @@ class Job(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     preemptions = models.PositiveSmallIntegerField(default=0)
+    retries = models.PositiveSmallIntegerField(default=0, help_text="Attempts lost so far.")
+    retry_at = models.DateTimeField(null=True, blank=True, help_text="End of RETRY_WAIT.")
     # outcome
     output = models.FileField(upload_to="outputs/%Y/%m/%d/", blank=True)
     result = models.JSONField(default=dict, blank=True)

@@ -35,10 +35,11 @@ def scheduler_tick_run() -> TickReport:
     with tick_lock() as held:
         if not held:
             return TickReport(ran=False)
-        from workers.services.reaper import reap_expired_attempts
+        from workers.services.reaper import reap_expired_attempts, release_due_retries
 
         now = timezone.now()
         reap_expired_attempts(now=now)
+        release_due_retries(now=now)
         snapshot = load_snapshot(now)
         started = time.perf_counter()
         decisions = policy_function()(snapshot)

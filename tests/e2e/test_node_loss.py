@@ -30,7 +30,7 @@ def _binaries_under(root: Path) -> list[str]:
 @pytest.fixture
 def fast_leases():
     group = ProcessGroup(GPUSCHED_LEASE_SECONDS="3", GPUSCHED_HEARTBEAT_SECONDS="0.5",
-                         GPUSCHED_NODE_STALE_SECONDS="3")
+                         GPUSCHED_NODE_STALE_SECONDS="3", GPUSCHED_RETRY_BACKOFF_S="0.5")
     yield group
     group.stop_all()
 

@@ -42,7 +42,8 @@ def test_a_wrong_token_can_not_start_renew_or_report(scheduled):
     assert Job.objects.get(pk=scheduled.job_id).state == "RUNNING"
 
 
-def test_a_reaped_attempt_is_fenced_off_and_its_job_runs_again(scheduled):
+def test_a_reaped_attempt_is_fenced_off_and_its_job_runs_again(scheduled, settings):
+    settings.GPUSCHED_RETRY_BACKOFF_S = 0
     attempt_start(attempt_id=scheduled.pk, token=scheduled.token)
     Attempt.objects.filter(pk=scheduled.pk).update(lease_expires_at="2000-01-01T00:00:00Z")
     scheduler_tick_run()  # reaps, then places the job again with a new token
@@ -67,3 +68,26 @@ def test_finishing_frees_the_gpus_exactly_once(scheduled):
     with pytest.raises(StaleAttempt):
         attempt_finish(attempt_id=scheduled.pk, token=scheduled.token,
                        result=AttemptResult("SUCCEEDED", 0))
+
+
+def _expire(attempt):
+    Attempt.objects.filter(pk=attempt.pk).update(lease_expires_at="2000-01-01T00:00:00Z")
+
+
+def test_a_lost_job_waits_out_its_backoff_before_it_runs_again(scheduled, settings):
+    settings.GPUSCHED_RETRY_BACKOFF_S = 3600
+    _expire(scheduled)
+    scheduler_tick_run()
+    job = Job.objects.get(pk=scheduled.job_id)
+    assert (job.state, job.retries) == ("RETRY_WAIT", 1) and job.retry_at is not None
+    assert not GpuBinding.objects.filter(released_at__isnull=True).exists()
+
+
+def test_a_job_lost_too_often_is_dead_lettered(scheduled, settings):
+    settings.GPUSCHED_MAX_RETRIES = 2
+    Job.objects.filter(pk=scheduled.job_id).update(retries=2)
+    _expire(scheduled)
+    scheduler_tick_run()
+    job = Job.objects.get(pk=scheduled.job_id)
+    assert (job.state, job.error_code) == ("DEAD", "retries_exhausted")
+    assert Attempt.objects.filter(job=job).count() == 1

@@ -1,17 +1,39 @@
-"""Attempts whose lease ran out are LOST; their GPUs are freed and the job waits again."""
+"""Attempts whose lease ran out are LOST; their GPUs are freed and the job waits to retry.
+
+A job lost more than GPUSCHED_MAX_RETRIES times is dead-lettered (DEAD), so one poison
+job cannot take node after node down; retries back off exponentially.
+"""
 
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
 
 from jobs.models import Attempt, AttemptStatus, GpuBinding, Job
-from jobs.states import JobState
+from jobs.states import LIVE, JobState
 from jobs.transitions import TransitionError, transition
 
 log = logging.getLogger(__name__)
+
+
+def retry_delay(retries: int) -> timedelta:
+    """Backoff before retry number `retries` + 1: base, 2×base, 4×base … capped at 10 min."""
+    return timedelta(seconds=min(600.0, settings.GPUSCHED_RETRY_BACKOFF_S * 2**retries))
+
+
+def _settle_lost(job: Job, attempt: Attempt, now: datetime) -> None:
+    transition(job, JobState.LOST, attempt=attempt, reason="lease expired")
+    if job.retries >= settings.GPUSCHED_MAX_RETRIES:
+        transition(job, JobState.DEAD, attempt=attempt, finished_at=now,
+                   reason=f"lost {job.retries + 1} times", error_code="retries_exhausted",
+                   error=f"the job's attempts were lost {job.retries + 1} times")
+        return
+    transition(job, JobState.RETRY_WAIT, attempt=attempt, retries=job.retries + 1,
+               retry_at=now + retry_delay(job.retries),
+               reason=f"retry {job.retries + 1} of {settings.GPUSCHED_MAX_RETRIES}")
 
 
 def _reap_one(attempt_id: int, now: datetime) -> bool:
@@ -26,12 +48,8 @@ def _reap_one(attempt_id: int, now: datetime) -> bool:
             released_at=now)
         attempt = Attempt.objects.get(pk=attempt_id)
         job = Job.objects.get(pk=attempt.job_id)
-        if job.state in (JobState.SCHEDULED, JobState.RUNNING, JobState.PREEMPTING):
-            transition(job, JobState.LOST, attempt=attempt, reason="lease expired")
-            transition(job, JobState.RETRY_WAIT, attempt=attempt, reason="will retry")
-            transition(job, JobState.QUEUED, attempt=attempt, reason="re-queued after loss",
-                       enqueued_at=now, pending_code="new",
-                       pending_reason="re-queued after its node stopped answering")
+        if job.state in LIVE:
+            _settle_lost(job, attempt, now)
     return True
 
 
@@ -45,3 +63,16 @@ def reap_expired_attempts(*, now: datetime) -> int:
         except TransitionError as exc:
             log.warning("reaping attempt %s: %s", attempt_id, exc)
     return reaped
+
+
+def release_due_retries(*, now: datetime) -> int:
+    """RETRY_WAIT jobs whose backoff is over wait in the queue again."""
+    released = 0
+    for job in Job.objects.filter(state=JobState.RETRY_WAIT, retry_at__lte=now):
+        try:
+            transition(job, JobState.QUEUED, reason="retrying", enqueued_at=now,
+                       pending_code="new", pending_reason="re-queued after its node was lost")
+            released += 1
+        except TransitionError as exc:
+            log.warning("releasing job %s: %s", job.pk, exc)
+    return released
