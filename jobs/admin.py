@@ -3,6 +3,7 @@ from django.contrib import admin
 from jobs.models import (
     ApiKey,
     Attempt,
+    Counter,
     GpuBinding,
     Job,
     JobEvent,
@@ -100,3 +101,11 @@ class GpuBindingAdmin(admin.ModelAdmin):
     list_display = ["gpu", "attempt", "bound_at", "released_at"]
     list_filter = ["released_at"]
     readonly_fields = ["gpu", "attempt", "bound_at", "released_at"]
+
+
+@admin.register(Counter)
+class CounterAdmin(admin.ModelAdmin):
+    """The fencing-token counter on databases without sequences (SQLite demo)."""
+
+    list_display = ["name", "value"]
+    readonly_fields = ["name", "value"]
