@@ -32,6 +32,7 @@ try:
     GPUSCHED_MAX_TIME_LIMIT_S = env_int("GPUSCHED_MAX_TIME_LIMIT_S", 7 * 86400, minimum=1)
     GPUSCHED_MAX_RETRIES = env_int("GPUSCHED_MAX_RETRIES", 3)
     GPUSCHED_RETRY_BACKOFF_S = env_number("GPUSCHED_RETRY_BACKOFF_S", 5.0)
+    GPUSCHED_HANG_TIMEOUT_S = env_number("GPUSCHED_HANG_TIMEOUT_S", 300.0, minimum=1)
     GPUSCHED_KILL_GRACE_S = env_number("GPUSCHED_KILL_GRACE_S", 10.0, minimum=0)
     GPUSCHED_WORK_ROOT = Path(env_str("GPUSCHED_WORK_ROOT", str(VAR_DIR / "work")))
     # argv template of the model binary; each element is formatted, never given to a shell

@@ -29,7 +29,7 @@ def test_the_binary_sees_only_its_gpus():
 
 
 def _classify(**kw):
-    base = dict(exit_code=0, stderr_tail="", stop="", timed_out=False, output_ok=True)
+    base = dict(exit_code=0, stderr_tail="", stop="", output_ok=True)
     return classify(**{**base, **kw})
 
 
@@ -42,4 +42,5 @@ def test_exits_are_classified():
     assert _classify(exit_code=75, stop="preempt") == ("PREEMPTED", "")
     assert _classify(exit_code=0, stop="preempt") == ("SUCCEEDED", "")
     assert _classify(exit_code=-15, stop="cancel") == ("CANCELLED", "cancelled")
-    assert _classify(exit_code=-15, timed_out=True) == ("TIMED_OUT", "time_limit")
+    assert _classify(exit_code=-15, stop="timeout") == ("TIMED_OUT", "time_limit")
+    assert _classify(exit_code=-15, stop="hung") == ("FAILED", "hung")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import IO
 
 
@@ -16,9 +17,15 @@ class ProgressReader(threading.Thread):
         self._checkpoints = 0
         self._reported_checkpoints = 0
         self._lock = threading.Lock()
+        self._last_line = time.monotonic()
+
+    def silent_for(self) -> float:
+        """Seconds since the binary last printed a line (the hang detector reads this)."""
+        return time.monotonic() - self._last_line
 
     def run(self) -> None:
         for line in self.stream:
+            self._last_line = time.monotonic()
             word, _, rest = line.strip().partition(" ")
             with self._lock:
                 if word == "PROGRESS":

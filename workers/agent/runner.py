@@ -34,7 +34,7 @@ PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 @dataclass
 class Supervision:
-    stop: str = ""  # "preempt", "cancel", "timeout" or "stale" once asked to stop
+    stop: str = ""  # "preempt", "cancel", "timeout", "hung" or "stale" once asked to stop
     kill_at: float | None = None  # monotonic time of SIGKILL if still alive
 
 
@@ -71,6 +71,8 @@ def _supervise(proc: subprocess.Popen, claim: AttemptClaim, reader: ProgressRead
             _ask_to_stop(proc, sup, verdict.action, verdict.deadline_s)
         if time.monotonic() >= deadline:
             _ask_to_stop(proc, sup, "timeout", settings.GPUSCHED_KILL_GRACE_S)
+        if reader.silent_for() >= settings.GPUSCHED_HANG_TIMEOUT_S:
+            _ask_to_stop(proc, sup, "hung", settings.GPUSCHED_KILL_GRACE_S)
         if sup.kill_at is not None and time.monotonic() >= sup.kill_at:
             _signal_group(proc, signal.SIGKILL)
 
@@ -142,8 +144,7 @@ def run_attempt(attempt_id: int, token: int) -> str:
         return "stale"
     stderr = _tail(paths.stderr)
     outcome, error_code = classify(
-        exit_code=proc.returncode, stderr_tail=stderr, stop=sup.stop if sup.stop in (
-            "preempt", "cancel") else "", timed_out=sup.stop == "timeout",
+        exit_code=proc.returncode, stderr_tail=stderr, stop=sup.stop,
         output_ok=_output_ok(paths.output))
     return _report(claim, paths, AttemptResult(outcome, proc.returncode, stderr,
                                         paths.output if outcome == "SUCCEEDED" else None,
