@@ -342,9 +342,19 @@ class Simulator:
         nodes = [NodeView(n.spec.name, n.spec.gpu_type, n.spec.gpu_memory_mb, n.spec.gpus,
                           tuple(sorted(n.free - n.nominated)) if n.up else (), "",
                           n.spec.island, n.up) for n in self.nodes.values()]
+        nominated = {(a.node, g) for _, allocs in self.nominated.values()
+                     for a in allocs for g in a.gpus}
         running = []
         for att in self.attempts.values():
             job = att.job
+            allocs = att.allocs
+            if nominated:
+                allocs = tuple(Allocation(a.node, tuple(g for g in a.gpus
+                                                        if (a.node, g) not in nominated))
+                               for a in allocs)
+                allocs = tuple(a for a in allocs if a.gpus)
+                if not allocs:
+                    continue
             tle = att.start + att.restore + job.time_limit
             if att.stop_at is not None:
                 exp = tle = att.stop_at
@@ -358,8 +368,21 @@ class Simulator:
                 k = math.floor(max(0.0, t - att.start - att.restore) / self.ckpt)
                 if k > 0:
                     last = att.start + att.restore + k * self.ckpt
-            running.append(RunningView(att.id, job.job_id, job.org, job.tier, att.allocs,
+            running.append(RunningView(att.id, job.job_id, job.org, job.tier, allocs,
                                        att.start, exp, tle, last, self.ckpt > 0, True,
+                                       job.preemptions, job.project))
+        for job, allocs in self.nominated.values():
+            # GPUs promised to a preemptor are shown as its attempt, starting when they free up
+            owners = [self.attempts.get(self.owner.get((a.node, g), -1))
+                      for a in allocs for g in a.gpus]
+            begin = max([t] + [o.stop_at for o in owners if o is not None and o.stop_at])
+            restore = self.restore_cost if job.saved > 0 else 0.0
+            tle = begin + restore + job.time_limit
+            exp = tle if job.expected_duration is None else min(
+                tle, begin + restore + max(0.0, job.expected_duration - job.saved))
+            running.append(RunningView(-job.job_id, job.job_id, job.org, job.tier, allocs,
+                                       job.extra.get("nominated_at", t), exp, tle,
+                                       begin if job.saved > 0 else None, self.ckpt > 0, True,
                                        job.preemptions, job.project))
         usage = {org: self._usage_at(org, t) for org in list(self.usage)}
         return Snapshot(t, nodes, running, list(self.qviews.values()), self.tiers, usage,
@@ -381,6 +404,7 @@ class Simulator:
                 self.stats["nonpreemptible_victims"] += 1
             stop_at = self.now + max(0.0, p.grace_s)
             if stop_at >= att.end_at:
+                att.stop_at = att.end_at  # ends first: its GPUs may be nominated, no stop
                 continue
             att.stop_at = stop_at
             if stop_at <= self.now:
@@ -430,6 +454,7 @@ class Simulator:
         del self.queued[job.job_id]
         del self.qviews[job.job_id]
         self.nominated[job.job_id] = (job, allocs)
+        job.extra["nominated_at"] = self.now
         for a in allocs:
             self.nodes[a.node].nominated.update(a.gpus)
         return True

@@ -96,3 +96,20 @@ def test_water_fill_is_weighted_max_min():
     fair = water_fill(10, {"a": 2, "b": 10, "c": 10}, {"c": 3.0})
     assert fair == {"a": 2.0, "b": 2.0, "c": 6.0}
     assert water_fill(0, {"a": 1}, {}) == {"a": 0.0}
+
+
+def test_gpus_nominated_for_a_preemptor_show_as_its_attempt():
+    fleet = [NodeSpec("n0", 1)]
+    jobs = [job(1, 0, 1, 100), job(2, 45, 1, 10, tier="enterprise", org="o2"),
+            job(3, 46, 1, 10, org="o3")]
+    seen = {}
+
+    def recording(snap):
+        seen[snap.now] = snap
+        return preempting_policy(snap)
+
+    res = Simulator(fleet, jobs, recording, checkpoint_interval=20, restore_cost=7).run()
+    snap = seen[46.0]
+    assert [(r.attempt_id, r.job_id, r.started_at) for r in snap.running] == [(-2, 2, 45.0)]
+    assert snap.running[0].time_limit_end == 50 + 100  # starts when the victim stops
+    assert summarize(res)["invalid_placements"] == 0
