@@ -18,6 +18,7 @@ The walk stops when nothing is free and no preemption is possible, or after
 from __future__ import annotations
 
 import gc
+import math
 from bisect import bisect_right
 from collections import defaultdict
 from operator import attrgetter
@@ -63,11 +64,21 @@ class _Round:
         self.index = FreeIndex(snap.nodes)
         fleet = sum(n.total_gpus for n in snap.nodes if n.schedulable)
         self.levels = tier_levels(snap.tiers)
-        self.floors = {n: t.guaranteed_share * fleet for n, t in snap.tiers.items()}
+        # floors are whole GPUs: a fraction of a GPU protects nothing a gang could use
+        self.floors = {
+            n: math.floor(t.guaranteed_share * fleet + 1e-9) for n, t in snap.tiers.items()
+        }
+        self.reserve_cap = self.cfg.reserve_share * fleet
+        self.reserved_gpus = 0
         self.ceilings = {n: t.max_share * fleet for n, t in snap.tiers.items()}
         self.shares = Shares()
+        levels, index = self.levels, self.index
         for run in snap.running:
             self.shares.add(run.tier, run.org, run.project, run.gpus)
+            level = levels.get(run.tier)
+            if level is not None:
+                for a in run.allocations:
+                    index.raise_label(a.node, level)
         self.timeline = Timeline(self.now, snap.running, self.index)
         self.victims = VictimIndex(
             snap.running, snap.tiers, self.levels, self.index, self.now, self.cfg
@@ -152,7 +163,7 @@ class _Round:
         key = (job.gpu_types, job.min_gpu_memory_mb, job.region)
         # free GPUs only shrink during a round: a gang that found nothing stays unplaceable
         if job.gpus < self.no_free_min.get(key, 1 << 30):
-            alloc = self.index.allocate(groups, job.gpus)
+            alloc = self.index.allocate(groups, job.gpus, self.levels[job.tier])
             if alloc is not None:
                 return alloc
             self.no_free_min[key] = job.gpus
@@ -166,8 +177,10 @@ class _Round:
         self.out.placements.append(Placement(job.job_id, alloc, preempted))
         self.shares.add(job.tier, job.org, job.project, job.gpus)
         end = self.now + (job.expected_duration_s or job.time_limit_s)
+        level = self.levels[job.tier]
         for a in alloc:
             self.timeline.occupy(a.node, a.gpus, end)
+            self.index.raise_label(a.node, level)
         self.queue.charged(job)
 
     # -- blocked: preempt, reserve, explain -------------------------------------------------
@@ -179,11 +192,12 @@ class _Round:
         self.waiting_levels.setdefault(level, job.tier)
         span = job.gpus > max(p.size for g in groups for p in g)
         est = self._earliest(job, groups, span)
-        if self._may_preempt(job, est) and self._preempt(job, groups):
+        if self._may_preempt(job, est) and self._preempt(job, groups, est):
             return
         what_if = self._what_if(job, groups)
-        if est is not None and len(self.timeline.holds) < self.cfg.max_reservations:
+        if est is not None and self._may_reserve(job):
             hold = self.timeline.reserve(job.job_id, est[0], est[1])
+            self.reserved_gpus += sum(est[1].values())
             allocs = hold.allocations()
             self.out.reservations.append(Reservation(job.job_id, allocs, est[0]))
             nodes = [a.node for a in allocs]
@@ -193,12 +207,17 @@ class _Round:
             reason = reasons.resources(job, self.now, span, None, start, what_if)
         self._pending(job, reason, start=est[0] if est is not None else None)
 
+    def _may_reserve(self, job: QueuedJob) -> bool:
+        """Every blocked job reserves, in rank order, while the reservation budget lasts."""
+        if len(self.timeline.holds) < self.cfg.max_reservations:
+            return True
+        return self.reserved_gpus + job.gpus <= self.reserve_cap
+
     def _earliest(
         self, job: QueuedJob, groups: Pools, span: bool
     ) -> tuple[float, dict[str, int]] | None:
         """Earliest GPUs for the job from running ends; only for jobs we explain in full."""
-        holds_full = len(self.timeline.holds) >= self.cfg.max_reservations
-        if holds_full and self.explained >= self.cfg.max_explained:
+        if not self._may_reserve(job) and self.explained >= self.cfg.max_explained:
             return None
         self.explained += 1
         if span:
@@ -222,7 +241,7 @@ class _Round:
         deadline = job.enqueued_at + tier.start_slo_s
         return natural > deadline and self.now + self.cfg.slo_lead_s >= deadline
 
-    def _preempt(self, job: QueuedJob, groups: Pools) -> bool:
+    def _preempt(self, job: QueuedJob, groups: Pools, est: tuple[float, dict] | None) -> bool:
         key = (job.gpu_types, job.min_gpu_memory_mb, job.region, self.levels[job.tier])
         if job.gpus >= self.no_victims_min.get(key, 1 << 30):
             return False
@@ -230,9 +249,15 @@ class _Round:
         room = {t: self.shares.tier[t] - self.floors[t] for t in self.snap.tiers}
         budget = self.cfg.preemption_budget_per_org - self.budget_used[job.org]
         skip = self.timeline.reserved
-        plan = self.victims.plan(groups, job.gpus, self.levels[job.tier], skip, room, budget)
+        # after the round's first preemption, a kill must lose less work than the
+        # preemptor's GPUs would wait for their natural start (loss grows with every kill)
+        wait = (est[0] - self.now) if est is not None else _INF
+        max_cost = self.cfg.preempt_loss_ratio * job.gpus * wait if self.out.preemptions else _INF
+        level = self.levels[job.tier]
+        plan = self.victims.plan(groups, job.gpus, level, skip, room, budget, max_cost)
         if plan is None:
-            self.no_victims_min[key] = job.gpus
+            if max_cost == _INF:
+                self.no_victims_min[key] = job.gpus
             return False
         self._apply(job, plan)
         return True

@@ -6,9 +6,14 @@ at most `node size` buckets per pool instead of a scan of the fleet, which is wh
 decision over 1,000 nodes and 50,000 queued jobs inside its time budget.
 
 Placement is best fit: the node with the fewest free GPUs that still holds the gang, so
-whole free nodes stay whole for 8-GPU jobs. A gang larger than a node takes whole free nodes
-inside one island (NVLink island / rack) plus, for the remainder, one best-fit node of that
-island. A gang gets all its GPUs or nothing.
+whole free nodes stay whole for 8-GPU jobs. With tier affinity (the round labels each node
+with the highest tier level running on it), a job first looks at nodes of its own label, then
+at nodes of a higher label, then at any partly used node, and only then at a whole free node;
+best fit inside each step. Preemptible work thus gathers on nodes of its own tier, and whole
+nodes of lower-tier work exist for a higher tier to reclaim with few, cheap victims.
+A gang larger than a node takes whole free nodes inside one island (NVLink island /
+rack) plus, for the remainder, one best-fit node of that island. A gang gets all its GPUs
+or nothing.
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ class Pool:
     buckets: list[dict[str, None]] = field(default_factory=list)
     nodes: list[str] = field(default_factory=list)
     free_total: int = 0
+    # labeled[c][label]: the nodes of buckets[c] whose label (highest tier level running) is
+    # `label`; -1 for nodes that run nothing
+    labeled: list[dict[int, dict[str, None]]] = field(default_factory=list)
 
 
 class FreeIndex:
@@ -44,6 +52,7 @@ class FreeIndex:
         self.pools: list[Pool] = []
         self.total_free = 0
         self._match: dict[tuple, Pools] = {}
+        self.label: dict[str, int] = {}  # node -> highest tier level running on it, -1: none
         by_key: dict[tuple[str, int, str], Pool] = {}
         for n in nodes:
             if not n.schedulable or n.total_gpus <= 0:
@@ -60,9 +69,12 @@ class FreeIndex:
             self.free[n.name] = sorted(n.free_gpus)
         for pool in self.pools:
             pool.buckets = [{} for _ in range(pool.size + 1)]
+            pool.labeled = [{} for _ in range(pool.size + 1)]
         for name, gpus in self.free.items():
             pool = self.pool_of[name]
             pool.buckets[len(gpus)][name] = None
+            pool.labeled[len(gpus)].setdefault(-1, {})[name] = None
+            self.label[name] = -1
             pool.free_total += len(gpus)
             self.total_free += len(gpus)
 
@@ -83,10 +95,28 @@ class FreeIndex:
         groups = [[p for p in ok if p.gpu_type == t] for t in types]
         return [g for g in groups if g]
 
+    # -- tier labels ------------------------------------------------------------------------
+
+    def raise_label(self, name: str, level: int) -> None:
+        """The node now runs work of tier level `level` (labels only go up in a round)."""
+        old = self.label.get(name)
+        if old is None or level <= old:
+            return
+        labeled = self.pool_of[name].labeled[len(self.free[name])]
+        del labeled[old][name]
+        labeled.setdefault(level, {})[name] = None
+        self.label[name] = level
+
     # -- single-node best fit ---------------------------------------------------------------
 
-    def best_fit(self, groups: Pools, k: int) -> str | None:
-        """Node with the fewest free GPUs >= k; the first GPU type that has one wins."""
+    def best_fit(self, groups: Pools, k: int, level: int | None = None) -> str | None:
+        """Node with the fewest free GPUs >= k; the first GPU type that has one wins.
+
+        With a tier `level`, partly used nodes of the same label go first, then nodes of a
+        higher label, then any partly used node, then whole free nodes (best fit in each).
+        """
+        if level is not None:
+            return self._affine_fit(groups, k, level)
         for group in groups:
             best, best_c = None, 1 << 30
             for pool in group:
@@ -101,6 +131,34 @@ class FreeIndex:
                 return best
         return None
 
+    def _affine_fit(self, groups: Pools, k: int, level: int) -> str | None:
+        for group in groups:
+            if not any(p.free_total >= k and k <= p.size for p in group):
+                continue
+            for want in (0, 1, 2):  # same label, higher label, any partly used node
+                best, best_c = None, 1 << 30
+                for pool in group:
+                    if pool.free_total < k or k > pool.size:
+                        continue
+                    for c in range(k, min(best_c, pool.size)):
+                        labeled = pool.labeled[c]
+                        if want == 0:
+                            found = labeled.get(level)
+                        elif want == 1:
+                            found = next((d for lv, d in labeled.items() if lv > level and d),
+                                         None)
+                        else:
+                            found = pool.buckets[c]
+                        if found:
+                            best, best_c = next(iter(found)), c
+                            break
+                if best is not None:
+                    return best
+            for pool in group:
+                if pool.free_total >= k and k <= pool.size and pool.buckets[pool.size]:
+                    return next(iter(pool.buckets[pool.size]))
+        return None
+
     def take(self, name: str, count: int) -> tuple[int, ...]:
         """Remove `count` free GPUs (lowest indices) of a node from the index."""
         free = self.free[name]
@@ -109,10 +167,13 @@ class FreeIndex:
     def take_exact(self, name: str, gpus: list[int] | tuple[int, ...]) -> tuple[int, ...]:
         free = self.free[name]
         pool = self.pool_of[name]
+        label = self.label[name]
         del pool.buckets[len(free)][name]
+        del pool.labeled[len(free)][label][name]
         wanted = set(gpus)
         self.free[name] = [g for g in free if g not in wanted]
         pool.buckets[len(self.free[name])][name] = None
+        pool.labeled[len(self.free[name])].setdefault(label, {})[name] = None
         pool.free_total -= len(wanted)
         self.total_free -= len(wanted)
         return tuple(sorted(wanted))
@@ -163,9 +224,11 @@ class FreeIndex:
                     return name
         return None
 
-    def allocate(self, groups: Pools, k: int) -> tuple[Allocation, ...] | None:
+    def allocate(
+        self, groups: Pools, k: int, level: int | None = None
+    ) -> tuple[Allocation, ...] | None:
         """Take a gang of k GPUs now (one node, or one island when k exceeds a node)."""
-        name = self.best_fit(groups, k)
+        name = self.best_fit(groups, k, level)
         if name is not None:
             return (Allocation(name, self.take(name, k)),)
         plan = self.island_fit(groups, k)

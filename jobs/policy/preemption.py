@@ -47,7 +47,10 @@ def victim_cost(run: RunningView, gpus: int, now: float, cfg: PolicyConfig) -> f
     if run.checkpointable and run.last_checkpoint_at is not None:
         since = max(since, run.last_checkpoint_at)
     lost = gpus * (max(0.0, now - since) + cfg.restart_cost_s)
-    near = gpus * max(0.0, cfg.near_finish_s - (run.expected_end - now))
+    # a job close to its end would give its GPUs back soon: sparing it costs little waiting,
+    # killing it loses what it did; weigh the part of the window it is inside, by its work
+    left = run.expected_end - now
+    near = lost * max(0.0, cfg.near_finish_s - left) / cfg.near_finish_s if cfg.near_finish_s else 0
     return (lost + near) * (1 + run.preemptions)
 
 
@@ -141,11 +144,13 @@ class VictimIndex:
         skip_nodes: set[str],
         room: dict[str, float],
         budget: int,
+        max_cost: float = float("inf"),
     ) -> Plan | None:
         """Cheapest single-node plan for a k-GPU gang of tier level `level`, or None.
 
         `room` is, per tier, how many GPUs it may lose before dropping below its floor;
-        `budget` how many victims the preemptor's org may still take this round.
+        `budget` how many victims the preemptor's org may still take this round; a plan
+        costing more than `max_cost` is not worth it.
         """
         if level <= self.min_level or budget <= 0:
             return None
@@ -167,6 +172,8 @@ class VictimIndex:
                     if node in skip_nodes:
                         continue
                     plan = self._node_plan(node, victims, k, room, budget)
+                    if plan is not None and plan.cost > max_cost:
+                        plan = None
                     if plan is not None and (best is None or plan.cost < best.cost):
                         best = plan
             if best is not None:

@@ -95,6 +95,8 @@ class _Tier:
     oldest: list[tuple[float, int, int, Group]] = field(default_factory=list)
     live: int = 0  # orgs with jobs left
     excluded: bool = False
+    late_after: float | None = None  # jobs enqueued before this are late
+    late: list[tuple[float, float, int, int, Group]] = field(default_factory=list)
 
 
 def tier_levels(tiers: dict[str, TierSpec]) -> dict[str, int]:
@@ -114,6 +116,9 @@ class RankedQueue:
         self.groups: list[Group] = []
         levels = tier_levels(snap.tiers)
         self.tiers = {n: _Tier(t, levels[n]) for n, t in snap.tiers.items()}
+        if self.cfg.late_fraction is not None:
+            for tier in self.tiers.values():
+                tier.late_after = snap.now - self.cfg.late_fraction * tier.spec.start_slo_s
         self._org_tiers: dict[str, list[_Tier]] = defaultdict(list)
         self._counter = 0
         queue = snap.queued
@@ -143,6 +148,7 @@ class RankedQueue:
             org.projects[project] = group
             org.live += 1
             self._push_oldest(tier, group)
+            self._push_late(tier, group)
         for tier in self.tiers.values():
             for org in tier.orgs.values():
                 for project in org.projects:
@@ -215,8 +221,12 @@ class RankedQueue:
         tier = self._best_tier()
         if tier is None:
             return None
-        org = self._top_org(tier)
-        group = self._top_project(org)
+        group = self._late_group(tier)
+        if group is not None:
+            org = tier.orgs[group.org]
+        else:
+            org = self._top_org(tier)
+            group = self._top_project(org)
         job = group.jobs[group.pos]
         group.pos += 1
         if group.done:
@@ -225,7 +235,38 @@ class RankedQueue:
                 tier.live -= 1
         else:
             self._push_oldest(tier, group)
+            self._push_late(tier, group)
         return job
+
+    def _late_group(self, tier: _Tier) -> Group | None:
+        """The group of the lowest-share org that has a late head job (oldest first), if any.
+
+        A job that waited `late_fraction` of its tier's start SLO goes before the jobs of its
+        tier that are not late: it is considered, round after round, before the jobs that
+        would take the GPUs it drains for, so its reservation holds. Among late jobs, orgs
+        still go by share and then oldest first.
+        """
+        heap = tier.late
+        while heap:
+            share, enq, _, pos, group = heap[0]
+            org = tier.orgs[group.org]
+            if group.pos != pos or group.done or org.excluded:
+                heapq.heappop(heap)
+                continue
+            now_share = self.org_share(group.org)
+            if now_share != share:
+                heapq.heapreplace(heap, (now_share, enq, self._next(), pos, group))
+                continue
+            return group
+        return None
+
+    def _push_late(self, tier: _Tier, group: Group) -> None:
+        if tier.late_after is None or group.done:
+            return
+        enq = group.jobs[group.pos].enqueued_at
+        if enq <= tier.late_after:
+            item = (self.org_share(group.org), enq, self._next(), group.pos, group)
+            heapq.heappush(tier.late, item)
 
     def _top_org(self, tier: _Tier) -> _Org:
         heap = tier.heap

@@ -98,6 +98,15 @@ class PolicyConfig:
     slo_lead_s: float = 120.0  # preempt for a start SLO this long before it is missed
     preempt_scan_nodes: int = 64  # candidate nodes per GPU type a victim search tries
     max_explained: int = 256  # blocked jobs per round that get an estimate and a what-if
+    # blocked jobs beyond max_reservations still reserve while all reservations together hold
+    # at most this fraction of the schedulable GPUs
+    reserve_share: float = 0.5
+    # a job that waited this fraction of its tier's start SLO goes oldest first in its tier
+    # (None: fair share only)
+    late_fraction: float | None = None
+    # a preemption plan may cost (victim cost, see preemption.py) at most this times the
+    # GPU-time the preemptor would otherwise wait (gpus x time to its natural start)
+    preempt_loss_ratio: float = 1.0
 
 
 @dataclass(slots=True)
