@@ -314,6 +314,8 @@ class Simulator:
         for job_id, (job, allocs) in list(self.nominated.items()):
             if any(a.node == name for a in allocs):
                 del self.nominated[job_id]
+                for a in allocs:
+                    self.nodes[a.node].nominated.difference_update(a.gpus)
                 self._waiting_delta(job, -1)
                 since = job.queued_since
                 self._enqueue(job, t=self.now)

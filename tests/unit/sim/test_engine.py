@@ -113,3 +113,20 @@ def test_gpus_nominated_for_a_preemptor_show_as_its_attempt():
     assert [(r.attempt_id, r.job_id, r.started_at) for r in snap.running] == [(-2, 2, 45.0)]
     assert snap.running[0].time_limit_end == 50 + 100  # starts when the victim stops
     assert summarize(res)["invalid_placements"] == 0
+
+
+def test_node_failure_stops_a_whole_gang_and_frees_its_other_nodes():
+    from jobs.policy.baselines import multifactor_decide
+
+    fleet = [NodeSpec("n0", 4, island="i0"), NodeSpec("n1", 4, island="i0")]
+    jobs = [job(1, 0, 8, 100), job(2, 40, 4, 10, org="o2")]
+    sim = Simulator(fleet, jobs, multifactor_decide, checkpoint_interval=25, restore_cost=5,
+                    repair_s=20)
+    sim.events.push(30, "fail", "n0")
+    res = sim.run()
+    by = {j.job_id: j for j in res.jobs}
+    assert by[1].failures == 1
+    # n1 is freed at 30, so job 2 (arrives at 40) runs there 40..50; n0 is back at 50
+    assert by[2].first_start == 40 and by[2].end == 50
+    assert by[1].end == 50 + 5 + 75
+    assert round(summarize(res)["failure_lost_gpu_hours"] * 3600, 6) == 8 * 5 + 8 * 5
