@@ -56,6 +56,7 @@ class JobEventInline(admin.TabularInline):
 
 class AttemptInline(admin.TabularInline):
     model = Attempt
+    fk_name = "job"
     extra = 0
     can_delete = False
     fields = ["token", "node", "gpu_indices", "status", "outcome", "exit_code", "started_at",

@@ -61,10 +61,14 @@ def _request_preemption(pre: P.Preemption, now: datetime) -> bool:
         return False
     updated = Attempt.objects.filter(pk=attempt.pk, stop_requested="", ended_at__isnull=True
                                      ).update(stop_requested="preempt",
-                                              stop_deadline=now + timedelta(seconds=pre.grace_s))
+                                              stop_deadline=now + timedelta(seconds=pre.grace_s),
+                                              preempted_for_id=pre.for_job_id)
     if updated:
         transition(attempt.job, JobState.PREEMPTING, attempt=attempt,
                    reason=f"preempted for job {pre.for_job_id}; grace {pre.grace_s:.0f}s")
+        Job.objects.filter(pk=pre.for_job_id, state=JobState.QUEUED).update(
+            pending_code="preempting", estimated_start=now + timedelta(seconds=pre.grace_s),
+            pending_reason=f"GPUs on {attempt.node.name} are being freed for it")
     return bool(updated)
 
 

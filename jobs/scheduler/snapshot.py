@@ -77,7 +77,12 @@ def load_running(now: datetime) -> list[P.RunningView]:
 
 
 def load_queued() -> list[P.QueuedJob]:
-    rows = Job.objects.filter(state=JobState.QUEUED).select_related(
+    """Waiting jobs, less those whose GPUs are being freed for them by preemption: the
+    policy must not preempt for them again while their victims stop."""
+    promised = Attempt.objects.filter(ended_at__isnull=True, preempted_for__isnull=False
+                                      ).values_list("preempted_for_id", flat=True)
+    rows = Job.objects.filter(state=JobState.QUEUED).exclude(pk__in=list(promised)
+                                                             ).select_related(
         "organization__tier", "project").order_by("enqueued_at")
     return [
         P.QueuedJob(

@@ -40,6 +40,8 @@ def test_a_preempted_job_resumes_from_its_checkpoint(bob, quick_preemption):
 
     carol = organization_create(slug="carol", tier="enterprise")
     urgent = make_job(carol, gpus=2, run_seconds=1, progress_interval=0.25)
+    wait_for(lambda: _state(victim) != "RUNNING", 30, "the victim to be asked to stop")
+    assert Attempt.objects.filter(job=victim, preempted_for=urgent).count() == 1
     wait_for(lambda: _state(urgent) == "SUCCEEDED", 90, "the enterprise job to finish")
     first = Attempt.objects.filter(job=victim).earliest("id")
     assert (first.outcome, first.exit_code) == (Attempt.Outcome.PREEMPTED, 75)
