@@ -45,6 +45,7 @@ class Timeline:
         self.version: dict[str, int] = defaultdict(int)
         self.reserved: set[str] = set()
         self.holds: list[Hold] = []
+        self.idle_reserved = 0  # reserved GPUs that are free now, over all holds
         self._heaps: dict[tuple[int, int], list[tuple[float, int, str]]] = {}
         self._profiles: dict[str, tuple[int, list[float]]] = {}
         for run in running:
@@ -174,6 +175,7 @@ class Timeline:
             free_now = [g for g in gpus if g in set(self.index.free[node])]
             if free_now:
                 self.index.take_exact(node, free_now)
+                self.idle_reserved += len(free_now)
             hold.free_now[node] = free_now
             self.reserved.add(node)
         self.holds.append(hold)
@@ -185,6 +187,8 @@ class Timeline:
         Only single-node gangs borrow. The node's unreserved free GPUs are used first; the
         caller records the occupancy.
         """
+        if not self.idle_reserved:
+            return None
         allowed = {id(p) for g in groups for p in g}
         for hold in self.holds:
             if ends_at > hold.start_at:
@@ -200,5 +204,6 @@ class Timeline:
                     self.index.take_exact(node, own)
                 lent = idle[: k - len(own)]
                 hold.free_now[node] = idle[len(lent) :]
+                self.idle_reserved -= len(lent)
                 return Allocation(node, tuple(sorted(own + lent)))
         return None

@@ -115,7 +115,7 @@ class _Round:
             return True
         if self.index.total_free > 0:
             return False
-        if any(idle for h in self.timeline.holds for idle in h.free_now.values()):
+        if self.timeline.idle_reserved > 0:
             return False
         return self.preempt_tries >= self.cfg.max_preemptors_per_round or not self.victims.by_node
 
@@ -209,8 +209,11 @@ class _Round:
 
     def _may_reserve(self, job: QueuedJob) -> bool:
         """Every blocked job reserves, in rank order, while the reservation budget lasts."""
-        if len(self.timeline.holds) < self.cfg.max_reservations:
+        holds = len(self.timeline.holds)
+        if holds < self.cfg.max_reservations:
             return True
+        if holds >= self.cfg.max_budget_reservations:
+            return False
         return self.reserved_gpus + job.gpus <= self.reserve_cap
 
     def _earliest(

@@ -133,30 +133,36 @@ class FreeIndex:
 
     def _affine_fit(self, groups: Pools, k: int, level: int) -> str | None:
         for group in groups:
-            if not any(p.free_total >= k and k <= p.size for p in group):
+            pools = [p for p in group if p.free_total >= k and k <= p.size]
+            if not pools:
                 continue
-            for want in (0, 1, 2):  # same label, higher label, any partly used node
-                best, best_c = None, 1 << 30
-                for pool in group:
-                    if pool.free_total < k or k > pool.size:
-                        continue
-                    for c in range(k, min(best_c, pool.size)):
-                        labeled = pool.labeled[c]
-                        if want == 0:
-                            found = labeled.get(level)
-                        elif want == 1:
-                            found = next((d for lv, d in labeled.items() if lv > level and d),
-                                         None)
-                        else:
-                            found = pool.buckets[c]
-                        if found:
+            best, best_c = None, 1 << 30
+            for pool in pools:  # same label
+                for c in range(k, min(best_c, pool.size)):
+                    found = pool.labeled[c].get(level)
+                    if found:
+                        best, best_c = next(iter(found)), c
+                        break
+            if best is not None:
+                return best
+            for pool in pools:  # a higher label
+                for c in range(k, min(best_c, pool.size)):
+                    for lv, found in pool.labeled[c].items():
+                        if lv > level and found:
                             best, best_c = next(iter(found)), c
                             break
-                if best is not None:
-                    return best
-            for pool in group:
-                if pool.free_total >= k and k <= pool.size and pool.buckets[pool.size]:
-                    return next(iter(pool.buckets[pool.size]))
+                    if best_c == c:
+                        break
+            if best is not None:
+                return best
+            for pool in pools:  # any partly used node, then a whole free one
+                for c in range(k, min(best_c, pool.size + 1)):
+                    bucket = pool.buckets[c]
+                    if bucket:
+                        best, best_c = next(iter(bucket)), c
+                        break
+            if best is not None:
+                return best
         return None
 
     def take(self, name: str, count: int) -> tuple[int, ...]:

@@ -101,6 +101,7 @@ class PolicyConfig:
     # blocked jobs beyond max_reservations still reserve while all reservations together hold
     # at most this fraction of the schedulable GPUs
     reserve_share: float = 0.5
+    max_budget_reservations: int = 64  # at most this many reservations a round in all
     # a job that waited this fraction of its tier's start SLO goes oldest first in its tier
     # (None: fair share only)
     late_fraction: float | None = None
