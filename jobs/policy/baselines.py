@@ -75,7 +75,7 @@ def _eligible(job: QueuedJob, node: NodeView) -> bool:
 
 
 @dataclass(slots=True)
-class _Fleet:
+class Fleet:
     """Free GPUs per node during one decision round."""
 
     nodes: list[NodeView]
@@ -84,7 +84,7 @@ class _Fleet:
     _max_free: int | None = None
 
     @classmethod
-    def of(cls, snapshot: Snapshot) -> _Fleet:
+    def of(cls, snapshot: Snapshot) -> Fleet:
         nodes = [n for n in snapshot.nodes if n.schedulable]
         return cls(nodes, {n.name: sorted(n.free_gpus) for n in nodes}, {})
 
@@ -149,9 +149,31 @@ def _unsatisfiable(job: QueuedJob) -> PendingReason:
                          "of the requested type", what_if="ask for fewer GPUs or any GPU type")
 
 
+def serve_fifo(jobs: list[QueuedJob], fleet: Fleet, out: Decisions, queue: str) -> None:
+    """One FIFO queue consumer: start jobs in arrival order until the head does not fit."""
+    blocked: QueuedJob | None = None
+    for job in sorted(jobs, key=lambda j: (j.enqueued_at, j.job_id)):
+        if blocked is not None:
+            out.pending[job.job_id] = PendingReason(
+                "priority_queue", f"behind job {blocked.job_id} in the {queue} queue")
+            continue
+        groups = fleet.groups(job)
+        if not groups:
+            out.pending[job.job_id] = _unsatisfiable(job)
+            continue
+        allocs = fleet.place(job, groups)
+        if allocs is None:
+            blocked = job
+            out.pending[job.job_id] = PendingReason(
+                "resources", f"head of the {queue} queue: waiting for {job.gpus} free GPUs")
+            continue
+        fleet.take(allocs)
+        out.placements.append(Placement(job.job_id, allocs))
+
+
 def priority_decide(snapshot: Snapshot) -> Decisions:
     """Strict tier order, FIFO within a tier, head-of-line blocking per tier (module doc)."""
-    out, fleet = Decisions(), _Fleet.of(snapshot)
+    out, fleet = Decisions(), Fleet.of(snapshot)
     by_tier: dict[str, list[QueuedJob]] = defaultdict(list)
     for job in snapshot.queued:
         by_tier[job.tier].append(job)
@@ -161,24 +183,7 @@ def priority_decide(snapshot: Snapshot) -> Decisions:
         return spec.priority if spec else -(10**9)
 
     for tier in sorted(by_tier, key=rank, reverse=True):
-        blocked: QueuedJob | None = None
-        for job in sorted(by_tier[tier], key=lambda j: (j.enqueued_at, j.job_id)):
-            if blocked is not None:
-                out.pending[job.job_id] = PendingReason(
-                    "priority_queue", f"behind job {blocked.job_id} in the {tier} queue")
-                continue
-            groups = fleet.groups(job)
-            if not groups:
-                out.pending[job.job_id] = _unsatisfiable(job)
-                continue
-            allocs = fleet.place(job, groups)
-            if allocs is None:
-                blocked = job
-                out.pending[job.job_id] = PendingReason(
-                    "resources", f"head of the {tier} queue: waiting for {job.gpus} free GPUs")
-                continue
-            fleet.take(allocs)
-            out.placements.append(Placement(job.job_id, allocs))
+        serve_fifo(by_tier[tier], fleet, out, tier)
     return out
 
 
@@ -236,7 +241,7 @@ def _releases(snapshot: Snapshot, placed: list[tuple[float, tuple[Allocation, ..
     return rel
 
 
-def _shadow(job: QueuedJob, groups: list[list[NodeView]], fleet: _Fleet,
+def _shadow(job: QueuedJob, groups: list[list[NodeView]], fleet: Fleet,
             rel: dict[str, list[tuple[float, tuple[int, ...]]]], now: float) -> _Shadow | None:
     best: tuple[float, list[NodeView]] | None = None
     for group in groups:
@@ -277,7 +282,7 @@ def _shadow(job: QueuedJob, groups: list[list[NodeView]], fleet: _Fleet,
 
 def multifactor_decide(snapshot: Snapshot) -> Decisions:
     """Slurm multifactor priority + EASY backfill on time limits, no preemption."""
-    out, fleet, now = Decisions(), _Fleet.of(snapshot), snapshot.now
+    out, fleet, now = Decisions(), Fleet.of(snapshot), snapshot.now
     prio = multifactor_priority(snapshot)
     queue = sorted(snapshot.queued, key=lambda j: (-prio[j.job_id], j.enqueued_at, j.job_id))
     placed: list[tuple[float, tuple[Allocation, ...]]] = []
