@@ -4,21 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from jobs.defaults import DEFAULT_TIERS, TIER_FIELDS
 from jobs.policy.types import TierSpec
 
 GPU_MEMORY_MB = {"H100": 81_920, "H200": 143_360, "A100": 81_920, "L40S": 46_080}
 
 
 def default_tiers() -> dict[str, TierSpec]:
-    """Tiers of the simulated service; floors add up to 0.7 so bursts have room."""
-    return {
-        "enterprise": TierSpec("enterprise", priority=3, weight=4.0, guaranteed_share=0.2,
-                               start_slo_s=30.0, preemptible=False),
-        "paid": TierSpec("paid", priority=2, weight=2.0, guaranteed_share=0.4,
-                         start_slo_s=300.0, preemptible=True),
-        "free": TierSpec("free", priority=1, weight=1.0, guaranteed_share=0.1,
-                         start_slo_s=3600.0, preemptible=True),
-    }
+    """The service's default tiers (jobs/defaults.py), so the simulator measures what runs."""
+    tiers = {}
+    for name, *values in DEFAULT_TIERS:
+        spec = dict(zip(TIER_FIELDS, values, strict=True))
+        spec["start_slo_s"] = float(spec.pop("start_slo_seconds"))
+        tiers[name] = TierSpec(name, **spec)
+    return tiers
 
 
 @dataclass(frozen=True, slots=True)
