@@ -422,7 +422,9 @@ class Simulator:
                     self.notes.append(f"t={self.now:.0f} invalid placement {p}")
                 continue
             placed.add(p.job_id)
-        missing = [j for j in self.queued if j not in dec.pending and j not in placed]
+        # judged on the queue the policy saw: a victim re-queued just now had no say yet
+        missing = [q.job_id for q in snap.queued
+                   if q.job_id not in dec.pending and q.job_id not in placed]
         self.stats["missing_reasons"] += len(missing)
         if self.queued:
             self._request_round(self.now + self.period)
