@@ -26,32 +26,16 @@ from dataclasses import dataclass, field
 from jobs.policy.types import (
     Allocation,
     Decisions,
-    NodeView,
     PolicyConfig,
     QueuedJob,
-    RunningView,
     Snapshot,
     TierSpec,
 )
 
 from .events import EventQueue
+from .fairness import water_fill
 from .model import NodeSpec, SimJob, default_tiers
-
-
-def water_fill(capacity: float, demand: dict[str, int],
-               weights: dict[str, float]) -> dict[str, float]:
-    """Weighted max-min fair split of `capacity` GPUs among orgs with these demands."""
-    out: dict[str, float] = {}
-    left = float(capacity)
-    todo = sorted(demand, key=lambda o: demand[o] / weights.get(o, 1.0))
-    wsum = sum(weights.get(o, 1.0) for o in todo)
-    for org in todo:
-        w = weights.get(org, 1.0)
-        give = min(float(demand[org]), left * w / wsum) if wsum > 0 else 0.0
-        out[org] = give
-        left -= give
-        wsum -= w
-    return out
+from .view import build_snapshot
 
 
 @dataclass(slots=True)
@@ -196,7 +180,7 @@ class Simulator:
         else:
             table.pop(key, None)
 
-    def _usage_at(self, org: str, t: float) -> float:
+    def usage_at(self, org: str, t: float) -> float:
         u = self.usage.setdefault(org, [0.0, t])
         dt = t - u[1]
         if dt > 0:
@@ -210,7 +194,7 @@ class Simulator:
         self._count(d, job.org, delta)
 
     def _running_delta(self, job: SimJob, delta: int) -> None:
-        self._usage_at(job.org, self.now)
+        self.usage_at(job.org, self.now)
         self._demand_delta(job, delta)
         self._count(self.org_run, job.org, delta)
         self._count(self.tier_run, job.tier, delta)
@@ -340,55 +324,7 @@ class Simulator:
 
     # ----------------------------------------------------------------- rounds
     def snapshot(self) -> Snapshot:
-        t = self.now
-        nodes = [NodeView(n.spec.name, n.spec.gpu_type, n.spec.gpu_memory_mb, n.spec.gpus,
-                          tuple(sorted(n.free - n.nominated)) if n.up else (), "",
-                          n.spec.island, n.up) for n in self.nodes.values()]
-        nominated = {(a.node, g) for _, allocs in self.nominated.values()
-                     for a in allocs for g in a.gpus}
-        running = []
-        for att in self.attempts.values():
-            job = att.job
-            allocs = att.allocs
-            if nominated:
-                allocs = tuple(Allocation(a.node, tuple(g for g in a.gpus
-                                                        if (a.node, g) not in nominated))
-                               for a in allocs)
-                allocs = tuple(a for a in allocs if a.gpus)
-                if not allocs:
-                    continue
-            tle = att.start + att.restore + job.time_limit
-            if att.stop_at is not None:
-                exp = tle = att.stop_at
-            elif job.expected_duration is not None:
-                exp = min(tle, max(t, att.start + att.restore
-                                   + max(0.0, job.expected_duration - job.saved)))
-            else:
-                exp = tle
-            last = att.start + att.restore if job.saved > 0 else None
-            if self.ckpt > 0:
-                k = math.floor(max(0.0, t - att.start - att.restore) / self.ckpt)
-                if k > 0:
-                    last = att.start + att.restore + k * self.ckpt
-            running.append(RunningView(att.id, job.job_id, job.org, job.tier, allocs,
-                                       att.start, exp, tle, last, self.ckpt > 0, True,
-                                       job.preemptions, job.project))
-        for job, allocs in self.nominated.values():
-            # GPUs promised to a preemptor are shown as its attempt, starting when they free up
-            owners = [self.attempts.get(self.owner.get((a.node, g), -1))
-                      for a in allocs for g in a.gpus]
-            begin = max([t] + [o.stop_at for o in owners if o is not None and o.stop_at])
-            restore = self.restore_cost if job.saved > 0 else 0.0
-            tle = begin + restore + job.time_limit
-            exp = tle if job.expected_duration is None else min(
-                tle, begin + restore + max(0.0, job.expected_duration - job.saved))
-            running.append(RunningView(-job.job_id, job.job_id, job.org, job.tier, allocs,
-                                       job.extra.get("nominated_at", t), exp, tle,
-                                       begin if job.saved > 0 else None, self.ckpt > 0, True,
-                                       job.preemptions, job.project))
-        usage = {org: self._usage_at(org, t) for org in list(self.usage)}
-        return Snapshot(t, nodes, running, list(self.qviews.values()), self.tiers, usage,
-                        org_weights=self.org_weights, config=self.config)
+        return build_snapshot(self)
 
     def _round(self) -> None:
         self.last_round = self.now
@@ -484,7 +420,7 @@ class Simulator:
                 continue
             if kind == "arrival":
                 self.arrivals_left -= 1
-                self._usage_at(payload.org, t)
+                self.usage_at(payload.org, t)
                 self._enqueue(payload, t)
             elif kind == "end":
                 att = self.attempts.get(payload)

@@ -91,7 +91,7 @@ def test_without_checkpoints_a_preempted_job_restarts_from_zero():
 
 
 def test_water_fill_is_weighted_max_min():
-    from jobs.sim.engine import water_fill
+    from jobs.sim.fairness import water_fill
 
     fair = water_fill(10, {"a": 2, "b": 10, "c": 10}, {"c": 3.0})
     assert fair == {"a": 2.0, "b": 2.0, "c": 6.0}

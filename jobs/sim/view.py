@@ -1,0 +1,74 @@
+"""What the policy sees of the simulated fleet: the same Snapshot the service's tick builds."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from jobs.policy.types import Allocation, NodeView, RunningView, Snapshot
+
+if TYPE_CHECKING:
+    from .engine import Simulator
+
+
+def build_snapshot(sim: Simulator) -> Snapshot:
+    t = sim.now
+    nodes = [NodeView(n.spec.name, n.spec.gpu_type, n.spec.gpu_memory_mb, n.spec.gpus,
+                      tuple(sorted(n.free - n.nominated)) if n.up else (), "",
+                      n.spec.island, n.up) for n in sim.nodes.values()]
+    running = _attempt_views(sim, t) + _nominee_views(sim, t)
+    usage = {org: sim.usage_at(org, t) for org in list(sim.usage)}
+    return Snapshot(t, nodes, running, list(sim.qviews.values()), sim.tiers, usage,
+                    org_weights=sim.org_weights, config=sim.config)
+
+
+def _attempt_views(sim: Simulator, t: float) -> list[RunningView]:
+    """Running attempts, less any GPUs already promised to a preemptor."""
+    nominated = {(a.node, g) for _, allocs in sim.nominated.values()
+                 for a in allocs for g in a.gpus}
+    views = []
+    for att in sim.attempts.values():
+        job = att.job
+        allocs = att.allocs
+        if nominated:
+            allocs = tuple(Allocation(a.node, tuple(g for g in a.gpus
+                                                    if (a.node, g) not in nominated))
+                           for a in allocs)
+            allocs = tuple(a for a in allocs if a.gpus)
+            if not allocs:
+                continue
+        tle = att.start + att.restore + job.time_limit
+        if att.stop_at is not None:
+            exp = tle = att.stop_at
+        elif job.expected_duration is not None:
+            exp = min(tle, max(t, att.start + att.restore
+                               + max(0.0, job.expected_duration - job.saved)))
+        else:
+            exp = tle
+        last = att.start + att.restore if job.saved > 0 else None
+        if sim.ckpt > 0:
+            k = math.floor(max(0.0, t - att.start - att.restore) / sim.ckpt)
+            if k > 0:
+                last = att.start + att.restore + k * sim.ckpt
+        views.append(RunningView(att.id, job.job_id, job.org, job.tier, allocs,
+                                 att.start, exp, tle, last, sim.ckpt > 0, True,
+                                 job.preemptions, job.project))
+    return views
+
+
+def _nominee_views(sim: Simulator, t: float) -> list[RunningView]:
+    """GPUs promised to a preemptor are shown as its attempt, starting when they free up."""
+    views = []
+    for job, allocs in sim.nominated.values():
+        owners = [sim.attempts.get(sim.owner.get((a.node, g), -1))
+                  for a in allocs for g in a.gpus]
+        begin = max([t] + [o.stop_at for o in owners if o is not None and o.stop_at])
+        restore = sim.restore_cost if job.saved > 0 else 0.0
+        tle = begin + restore + job.time_limit
+        exp = tle if job.expected_duration is None else min(
+            tle, begin + restore + max(0.0, job.expected_duration - job.saved))
+        views.append(RunningView(-job.job_id, job.job_id, job.org, job.tier, allocs,
+                                 job.extra.get("nominated_at", t), exp, tle,
+                                 begin if job.saved > 0 else None, sim.ckpt > 0, True,
+                                 job.preemptions, job.project))
+    return views
