@@ -85,7 +85,7 @@ class Timeline:
                 return end, gpus[:k]
         return float("inf"), []
 
-    def _time_k(self, node: str, k: int) -> float:
+    def time_k(self, node: str, k: int) -> float:
         """Earliest time the node has k GPUs; profiles are cached per node version."""
         ver = self.version[node]
         cached = self._profiles.get(node)
@@ -104,7 +104,7 @@ class Timeline:
             heap = []
             for node in pool.nodes:
                 if node not in self.reserved:
-                    heap.append((self._time_k(node, k), self.version[node], node))
+                    heap.append((self.time_k(node, k), self.version[node], node))
             heapq.heapify(heap)
             self._heaps[key] = heap
         return heap
@@ -116,7 +116,7 @@ class Timeline:
             if node in self.reserved:
                 heapq.heappop(heap)
             elif ver != self.version[node]:
-                heapq.heapreplace(heap, (self._time_k(node, k), self.version[node], node))
+                heapq.heapreplace(heap, (self.time_k(node, k), self.version[node], node))
             else:
                 return t, node
         return None
@@ -150,7 +150,7 @@ class Timeline:
                 by_island: dict[str, list[tuple[float, str]]] = defaultdict(list)
                 for node in pool.nodes:
                     if node not in self.reserved:
-                        t = self._time_k(node, pool.size)
+                        t = self.time_k(node, pool.size)
                         by_island[self.index.node[node].island].append((t, node))
                 for items in by_island.values():
                     if len(items) < need:

@@ -21,6 +21,7 @@ import gc
 import math
 from bisect import bisect_right
 from collections import defaultdict
+from itertools import islice
 from operator import attrgetter
 
 from . import reasons
@@ -92,6 +93,10 @@ class _Round:
         self.short: dict[str, int] = defaultdict(int)
         self.after_block: int | None = None
         self.preempt_tries = 0
+        # tier level -> smallest gang of its blocked jobs that hold no reservation
+        self.blocked_k: dict[int, int] = {}
+        self.blocked_tier: dict[int, str] = {}
+        self.guarded = False  # the last job was refused GPUs a higher tier needs
         self.explained = 0
 
     # -- the walk ---------------------------------------------------------------------------
@@ -161,16 +166,55 @@ class _Round:
 
     def _place_now(self, job: QueuedJob, groups: Pools) -> tuple[Allocation, ...] | None:
         key = (job.gpu_types, job.min_gpu_memory_mb, job.region)
+        level = self.levels[job.tier]
+        ends = self.now + (job.expected_duration_s or job.time_limit_s)
+        guard = self._guard(job, level)
+        self.guarded = False
         # free GPUs only shrink during a round: a gang that found nothing stays unplaceable
         if job.gpus < self.no_free_min.get(key, 1 << 30):
-            alloc = self.index.allocate(groups, job.gpus, self.levels[job.tier])
+            if guard is None:
+                alloc = self.index.allocate(groups, job.gpus, level)
+            else:
+                alloc = self._guarded_allocate(groups, job.gpus, level, ends, guard)
+                self.guarded = alloc is None
             if alloc is not None:
                 return alloc
-            self.no_free_min[key] = job.gpus
+            if guard is None:
+                self.no_free_min[key] = job.gpus
         if self.timeline.holds:
-            lent = self.timeline.borrow(groups, job.gpus, self.now + job.time_limit_s)
+            lent = self.timeline.borrow(groups, job.gpus, ends)
             if lent is not None:
+                self.guarded = False
                 return (lent,)
+        return None
+
+    def _guard(self, job: QueuedJob, level: int) -> int | None:
+        """Smallest gang of a blocked, unreserved higher tier, if the job must yield to it.
+
+        A job within its tier's floor never yields; otherwise it may only take GPUs that no
+        such gang could use before the job ends (see `_guarded_allocate`).
+        """
+        if not self.blocked_k:
+            return None
+        if self.shares.tier[job.tier] + job.gpus <= self.floors[job.tier]:
+            return None
+        found = [k for lv, k in self.blocked_k.items() if lv > level]
+        return min(found) if found else None
+
+    def _guarded_allocate(
+        self, groups: Pools, k: int, level: int, ends: float, need: int
+    ) -> tuple[Allocation, ...] | None:
+        """A node where the job ends before the node could hold a gang of `need` GPUs."""
+        if k > max(p.size for g in groups for p in g):
+            return None  # a multi-node gang of a lower tier waits for the higher tier
+        time_k = self.timeline.time_k
+        nodes = islice(self.index.candidates(groups, k, level), self.cfg.guard_scan_nodes)
+        for node in nodes:
+            size = self.index.pool_of[node].size
+            want = min(need, size)
+            ready = time_k(node, want)
+            if ends <= ready or (want + k <= size and time_k(node, want + k) <= ready):
+                return (Allocation(node, self.index.take(node, k)),)
         return None
 
     def _commit(self, job: QueuedJob, alloc: tuple[Allocation, ...], preempted=False) -> None:
@@ -190,6 +234,11 @@ class _Round:
             self.after_block = 0
         level = self.levels[job.tier]
         self.waiting_levels.setdefault(level, job.tier)
+        if self.guarded:
+            self.guarded = False
+            self._unreserved(job, level)
+            self._pending(job, self._yield_reason(job))
+            return
         span = job.gpus > max(p.size for g in groups for p in g)
         est = self._earliest(job, groups, span)
         if self._may_preempt(job, est) and self._preempt(job, groups, est):
@@ -205,7 +254,22 @@ class _Round:
         else:
             start = est[0] if est is not None else None
             reason = reasons.resources(job, self.now, span, None, start, what_if)
+            self._unreserved(job, level)
         self._pending(job, reason, start=est[0] if est is not None else None)
+
+    def _unreserved(self, job: QueuedJob, level: int) -> None:
+        """Remember a blocked job without a reservation: lower tiers yield to its gang."""
+        k = self.blocked_k.get(level)
+        if k is None or job.gpus < k:
+            self.blocked_k[level] = job.gpus
+            self.blocked_tier[level] = job.tier
+
+    def _yield_reason(self, job: QueuedJob) -> PendingReason:
+        level = self.levels[job.tier]
+        above = max((lv for lv in self.blocked_k if lv > level), default=None)
+        waiting = self.blocked_tier[above] if above is not None else "a higher tier"
+        used = self.shares.tier[job.tier]
+        return reasons.tier_share(job.tier, used, self.floors[job.tier], waiting)
 
     def _may_reserve(self, job: QueuedJob) -> bool:
         """Every blocked job reserves, in rank order, while the reservation budget lasts."""

@@ -165,6 +165,34 @@ class FreeIndex:
                 return best
         return None
 
+    def candidates(self, groups: Pools, k: int, level: int):
+        """Nodes with >= k free GPUs in the order `best_fit` prefers them (lazy).
+
+        Used when a node may be refused (a lower tier must not take GPUs a blocked higher
+        tier will need): same label, a higher label, any partly used node, whole free nodes;
+        fewest free GPUs first inside each step, GPU types in preference order.
+        """
+        for group in groups:
+            pools = [p for p in group if p.free_total >= k and k <= p.size]
+            if not pools:
+                continue
+            for c in range(k, max(p.size for p in pools)):
+                for pool in pools:
+                    if c < pool.size:
+                        yield from pool.labeled[c].get(level, ())
+            for c in range(k, max(p.size for p in pools)):
+                for pool in pools:
+                    if c < pool.size:
+                        for lv, found in pool.labeled[c].items():
+                            if lv > level:
+                                yield from found
+            for c in range(k, max(p.size for p in pools) + 1):
+                for pool in pools:
+                    if c <= pool.size:
+                        for lv, found in pool.labeled[c].items():
+                            if lv < level or c == pool.size:
+                                yield from found
+
     def take(self, name: str, count: int) -> tuple[int, ...]:
         """Remove `count` free GPUs (lowest indices) of a node from the index."""
         free = self.free[name]

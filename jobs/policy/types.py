@@ -85,7 +85,7 @@ class PolicyConfig:
     usage_half_life_s: float = 6 * 3600.0
     aging_per_hour: float = 1.0  # rank points gained per hour of wait
     max_age_boost: float = 1_000.0
-    min_runtime_before_preempt_s: float = 60.0
+    min_runtime_before_preempt_s: float = 0.0  # see docs/policy.md
     restart_cost_s: float = 30.0  # per GPU, charged as lost work for a victim
     preempt_grace_max_s: float = 120.0
     hysteresis_s: float = 60.0  # do not preempt if enough GPUs free up this soon
@@ -108,6 +108,8 @@ class PolicyConfig:
     # a preemption plan may cost (victim cost, see preemption.py) at most this times the
     # GPU-time the preemptor would otherwise wait (gpus x time to its natural start)
     preempt_loss_ratio: float = 1.0
+    # nodes a lower-tier job tries before it yields to a blocked higher-tier gang
+    guard_scan_nodes: int = 32
 
 
 @dataclass(slots=True)

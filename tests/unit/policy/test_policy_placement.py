@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from policy_builders import NOW, job, node, nodes_of, placed, running, snap
+from policy_builders import NOW, job, node, nodes_of, placed, running, snap, tiers
 
 from jobs.policy import decide
 from jobs.policy.types import PolicyConfig
@@ -95,7 +95,8 @@ def test_lower_tier_above_its_share_is_told_so() -> None:
     nodes = [node("n0", 8, free=())]
     runs = [running(1, {"n0": tuple(range(8))}, tier="free", ran=10)]
     queued = [job(1, "paid", gpus=8)] + [job(10 + i, "free") for i in range(3)]
-    d = decide(snap(nodes, runs, queued, config=PolicyConfig(backfill_depth=1)))
+    cfg = PolicyConfig(backfill_depth=1, min_runtime_before_preempt_s=60)  # ran=10: no victim
+    d = decide(snap(nodes, runs, queued, config=cfg))
     assert d.pending[1].code == "resources"
     assert {d.pending[10 + i].text for i in range(3)} == {
         "tier free is above its share (8 GPUs running, guaranteed 0) while paid waits"}
@@ -128,3 +129,27 @@ def test_cordoned_nodes_get_nothing() -> None:
 def test_unknown_tier_is_explained() -> None:
     d = decide(snap([node("n0", 8)], queued=[job(1, tier="gold")]))
     assert d.pending[1].code == "unknown_tier"
+
+
+def test_lower_tier_yields_gpus_a_blocked_higher_tier_gang_needs_soon() -> None:
+    # the paid gang gets no reservation; n0 holds 8 GPUs in 100 s, so a free job that would
+    # still run then must not take them, while one that ends before may (it delays nothing)
+    nodes = [node("n0", 8, free=(0, 1, 2, 3))]
+    runs = [running(1, {"n0": (4, 5, 6, 7)}, tier="enterprise", ends_in=100)]
+    queued = [job(1, "paid", gpus=8), job(2, "free", gpus=2, expected_duration_s=3000),
+              job(3, "free", gpus=2, expected_duration_s=50, limit=120)]
+    cfg = PolicyConfig(max_reservations=0, max_budget_reservations=0)
+    d = decide(snap(nodes, runs, queued, config=cfg))
+    assert d.pending[1].code == "resources"
+    assert d.pending[2].code == "tier_share" and "while paid waits" in d.pending[2].text
+    assert nodes_of(d, 3) == ["n0"]
+
+
+def test_a_tier_within_its_floor_does_not_yield() -> None:
+    nodes = [node("n0", 8, free=(0, 1, 2, 3))]
+    runs = [running(1, {"n0": (4, 5, 6, 7)}, tier="enterprise", ends_in=100)]
+    queued = [job(1, "paid", gpus=8), job(2, "free", gpus=2, expected_duration_s=3000)]
+    cfg = PolicyConfig(max_reservations=0, max_budget_reservations=0)
+    d = decide(snap(nodes, runs, queued, tier_specs=tiers(free=0.25), config=cfg))
+    assert nodes_of(d, 2) == ["n0"]
+

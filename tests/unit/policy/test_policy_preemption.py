@@ -58,7 +58,8 @@ def test_never_preempts_equal_tier_or_non_preemptible_or_capped_or_young() -> No
         running(3, {"n2": tuple(range(8))}, tier="free", preemptions=3),  # tier max is 3
         running(4, {"n3": tuple(range(8))}, tier="free", ran=10),  # below min runtime
     ]
-    d = decide(snap(nodes, runs, [job(7, tier="enterprise", gpus=8, wait=20)]))
+    cfg = PolicyConfig(min_runtime_before_preempt_s=60)
+    d = decide(snap(nodes, runs, [job(7, tier="enterprise", gpus=8, wait=20)], config=cfg))
     assert d.preemptions == [] and d.placements == []
     assert d.pending[7].code == "resources"
 
