@@ -52,26 +52,34 @@ def load_nodes(now: datetime) -> list[P.NodeView]:
     return nodes
 
 
+def _expected_end(start: float, limit_end: float, estimate, stop_deadline) -> float:
+    if stop_deadline is not None:  # asked to stop: gone by its deadline
+        return min(stop_deadline.timestamp(), limit_end)
+    seconds = _seconds(estimate)
+    return min(start + seconds, limit_end) if seconds else limit_end
+
+
 def load_running(now: datetime) -> list[P.RunningView]:
+    rows = Attempt.objects.filter(ended_at__isnull=True).values_list(
+        "pk", "job_id", "job__organization__slug", "job__organization__tier__name",
+        "job__project__name", "node__name", "gpu_indices", "started_at", "created_at",
+        "job__time_limit_s", "job__params__expected_duration_s", "stop_requested",
+        "stop_deadline", "last_checkpoint_at", "job__checkpointable", "job__preemptible",
+        "job__preemptions")
     out = []
-    live = Attempt.objects.filter(ended_at__isnull=True).select_related(
-        "job__organization__tier", "job__project", "node")
-    for a in live:
-        job = a.job
-        start = a.started_at or a.created_at
-        limit_end = start.timestamp() + job.time_limit_s
-        stopping = bool(a.stop_requested)
-        expected_end = a.stop_deadline.timestamp() if stopping and a.stop_deadline else limit_end
+    for (pk, job_id, org, tier, project, node, gpus, started, created, limit, estimate, stop,
+         stop_deadline, checkpoint, checkpointable, preemptible, preemptions) in rows:
+        start = (started or created).timestamp()
+        limit_end = start + limit
         out.append(P.RunningView(
-            attempt_id=a.pk, job_id=job.pk, org=job.organization.slug,
-            tier=job.organization.tier.name, project=job.project.name,
-            allocations=(P.Allocation(a.node.name, tuple(a.gpu_indices)),),
-            started_at=start.timestamp(), expected_end=min(expected_end, limit_end),
-            time_limit_end=limit_end, last_checkpoint_at=ts(a.last_checkpoint_at),
-            checkpointable=job.checkpointable,
+            attempt_id=pk, job_id=job_id, org=org, tier=tier, project=project,
+            allocations=(P.Allocation(node, tuple(gpus)),), started_at=start,
+            expected_end=_expected_end(start, limit_end, estimate,
+                                       stop_deadline if stop else None),
+            time_limit_end=limit_end, last_checkpoint_at=ts(checkpoint),
+            checkpointable=checkpointable,
             # an attempt already asked to stop is not a victim twice
-            preemptible=job.preemptible and not stopping,
-            preemptions=job.preemptions,
+            preemptible=preemptible and not stop, preemptions=preemptions,
         ))
     return out
 
@@ -81,20 +89,32 @@ def load_queued() -> list[P.QueuedJob]:
     policy must not preempt for them again while their victims stop."""
     promised = Attempt.objects.filter(ended_at__isnull=True, preempted_for__isnull=False
                                       ).values_list("preempted_for_id", flat=True)
-    rows = Job.objects.filter(state=JobState.QUEUED).exclude(pk__in=list(promised)
-                                                             ).select_related(
-        "organization__tier", "project").order_by("enqueued_at")
+    rows = (Job.objects.filter(state=JobState.QUEUED).exclude(pk__in=list(promised))
+            .order_by("enqueued_at")
+            # plain tuples, not model instances: this runs every second over the whole queue
+            .values_list("pk", "organization__slug", "organization__tier__name", "gpus",
+                         "enqueued_at", "time_limit_s", "params__expected_duration_s",
+                         "gpu_types", "min_gpu_memory_mb", "region", "project__name",
+                         "preemptions", "checkpointable"))
     return [
         P.QueuedJob(
-            job_id=j.pk, org=j.organization.slug, tier=j.organization.tier.name, gpus=j.gpus,
-            enqueued_at=j.enqueued_at.timestamp(), time_limit_s=float(j.time_limit_s),
-            expected_duration_s=j.params.get("expected_duration_s"),
-            gpu_types=tuple(j.gpu_types), min_gpu_memory_mb=j.min_gpu_memory_mb,
-            region=j.region, project=j.project.name, preemptions=j.preemptions,
-            checkpointable=j.checkpointable,
+            job_id=pk, org=org, tier=tier, gpus=gpus, enqueued_at=enqueued.timestamp(),
+            time_limit_s=float(limit), expected_duration_s=_seconds(expected),
+            gpu_types=tuple(types), min_gpu_memory_mb=memory, region=region,
+            project=project, preemptions=preemptions, checkpointable=checkpointable,
         )
-        for j in rows
+        for (pk, org, tier, gpus, enqueued, limit, expected, types, memory, region, project,
+             preemptions, checkpointable) in rows
     ]
+
+
+def _seconds(value) -> float | None:
+    """A client's duration estimate, if it is a usable number."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        return None
+    return seconds if seconds > 0 else None
 
 
 def load_usage(now: datetime, half_life_s: float) -> tuple[dict, dict]:
