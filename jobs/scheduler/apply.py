@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -77,20 +78,24 @@ def _when(value: float | None) -> datetime | None:
 
 
 def _write_reasons(pending: dict[int, P.PendingReason]) -> int:
-    """Store each waiting job's reason; only rows whose reason changed are written."""
-    changed = []
-    for job in Job.objects.filter(pk__in=list(pending), state=JobState.QUEUED).only(
-        "pk", "pending_code", "pending_reason", "estimated_start"
-    ):
-        r = pending[job.pk]
-        text = f"{r.text} (what if: {r.what_if})" if r.what_if else r.text
-        est = _when(r.estimated_start)
-        if (job.pending_code, job.pending_reason, job.estimated_start) != (r.code, text, est):
-            job.pending_code, job.pending_reason, job.estimated_start = r.code[:40], text, est
-            changed.append(job)
-    Job.objects.bulk_update(changed, ["pending_code", "pending_reason", "estimated_start"],
-                            batch_size=500)
-    return len(changed)
+    """Store each waiting job's reason; only rows whose reason changed are written.
+
+    Many jobs share one reason (the long tail of a queue), so changed rows are written with
+    one UPDATE per distinct reason rather than one per job.
+    """
+    changed: dict[tuple, list[int]] = defaultdict(list)
+    current = Job.objects.filter(pk__in=list(pending), state=JobState.QUEUED).values_list(
+        "pk", "pending_code", "pending_reason", "estimated_start")
+    for pk, code, text, est in current:
+        r = pending[pk]
+        new = (r.code[:40], f"{r.text} (what if: {r.what_if})" if r.what_if else r.text,
+               _when(r.estimated_start))
+        if (code, text, est) != new:
+            changed[new].append(pk)
+    for (code, text, est), ids in changed.items():
+        Job.objects.filter(pk__in=ids, state=JobState.QUEUED).update(
+            pending_code=code, pending_reason=text, estimated_start=est)
+    return sum(len(ids) for ids in changed.values())
 
 
 def apply_decisions(decisions: P.Decisions, now: datetime) -> ApplyReport:
