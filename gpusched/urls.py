@@ -6,12 +6,18 @@ from django.shortcuts import render
 from django.urls import include, path
 
 from jobs.models import Job
+from jobs.scheduler.tick import capacity_advice
 from jobs.states import JobState
 from workers.models import Gpu, Node
 
 
 def healthz(request):
     return JsonResponse({"ok": True})
+
+
+def capacity(request):
+    """What the last scheduling round says the fleet lacks, per GPU type (for autoscalers)."""
+    return JsonResponse(capacity_advice())
 
 
 def home(request):
@@ -27,5 +33,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("jobs.api.urls")),
     path("healthz", healthz),
+    path("capacity", capacity),
     path("", home),
 ] + static(settings.MEDIA_URL, document_root=settings.MEDIA_ROOT)

@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 
 from django.conf import settings
+from django.core.cache import cache
 from django.utils import timezone
 
 from jobs import policy as P
@@ -23,6 +24,18 @@ class TickReport:
     queued: int = 0
     decision_ms: float = 0.0
     applied: ApplyReport = field(default_factory=ApplyReport)
+
+
+CAPACITY_KEY = "gpusched:capacity-advice"
+
+
+def publish_capacity_advice(advice: dict[str, int], at: float) -> None:
+    """GPUs per type the fleet lacks to meet every tier's start SLO: an autoscaler's signal."""
+    cache.set(CAPACITY_KEY, {"at": at, "short_gpus": advice}, timeout=300)
+
+
+def capacity_advice() -> dict:
+    return cache.get(CAPACITY_KEY) or {"at": None, "short_gpus": {}}
 
 
 def policy_function():
@@ -45,6 +58,7 @@ def scheduler_tick_run() -> TickReport:
         decisions = policy_function()(snapshot)
         decision_ms = (time.perf_counter() - started) * 1000
         applied = apply_decisions(decisions, now)
+        publish_capacity_advice(decisions.capacity_advice, now.timestamp())
     if applied.placed or applied.preempted:
         log.info("tick: %d queued, placed %d, preempted %d, refused %d in %.1f ms",
                  len(snapshot.queued), applied.placed, applied.preempted, applied.refused,

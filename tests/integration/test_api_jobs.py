@@ -135,3 +135,23 @@ def test_a_scheduled_job_cancelled_before_its_node_starts_it_never_runs(api):
     assert not GpuBinding.objects.filter(released_at__isnull=True).exists()
     with pytest.raises(StaleAttempt):
         attempt_start(attempt_id=attempt.pk, token=attempt.token)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_last_round_publishes_what_the_fleet_lacks(api, client):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from jobs.scheduler.tick import scheduler_tick_run
+    from tests.support.factories import make_node
+
+    make_node("small", gpus=2)
+    api.post("/api/v1/jobs", {"prompt": "x", "gpus": 2}, format="json")
+    scheduler_tick_run()  # the first job takes the only node
+    api.post("/api/v1/jobs", {"prompt": "y", "gpus": 2}, format="json")
+    # the second has waited long past the paid tier's start target
+    Job.objects.filter(state="QUEUED").update(enqueued_at=timezone.now() - timedelta(hours=1))
+    scheduler_tick_run()
+    body = client.get("/capacity").json()
+    assert body["at"] and sum(body["short_gpus"].values()) >= 2
