@@ -15,7 +15,6 @@ the top and pushed back. Finding a reservation costs a few heap operations, not 
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -97,11 +96,6 @@ class Timeline:
             cached = self._profiles[node] = (ver, times)
         times = cached[1]
         return times[k - 1] if k <= len(times) else float("inf")
-
-    def ready_by(self, node: str, at: float) -> int:
-        """GPUs of the node that are free by `at` (free now included)."""
-        self.time_k(node, 1)  # refresh the cached profile
-        return bisect_right(self._profiles[node][1], at)
 
     def _heap(self, pool: Pool, k: int) -> list[tuple[float, int, str]]:
         key = (id(pool), k)

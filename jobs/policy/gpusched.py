@@ -318,13 +318,10 @@ class _Round:
         skip = self.timeline.reserved
         # after the round's first preemption, a kill must lose less work than the
         # preemptor's GPUs would wait for their natural start (loss grows with every kill)
-        by = self._preempt_by(job)
-        wait = (est[0] - by) if est is not None else _INF
+        wait = (est[0] - self.now) if est is not None else _INF
         max_cost = self.cfg.preempt_loss_ratio * job.gpus * wait if self.out.preemptions else _INF
         level = self.levels[job.tier]
-        plan = self.victims.plan(
-            groups, job.gpus, level, skip, room, budget, max_cost, by, self.timeline.ready_by
-        )
+        plan = self.victims.plan(groups, job.gpus, level, skip, room, budget, max_cost)
         if plan is None:
             if max_cost == _INF:
                 self.no_victims_min[key] = job.gpus
@@ -332,23 +329,8 @@ class _Round:
         self._apply(job, plan)
         return True
 
-    def _preempt_by(self, job: QueuedJob) -> float:
-        """When the preemptor must start: its start-SLO deadline, or now when already late.
-
-        Attempts that end by then are left to finish; only those still running after it are
-        victims, and the job reserves the node until the last of the others ends.
-        """
-        tier = self.snap.tiers[job.tier]
-        # predicted ends slip: wait for them at most the hysteresis window
-        soon = self.now + min(self.cfg.hysteresis_s, tier.start_slo_s / 2)
-        return max(self.now, min(job.enqueued_at + tier.start_slo_s, soon))
-
     def _apply(self, job: QueuedJob, plan: Plan) -> None:
         node = plan.node
-        now_gpus = len(self.index.free[node]) + sum(len(v.gpus_on(node)) for v in plan.victims)
-        if now_gpus < job.gpus:
-            self._apply_reserved(job, plan)
-            return
         own = self.index.free[node][: job.gpus]
         if own:
             self.index.take_exact(node, own)
@@ -356,10 +338,7 @@ class _Round:
         for v in plan.victims:
             gpus.extend(v.gpus_on(node))
         gpus = sorted(gpus[: job.gpus])
-        self._stop_victims(job, plan, {node: set(gpus)})
-        self._commit(job, (Allocation(node, tuple(gpus)),), preempted=True)
-
-    def _stop_victims(self, job: QueuedJob, plan: Plan, taken: dict[str, set[int]]) -> None:
+        taken = {node: set(gpus)}
         for v in plan.victims:
             v.gone = True
             run = v.run
@@ -369,22 +348,7 @@ class _Round:
             self.timeline.release_early(run, self.now + grace, taken)
             self.queue.charged_org(run.org)
         self.budget_used[job.org] += len(plan.victims)
-
-    def _apply_reserved(self, job: QueuedJob, plan: Plan) -> None:
-        """Hold the node until the attempts left to finish end; stop the victims then.
-
-        Victims are chosen again in the round where the job can start on their GPUs (just in
-        time): attempts that end meanwhile, or a node that drains by itself, spare them.
-        """
-        node = plan.node
-        theirs = sum(len(v.gpus_on(node)) for v in plan.victims)
-        start = self.timeline.time_k(node, max(1, job.gpus - theirs))
-        hold = self.timeline.reserve(job.job_id, start, {node: job.gpus})
-        self.reserved_gpus += job.gpus
-        allocs = hold.allocations()
-        self.out.reservations.append(Reservation(job.job_id, allocs, start))
-        reason = reasons.resources(job, self.now, False, [node], start, "")
-        self._pending(job, reason, start=start)
+        self._commit(job, (Allocation(node, tuple(gpus)),), preempted=True)
 
     def _what_if(self, job: QueuedJob, groups: Pools) -> str:
         """A relaxation that would start the job now: another GPU type, or fewer GPUs."""

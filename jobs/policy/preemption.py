@@ -13,8 +13,6 @@ finish are spared:
     near  = gpus * max(0, near_finish_s - (expected_end - now))
     cost  = (lost + near) * (1 + preemptions)
 
-With a deadline `by` (the preemptor's start SLO, see docs/policy.md), GPUs that free up by
-then count as the preemptor's and only attempts still running after it are victims.
 On each candidate node the cheapest victims are taken until the gang fits; the node with the
 lowest total wins (the first GPU type in the job's preference order that has any plan).
 Candidate nodes are tried cheapest-victim first and at most `preempt_scan_nodes` of them per
@@ -25,7 +23,6 @@ A victim's whole gang goes, even the GPUs on other nodes: a gang is never split.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from .placement import FreeIndex, Pools
@@ -148,16 +145,12 @@ class VictimIndex:
         room: dict[str, float],
         budget: int,
         max_cost: float = float("inf"),
-        by: float | None = None,
-        ready_by: Callable[[str, float], int] | None = None,
     ) -> Plan | None:
         """Cheapest single-node plan for a k-GPU gang of tier level `level`, or None.
 
         `room` is, per tier, how many GPUs it may lose before dropping below its floor;
         `budget` how many victims the preemptor's org may still take this round; a plan
-        costing more than `max_cost` is not worth it. With a deadline `by`, GPUs that free
-        up by then (`ready_by(node, by)`, free ones included) count as the job's, and only
-        attempts still running after `by` are victims: the rest are left to finish.
+        costing more than `max_cost` is not worth it.
         """
         if level <= self.min_level or budget <= 0:
             return None
@@ -178,7 +171,7 @@ class VictimIndex:
                         break
                     if node in skip_nodes:
                         continue
-                    plan = self._node_plan(node, victims, k, room, budget, by, ready_by)
+                    plan = self._node_plan(node, victims, k, room, budget)
                     if plan is not None and plan.cost > max_cost:
                         plan = None
                     if plan is not None and (best is None or plan.cost < best.cost):
@@ -188,17 +181,9 @@ class VictimIndex:
         return None
 
     def _node_plan(
-        self,
-        node: str,
-        victims: list[Victim],
-        k: int,
-        room: dict[str, float],
-        budget: int,
-        by: float | None = None,
-        ready_by: Callable[[str, float], int] | None = None,
+        self, node: str, victims: list[Victim], k: int, room: dict[str, float], budget: int
     ) -> Plan | None:
-        deadline = by is not None and ready_by is not None
-        have = ready_by(node, by) if deadline else len(self.index.free[node])
+        have = len(self.index.free[node])
         taken: list[Victim] = []
         lost: dict[str, int] = defaultdict(int)
         cost = 0.0
@@ -208,8 +193,6 @@ class VictimIndex:
             here = v.on_node.get(node)
             if v.gone or not here:
                 continue
-            if by is not None and v.run.expected_end <= by:
-                continue  # ends by the deadline: counted in `have`, left to finish
             tier = v.run.tier
             if lost[tier] + v.gpus > room.get(tier, 0.0):
                 continue

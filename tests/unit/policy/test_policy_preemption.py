@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from policy_builders import NOW, job, node, placed, running, snap, tiers
+from policy_builders import job, node, placed, running, snap, tiers
 
 from jobs.policy import decide
 from jobs.policy.types import PolicyConfig
@@ -144,35 +144,3 @@ def test_per_org_budget_limits_victims_per_round() -> None:
     d = decide(snap(nodes, runs, queued, config=PolicyConfig(preemption_budget_per_org=2)))
     assert len(d.preemptions) == 2
     assert all(r.code == "resources" for r in d.pending.values())
-
-
-def test_attempts_ending_by_the_deadline_are_left_to_finish() -> None:
-    # n0: GPUs 0-3 free up in 10 s (before the enterprise job's deadline), 4-7 run long;
-    # n1: one long 8-GPU attempt. Killing 4 GPUs on n0 loses half of what n1 would.
-    nodes = [full_node("n0"), full_node("n1")]
-    runs = [running(1, {"n0": (0, 1, 2, 3)}, ends_in=10),
-            running(2, {"n0": (4, 5, 6, 7)}, ends_in=3000),
-            running(3, {"n1": tuple(range(8))}, ends_in=3000)]
-    d = decide(snap(nodes, runs, [job(7, tier="enterprise", gpus=8)]))
-    # nothing is stopped before the attempt left to finish ends; the node is held until then
-    assert d.preemptions == [] and d.placements == []
-    [hold] = d.reservations
-    assert hold.job_id == 7 and [a.node for a in hold.allocations] == ["n0"]
-    assert hold.start_at == NOW + 10
-    assert d.pending[7].estimated_start == NOW + 10
-    # 10 s later: the short attempt ended, the long one on n0 is the only victim
-    later = snap([node("n0", 8, free=(0, 1, 2, 3)), full_node("n1")], runs[1:],
-                 [job(7, tier="enterprise", gpus=8, wait=10)])
-    d = decide(later)
-    assert [p.attempt_id for p in d.preemptions] == [2]
-    assert placed(d)[7][0].node == "n0" and d.placements[0].preempted
-
-
-def test_a_held_node_takes_no_work_that_ends_after_the_hold() -> None:
-    nodes = [node("n0", 8, free=(4,)), full_node("n1")]
-    runs = [running(1, {"n0": (0, 1, 2, 3)}, ends_in=10),
-            running(2, {"n0": (5, 6, 7)}, ends_in=3000),
-            running(3, {"n1": tuple(range(8))}, ends_in=3000)]
-    queued = [job(7, tier="enterprise", gpus=8), job(8, tier="free", gpus=1, limit=600)]
-    d = decide(snap(nodes, runs, queued))
-    assert 8 not in placed(d)
