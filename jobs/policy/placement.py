@@ -118,15 +118,7 @@ class FreeIndex:
         if level is not None:
             return self._affine_fit(groups, k, level)
         for group in groups:
-            best, best_c = None, 1 << 30
-            for pool in group:
-                if pool.free_total < k or k > pool.size:
-                    continue
-                for c in range(k, min(best_c, pool.size + 1)):
-                    bucket = pool.buckets[c]
-                    if bucket:
-                        best, best_c = next(iter(bucket)), c
-                        break
+            best = _tightest(group, k)
             if best is not None:
                 return best
         return None
@@ -155,12 +147,7 @@ class FreeIndex:
                         break
             if best is not None:
                 return best
-            for pool in pools:  # any partly used node, then a whole free one
-                for c in range(k, min(best_c, pool.size + 1)):
-                    bucket = pool.buckets[c]
-                    if bucket:
-                        best, best_c = next(iter(bucket)), c
-                        break
+            best = _tightest(pools, k)  # any partly used node, then a whole free one
             if best is not None:
                 return best
         return None
@@ -283,3 +270,17 @@ class FreeIndex:
                 if max(islands.values(), default=0) >= k:
                     return True
         return False
+
+
+def _tightest(pools, k: int) -> str | None:
+    """The node with the fewest free GPUs that still holds `k` (best fit), or None."""
+    best, best_c = None, 1 << 30
+    for pool in pools:
+        if pool.free_total < k or k > pool.size:
+            continue
+        for c in range(k, min(best_c, pool.size + 1)):
+            bucket = pool.buckets[c]
+            if bucket:
+                best, best_c = next(iter(bucket)), c
+                break
+    return best
