@@ -140,8 +140,7 @@ def run_attempt(attempt_id: int, token: int) -> str:
     reader.join(timeout=5)
     if sup.stop == "stale":
         log.warning("attempt %s was fenced off; its result is discarded", attempt_id)
-        shutil.rmtree(paths.work_dir, ignore_errors=True)  # the checkpoint is the new owner's
-        return "stale"
+        return _discard(paths)
     stderr = _tail(paths.stderr)
     outcome, error_code = classify(
         exit_code=proc.returncode, stderr_tail=stderr, stop=sup.stop,
@@ -151,12 +150,18 @@ def run_attempt(attempt_id: int, token: int) -> str:
                                         error_code))
 
 
+def _discard(paths: AttemptPaths) -> str:
+    """A fenced-off attempt removes only its own files: the job's checkpoint (and the job's
+    directory) now belong to the attempt that replaced it."""
+    shutil.rmtree(paths.work_dir, ignore_errors=True)
+    return "stale"
+
+
 def _report(claim: AttemptClaim, paths: AttemptPaths, result: AttemptResult) -> str:
     try:
         attempt_finish(attempt_id=claim.attempt_id, token=claim.token, result=result)
     except StaleAttempt as exc:
         log.warning("result of attempt %s discarded: %s", claim.attempt_id, exc)
-        return "stale"
-    finally:
-        paths.remove(keep_checkpoint=result.outcome == "PREEMPTED")
+        return _discard(paths)
+    paths.remove(keep_checkpoint=result.outcome == "PREEMPTED")
     return result.outcome
