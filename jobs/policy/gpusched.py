@@ -19,16 +19,14 @@ from __future__ import annotations
 
 import gc
 import math
-from bisect import bisect_right
 from collections import defaultdict
 from itertools import islice
-from operator import attrgetter
 
-from . import reasons
+from . import explain, reasons
 from .backfill import Timeline
 from .placement import FreeIndex, Pools
 from .preemption import Plan, VictimIndex, grace_s
-from .ranking import Group, RankedQueue, Shares, tier_levels
+from .ranking import RankedQueue, Shares, tier_levels
 from .types import (
     Allocation,
     Decisions,
@@ -40,8 +38,6 @@ from .types import (
     Snapshot,
 )
 
-_JOB_ID = attrgetter("job_id")
-_ENQ = attrgetter("enqueued_at")
 _INF = float("inf")
 
 
@@ -109,7 +105,7 @@ class _Round:
             if self.after_block is not None:
                 self.after_block += 1
             self._consider(job)
-        self._explain_rest()
+        explain.explain_rest(self)
         self.out.capacity_advice = {t: n for t, n in self.short.items() if n > 0}
         return self.out
 
@@ -243,7 +239,8 @@ class _Round:
         est = self._earliest(job, groups, span)
         if self._may_preempt(job, est) and self._preempt(job, groups, est):
             return
-        what_if = self._what_if(job, groups)
+        what_if = "" if self.explained > self.cfg.max_explained else explain.what_if(
+            self.index, job, groups)
         if est is not None and self._may_reserve(job):
             hold = self.timeline.reserve(job.job_id, est[0], est[1])
             self.reserved_gpus += sum(est[1].values())
@@ -350,24 +347,6 @@ class _Round:
         self.budget_used[job.org] += len(plan.victims)
         self._commit(job, (Allocation(node, tuple(gpus)),), preempted=True)
 
-    def _what_if(self, job: QueuedJob, groups: Pools) -> str:
-        """A relaxation that would start the job now: another GPU type, or fewer GPUs."""
-        if self.explained > self.cfg.max_explained:
-            return ""
-        if job.gpu_types:
-            for pool in self.index.pools:
-                if pool.gpu_type in job.gpu_types or pool.memory_mb < job.min_gpu_memory_mb:
-                    continue
-                if job.region and pool.region != job.region:
-                    continue
-                if self.index.best_fit([[pool]], job.gpus) is not None:
-                    return f"would start now on {pool.gpu_type} if the job allowed that type"
-        if job.min_gpus is not None and job.min_gpus < job.gpus:
-            for g in range(job.gpus - 1, max(job.min_gpus, 1) - 1, -1):
-                if self.index.best_fit(groups, g) is not None:
-                    return f"would start now with {g} GPUs (the job accepts {job.min_gpus})"
-        return ""
-
     # -- reasons for everyone else ----------------------------------------------------------
 
     def _pending(
@@ -378,48 +357,3 @@ class _Round:
             deadline = job.enqueued_at + self.snap.tiers[job.tier].start_slo_s
             if (start if start is not None else self.now) > deadline:
                 self.short[job.gpu_types[0] if job.gpu_types else "any"] += job.gpus
-
-    def _explain_rest(self) -> None:
-        """Shared reasons for jobs the walk never reached, in one pass over the queue."""
-        shared: dict[tuple[str, str, str], PendingReason] = {}
-        by_class: dict[tuple[str, str], PendingReason] = {}
-        for group in self.queue.groups:
-            excluded = self.queue.org_excluded(group.tier, group.org)
-            cls = (group.tier, group.org if excluded else "")
-            reason = by_class.get(cls)
-            if reason is None:
-                reason = by_class[cls] = self._shared_reason(group)
-            shared[(group.tier, group.org, group.project)] = reason
-            if not group.done and reason.code not in ("org_cap", "tier_ceiling"):
-                self._count_late(group)
-        for job in self.queue.unknown:
-            shared[(job.tier, job.org, job.project)] = reasons.unknown_tier(job.tier)
-        queue = self.queue
-        ids, why = map(_JOB_ID, queue.queue), map(shared.__getitem__, queue.keys)
-        rest = dict(zip(ids, why, strict=True))
-        for placement in self.out.placements:
-            del rest[placement.job_id]
-        rest.update(self.out.pending)
-        self.out.pending = rest
-
-    def _shared_reason(self, group: Group) -> PendingReason:
-        tier, org = group.tier, group.org
-        if self.queue.org_excluded(tier, org):
-            return reasons.org_cap(org, self.snap.org_gpu_caps.get(org, 0))
-        used = self.shares.tier[tier]
-        if self.queue.tier_excluded(tier):
-            return reasons.tier_ceiling(tier, used, self.ceilings[tier])
-        level = self.levels[tier]
-        above = [t for lv, t in sorted(self.waiting_levels.items(), reverse=True) if lv > level]
-        if above and used > self.floors[tier]:
-            return reasons.tier_share(tier, used, self.floors[tier], above[0])
-        return reasons.priority(tier, self.index.total_free)
-
-    def _count_late(self, group: Group) -> None:
-        """Jobs already past their start SLO count toward capacity advice (FIFO prefix)."""
-        slo = self.snap.tiers[group.tier].start_slo_s
-        jobs = group.jobs
-        late = bisect_right(jobs, self.now - slo, lo=group.pos, key=_ENQ)
-        short = self.short
-        for job in jobs[group.pos : late]:
-            short[job.gpu_types[0] if job.gpu_types else "any"] += job.gpus

@@ -1,0 +1,81 @@
+"""Why jobs wait: what-if relaxations and the shared reasons for the queue's long tail."""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from operator import attrgetter
+from typing import TYPE_CHECKING
+
+from . import reasons
+from .placement import FreeIndex, Pools
+from .ranking import Group
+from .types import PendingReason, QueuedJob
+
+if TYPE_CHECKING:
+    from .gpusched import _Round
+
+_JOB_ID = attrgetter("job_id")
+_ENQ = attrgetter("enqueued_at")
+
+
+def what_if(index: FreeIndex, job: QueuedJob, groups: Pools) -> str:
+    """A relaxation that would start the job now: another GPU type, or fewer GPUs."""
+    if job.gpu_types:
+        for pool in index.pools:
+            if pool.gpu_type in job.gpu_types or pool.memory_mb < job.min_gpu_memory_mb:
+                continue
+            if job.region and pool.region != job.region:
+                continue
+            if index.best_fit([[pool]], job.gpus) is not None:
+                return f"would start now on {pool.gpu_type} if the job allowed that type"
+    if job.min_gpus is not None and job.min_gpus < job.gpus:
+        for g in range(job.gpus - 1, max(job.min_gpus, 1) - 1, -1):
+            if index.best_fit(groups, g) is not None:
+                return f"would start now with {g} GPUs (the job accepts {job.min_gpus})"
+    return ""
+
+
+def explain_rest(rnd: _Round) -> None:
+    """Shared reasons for jobs the walk never reached, in one pass over the queue."""
+    shared: dict[tuple[str, str, str], PendingReason] = {}
+    by_class: dict[tuple[str, str], PendingReason] = {}
+    for group in rnd.queue.groups:
+        excluded = rnd.queue.org_excluded(group.tier, group.org)
+        cls = (group.tier, group.org if excluded else "")
+        reason = by_class.get(cls)
+        if reason is None:
+            reason = by_class[cls] = _shared_reason(rnd, group)
+        shared[(group.tier, group.org, group.project)] = reason
+        if not group.done and reason.code not in ("org_cap", "tier_ceiling"):
+            _count_late(rnd, group)
+    for job in rnd.queue.unknown:
+        shared[(job.tier, job.org, job.project)] = reasons.unknown_tier(job.tier)
+    queue = rnd.queue
+    ids, why = map(_JOB_ID, queue.queue), map(shared.__getitem__, queue.keys)
+    rest = dict(zip(ids, why, strict=True))
+    for placement in rnd.out.placements:
+        del rest[placement.job_id]
+    rest.update(rnd.out.pending)
+    rnd.out.pending = rest
+
+def _shared_reason(rnd: _Round, group: Group) -> PendingReason:
+    tier, org = group.tier, group.org
+    if rnd.queue.org_excluded(tier, org):
+        return reasons.org_cap(org, rnd.snap.org_gpu_caps.get(org, 0))
+    used = rnd.shares.tier[tier]
+    if rnd.queue.tier_excluded(tier):
+        return reasons.tier_ceiling(tier, used, rnd.ceilings[tier])
+    level = rnd.levels[tier]
+    above = [t for lv, t in sorted(rnd.waiting_levels.items(), reverse=True) if lv > level]
+    if above and used > rnd.floors[tier]:
+        return reasons.tier_share(tier, used, rnd.floors[tier], above[0])
+    return reasons.priority(tier, rnd.index.total_free)
+
+def _count_late(rnd: _Round, group: Group) -> None:
+    """Jobs already past their start SLO count toward capacity advice (FIFO prefix)."""
+    slo = rnd.snap.tiers[group.tier].start_slo_s
+    jobs = group.jobs
+    late = bisect_right(jobs, rnd.now - slo, lo=group.pos, key=_ENQ)
+    short = rnd.short
+    for job in jobs[group.pos : late]:
+        short[job.gpu_types[0] if job.gpu_types else "any"] += job.gpus
