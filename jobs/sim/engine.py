@@ -33,7 +33,7 @@ from jobs.policy.types import (
 )
 
 from .events import EventQueue
-from .fairness import water_fill
+from .ledger import Ledger
 from .model import NodeSpec, SimJob, default_tiers
 from .view import build_snapshot
 
@@ -111,99 +111,12 @@ class Simulator:
         self.arrivals_left = len(self.jobs)
         self.down = 0
         self.done = 0
-        self.healthy = sum(s.gpus for s in fleet)
-        self.fleet_gpus = self.healthy
-        self.busy = 0
-        self.org_run: dict[str, int] = {}
-        self.tier_run: dict[str, int] = {}
-        self.wait_org: dict[str, int] = {}
-        self.wait_tier: dict[str, int] = {}
-        self.demand: dict[str, dict[str, int]] = {}  # tier -> org -> GPUs running + waiting
-        self.usage: dict[str, list[float]] = {}  # org -> [decayed GPU-s, at time]
-        self._k = math.log(2) / self.config.usage_half_life_s
-        self.stats: dict[str, float] = dict.fromkeys(
-            ("busy_time", "cap_time", "wait_window", "busy_wait", "cap_wait", "preemptions",
-             "preempt_lost", "failure_lost", "node_failures", "rounds", "invalid_placements",
-             "missing_reasons", "nonpreemptible_victims", "stalled"), 0.0)
-        self.tier_acc: dict[str, dict[str, float]] = {}
-        self.org_acc: dict[str, dict[str, float]] = {}
+        self.fleet_gpus = sum(s.gpus for s in fleet)
+        self.ledger = Ledger(self.fleet_gpus, self.window_end, self.org_weights,
+                             self.config.usage_half_life_s)
+        self.stats = self.ledger.stats
         self.decision_ms: list[float] = []
         self.notes: list[str] = []
-
-    # ----------------------------------------------------------------- bookkeeping
-    def _acc(self, table: dict[str, dict[str, float]], key: str) -> dict[str, float]:
-        row = table.get(key)
-        if row is None:
-            row = table[key] = {"gpu_time": 0.0, "gpu_wait": 0.0, "backlog_time": 0.0,
-                                "backlog_gpu": 0.0, "backlog_cap": 0.0, "fair_gpu": 0.0}
-        return row
-
-    def _advance(self, t: float) -> None:
-        dt = t - self.now
-        if dt <= 0:
-            self.now = max(self.now, t)
-            return
-        s, busy, cap = self.stats, self.busy, self.healthy
-        s["busy_time"] += dt * busy
-        s["cap_time"] += dt * cap
-        for tier, g in self.tier_run.items():
-            self._acc(self.tier_acc, tier)["gpu_time"] += dt * g
-        # windowed figures: only up to the last arrival (the overload, not the drain)
-        dt = min(t, self.window_end) - self.now
-        if dt > 0 and self.wait_tier:
-            s["wait_window"] += dt
-            s["busy_wait"] += dt * busy
-            s["cap_wait"] += dt * cap
-            for tier, g in self.tier_run.items():
-                self._acc(self.tier_acc, tier)["gpu_wait"] += dt * g
-            for tier in self.wait_tier:
-                row = self._acc(self.tier_acc, tier)
-                row["backlog_time"] += dt
-                row["backlog_gpu"] += dt * self.tier_run.get(tier, 0)
-                row["backlog_cap"] += dt * cap
-            for org in self.wait_org:
-                row = self._acc(self.org_acc, org)
-                row["backlog_time"] += dt
-                row["backlog_gpu"] += dt * self.org_run.get(org, 0)
-            for tier in self.wait_tier:
-                demand = self.demand.get(tier, {})
-                fair = water_fill(self.tier_run.get(tier, 0), demand, self.org_weights)
-                for org in demand:
-                    if org in self.wait_org:
-                        self._acc(self.org_acc, org)["fair_gpu"] += dt * fair.get(org, 0.0)
-        self.now = t
-
-    def _count(self, table: dict[str, int], key: str, delta: int) -> None:
-        v = table.get(key, 0) + delta
-        if v:
-            table[key] = v
-        else:
-            table.pop(key, None)
-
-    def usage_at(self, org: str, t: float) -> float:
-        u = self.usage.setdefault(org, [0.0, t])
-        dt = t - u[1]
-        if dt > 0:
-            e = math.exp(-self._k * dt)
-            u[0] = u[0] * e + self.org_run.get(org, 0) * (1.0 - e) / self._k
-            u[1] = t
-        return u[0]
-
-    def _demand_delta(self, job: SimJob, delta: int) -> None:
-        d = self.demand.setdefault(job.tier, {})
-        self._count(d, job.org, delta)
-
-    def _running_delta(self, job: SimJob, delta: int) -> None:
-        self.usage_at(job.org, self.now)
-        self._demand_delta(job, delta)
-        self._count(self.org_run, job.org, delta)
-        self._count(self.tier_run, job.tier, delta)
-        self.busy += delta
-
-    def _waiting_delta(self, job: SimJob, delta: int) -> None:
-        self._demand_delta(job, delta * job.gpus)
-        self._count(self.wait_org, job.org, delta)
-        self._count(self.wait_tier, job.tier, delta)
 
     def _request_round(self, t: float) -> None:
         if self.next_round is None or t < self.next_round:
@@ -219,7 +132,7 @@ class Simulator:
             expected_duration_s=job.expected_duration, gpu_types=job.gpu_types,
             min_gpu_memory_mb=job.min_gpu_memory_mb, project=job.project,
             preemptions=job.preemptions, checkpointable=self.ckpt > 0)
-        self._waiting_delta(job, +1)
+        self.ledger.waiting_delta(job, +1)
 
     def _start(self, job: SimJob, allocs: tuple[Allocation, ...], t: float) -> None:
         if job.job_id in self.queued:
@@ -227,7 +140,7 @@ class Simulator:
             del self.qviews[job.job_id]
         else:
             self.nominated.pop(job.job_id)
-        self._waiting_delta(job, -1)
+        self.ledger.waiting_delta(job, -1)
         job.queued_total += t - (job.queued_since or t)
         job.queued_since = None
         restore = self.restore_cost if job.saved > 0 else 0.0
@@ -244,7 +157,7 @@ class Simulator:
                 node.free.discard(g)
                 node.nominated.discard(g)
                 self.owner[(a.node, g)] = att.id
-        self._running_delta(job, job.gpus)
+        self.ledger.running_delta(job, job.gpus, self.now)
         if job.first_start is None:
             job.first_start = t
         job.attempts += 1
@@ -258,7 +171,7 @@ class Simulator:
                 self.owner.pop((a.node, g), None)
                 if node.up:
                     node.free.add(g)
-        self._running_delta(att.job, -att.gpus)
+        self.ledger.running_delta(att.job, -att.gpus, self.now)
         for job, allocs in list(self.nominated.values()):
             if all(g in self.nodes[a.node].free for a in allocs for g in a.gpus):
                 self._start(job, allocs, self.now)
@@ -293,14 +206,14 @@ class Simulator:
             return
         node.up = False
         self.down += 1
-        self.healthy -= node.spec.gpus
+        self.ledger.healthy -= node.spec.gpus
         self.stats["node_failures"] += 1
         for job_id, (job, allocs) in list(self.nominated.items()):
             if any(a.node == name for a in allocs):
                 del self.nominated[job_id]
                 for a in allocs:
                     self.nodes[a.node].nominated.difference_update(a.gpus)
-                self._waiting_delta(job, -1)
+                self.ledger.waiting_delta(job, -1)
                 since = job.queued_since
                 self._enqueue(job, t=self.now)
                 job.queued_since = since
@@ -314,7 +227,7 @@ class Simulator:
         node = self.nodes[name]
         node.up = True
         self.down -= 1
-        self.healthy += node.spec.gpus
+        self.ledger.healthy += node.spec.gpus
         node.free = set(range(node.spec.gpus)) - {g for (n, g) in self.owner if n == name}
         self._schedule_failure(name)
 
@@ -411,7 +324,8 @@ class Simulator:
             t = self.events.peek_time()
             if t > self.max_time:
                 break
-            self._advance(t)
+            self.ledger.advance(self.now, t)
+            self.now = max(self.now, t)
             t, kind, payload = self.events.pop()
             if kind == "round":
                 if payload == self.next_round:
@@ -420,7 +334,7 @@ class Simulator:
                 continue
             if kind == "arrival":
                 self.arrivals_left -= 1
-                self.usage_at(payload.org, t)
+                self.ledger.usage_at(payload.org, t)
                 self._enqueue(payload, t)
             elif kind == "end":
                 att = self.attempts.get(payload)
@@ -440,4 +354,5 @@ class Simulator:
                 self._repair(payload)
             self._request_round(max(t, self.last_round + self.round_interval))
         return SimResult(self.jobs, self.tiers, self.org_weights, self.fleet_gpus, self.now,
-                         self.stats, self.tier_acc, self.org_acc, self.decision_ms, self.notes)
+                         self.stats, self.ledger.tier_acc, self.ledger.org_acc,
+                         self.decision_ms, self.notes)

@@ -17,7 +17,7 @@ def build_snapshot(sim: Simulator) -> Snapshot:
                       tuple(sorted(n.free - n.nominated)) if n.up else (), "",
                       n.spec.island, n.up) for n in sim.nodes.values()]
     running = _attempt_views(sim, t) + _nominee_views(sim, t)
-    usage = {org: sim.usage_at(org, t) for org in list(sim.usage)}
+    usage = {org: sim.ledger.usage_at(org, t) for org in list(sim.ledger.usage)}
     return Snapshot(t, nodes, running, list(sim.qviews.values()), sim.tiers, usage,
                     org_weights=sim.org_weights, config=sim.config)
 

@@ -1,0 +1,110 @@
+"""What the simulator counts while time passes: busy GPUs, backlogs, decayed usage, shares.
+
+The engine reports every change of who runs or waits; the ledger integrates the figures
+that `metrics.py` turns into the report.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .fairness import water_fill
+from .model import SimJob
+
+STAT_KEYS = ("busy_time", "cap_time", "wait_window", "busy_wait", "cap_wait", "preemptions",
+             "preempt_lost", "failure_lost", "node_failures", "rounds", "invalid_placements",
+             "missing_reasons", "nonpreemptible_victims", "stalled")
+
+
+def _count(table: dict[str, int], key: str, delta: int) -> None:
+    v = table.get(key, 0) + delta
+    if v:
+        table[key] = v
+    else:
+        table.pop(key, None)
+
+
+def _acc(table: dict[str, dict[str, float]], key: str) -> dict[str, float]:
+    row = table.get(key)
+    if row is None:
+        row = table[key] = {"gpu_time": 0.0, "gpu_wait": 0.0, "backlog_time": 0.0,
+                            "backlog_gpu": 0.0, "backlog_cap": 0.0, "fair_gpu": 0.0}
+    return row
+
+
+class Ledger:
+    def __init__(self, healthy: int, window_end: float, org_weights: dict[str, float],
+                 usage_half_life_s: float) -> None:
+        self.healthy = healthy  # GPUs on nodes that are up
+        self.window_end = window_end  # windowed figures stop at the last arrival
+        self.org_weights = org_weights
+        self.busy = 0
+        self.org_run: dict[str, int] = {}
+        self.tier_run: dict[str, int] = {}
+        self.wait_org: dict[str, int] = {}
+        self.wait_tier: dict[str, int] = {}
+        self.demand: dict[str, dict[str, int]] = {}  # tier -> org -> GPUs running + waiting
+        self.usage: dict[str, list[float]] = {}  # org -> [decayed GPU-s, at time]
+        self._k = math.log(2) / usage_half_life_s
+        self.stats: dict[str, float] = dict.fromkeys(STAT_KEYS, 0.0)
+        self.tier_acc: dict[str, dict[str, float]] = {}
+        self.org_acc: dict[str, dict[str, float]] = {}
+
+    def advance(self, now: float, t: float) -> None:
+        """Integrate every figure over [now, t)."""
+        dt = t - now
+        if dt <= 0:
+            return
+        s, busy, cap = self.stats, self.busy, self.healthy
+        s["busy_time"] += dt * busy
+        s["cap_time"] += dt * cap
+        for tier, g in self.tier_run.items():
+            _acc(self.tier_acc, tier)["gpu_time"] += dt * g
+        # windowed figures: only up to the last arrival (the overload, not the drain)
+        dt = min(t, self.window_end) - now
+        if dt > 0 and self.wait_tier:
+            s["wait_window"] += dt
+            s["busy_wait"] += dt * busy
+            s["cap_wait"] += dt * cap
+            self._advance_backlogs(dt, cap)
+
+    def _advance_backlogs(self, dt: float, cap: int) -> None:
+        for tier, g in self.tier_run.items():
+            _acc(self.tier_acc, tier)["gpu_wait"] += dt * g
+        for tier in self.wait_tier:
+            row = _acc(self.tier_acc, tier)
+            row["backlog_time"] += dt
+            row["backlog_gpu"] += dt * self.tier_run.get(tier, 0)
+            row["backlog_cap"] += dt * cap
+        for org in self.wait_org:
+            row = _acc(self.org_acc, org)
+            row["backlog_time"] += dt
+            row["backlog_gpu"] += dt * self.org_run.get(org, 0)
+        for tier in self.wait_tier:
+            demand = self.demand.get(tier, {})
+            fair = water_fill(self.tier_run.get(tier, 0), demand, self.org_weights)
+            for org in demand:
+                if org in self.wait_org:
+                    _acc(self.org_acc, org)["fair_gpu"] += dt * fair.get(org, 0.0)
+
+    def usage_at(self, org: str, t: float) -> float:
+        """The org's GPU-seconds, decayed with the policy's half-life, at time t."""
+        u = self.usage.setdefault(org, [0.0, t])
+        dt = t - u[1]
+        if dt > 0:
+            e = math.exp(-self._k * dt)
+            u[0] = u[0] * e + self.org_run.get(org, 0) * (1.0 - e) / self._k
+            u[1] = t
+        return u[0]
+
+    def running_delta(self, job: SimJob, delta: int, now: float) -> None:
+        self.usage_at(job.org, now)
+        _count(self.demand.setdefault(job.tier, {}), job.org, delta)
+        _count(self.org_run, job.org, delta)
+        _count(self.tier_run, job.tier, delta)
+        self.busy += delta
+
+    def waiting_delta(self, job: SimJob, delta: int) -> None:
+        _count(self.demand.setdefault(job.tier, {}), job.org, delta * job.gpus)
+        _count(self.wait_org, job.org, delta)
+        _count(self.wait_tier, job.tier, delta)
