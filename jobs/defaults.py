@@ -1,10 +1,17 @@
-"""The default tiers, created by migration and by `tiers_ensure_defaults` (pure data)."""
+"""The default tiers, created by migration and by `tiers_ensure_defaults` (pure data).
+
+Floors are what a tier keeps even against higher tiers, so the floors of the tiers below
+enterprise bound what enterprise can ever run: with paid at 20% and free at 10%, enterprise
+reaches 70% of the fleet, enough for its start SLO when it alone offers 60% (3x overload).
+A 40% paid floor capped enterprise at 50% and, at 1.5x, ranked paid (below its floor) ahead
+of enterprise; docs/simulator.md has the figures.
+"""
 
 # name, priority, fair-share weight, guaranteed share, max share, start SLO (s),
 # preemptible, max preemptions per job
 DEFAULT_TIERS = [
     ("enterprise", 300, 4.0, 0.20, 1.0, 30, False, 0),
-    ("paid", 200, 2.0, 0.40, 1.0, 300, True, 3),
+    ("paid", 200, 2.0, 0.20, 1.0, 300, True, 3),
     ("free", 100, 1.0, 0.10, 1.0, 3600, True, 5),
 ]
 TIER_FIELDS = ("priority", "weight", "guaranteed_share", "max_share", "start_slo_seconds",
