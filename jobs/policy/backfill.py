@@ -30,6 +30,7 @@ class Hold:
     start_at: float
     gpus: dict[str, tuple[int, ...]]
     free_now: dict[str, list[int]] = field(default_factory=dict)
+    level: int = 0  # tier level of the job it is for: higher tiers may take it over
 
     def allocations(self) -> tuple[Allocation, ...]:
         return tuple(Allocation(n, g) for n, g in self.gpus.items())
@@ -44,6 +45,7 @@ class Timeline:
         self.releases: dict[str, list[tuple[float, tuple[int, ...]]]] = defaultdict(list)
         self.version: dict[str, int] = defaultdict(int)
         self.reserved: set[str] = set()
+        self.hold_of: dict[str, Hold] = {}  # reserved node -> its reservation
         self.holds: list[Hold] = []
         self.idle_reserved = 0  # reserved GPUs that are free now, over all holds
         self._heaps: dict[tuple[int, int], list[tuple[float, int, str]]] = {}
@@ -166,9 +168,9 @@ class Timeline:
 
     # -- reserving --------------------------------------------------------------------------
 
-    def reserve(self, job_id: int, start_at: float, plan: dict[str, int]) -> Hold:
+    def reserve(self, job_id: int, start_at: float, plan: dict[str, int], level: int = 0) -> Hold:
         """Hold GPUs on the planned nodes; the free ones leave the free index."""
-        hold = Hold(job_id, start_at, {})
+        hold = Hold(job_id, start_at, {}, level=level)
         for node, k in plan.items():
             gpus = self._node_time(node, k)[1]
             hold.gpus[node] = tuple(sorted(gpus))
@@ -178,8 +180,31 @@ class Timeline:
                 self.idle_reserved += len(free_now)
             hold.free_now[node] = free_now
             self.reserved.add(node)
+            self.hold_of[node] = hold
         self.holds.append(hold)
         return hold
+
+    def cancel(self, hold: Hold) -> None:
+        """Give a reservation up: its idle GPUs return to the free index, its nodes to the heaps."""
+        self.holds.remove(hold)
+        for node, idle in hold.free_now.items():
+            if idle:
+                self.index.give_back(node, idle)
+                self.idle_reserved -= len(idle)
+            self.reserved.discard(node)
+            self.hold_of.pop(node, None)
+            self.version[node] += 1
+            pool = id(self.index.pool_of[node])
+            for (pid, k), heap in self._heaps.items():
+                if pid == pool:
+                    heapq.heappush(heap, (self.time_k(node, k), self.version[node], node))
+        hold.free_now = {}
+
+    def time_k_taking(self, node: str, k: int) -> float:
+        """Earliest time the node has k GPUs if its reservation were given up."""
+        hold = self.hold_of.get(node)
+        idle = len(hold.free_now.get(node, ())) if hold is not None else 0
+        return self.now if idle >= k else self.time_k(node, k - idle)
 
     def borrow(self, groups: Pools, k: int, ends_at: float) -> Allocation | None:
         """Start a job on reserved-but-idle GPUs when it ends before the reservation starts.

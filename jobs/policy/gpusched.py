@@ -11,6 +11,13 @@ One round walks the queue in rank order (ranking.py) and, for each job:
 4. otherwise reserves the earliest GPUs it can have (up to `max_reservations` jobs a round)
    and gets a pending reason with an estimated start.
 
+Before the walk, the previous round's reservations are kept (`Snapshot.holds`, highest tier
+and oldest first): a gang whose drained GPUs are all free starts at once, the others hold
+their nodes again. Without this, jobs ranked ahead of a waiting gang in the next round take
+the GPUs freed on the node it drains, and an 8-GPU job waits for a moment when a whole node
+frees up by chance. A job of a higher tier may take over a lower tier's reservation (its
+idle GPUs, or its node for preemption): a reservation costs no work to give up.
+
 The walk stops when nothing is free and no preemption is possible, or after
 `backfill_depth` jobs past the first blocked one; the rest of the queue gets shared reasons.
 """
@@ -23,7 +30,7 @@ from collections import defaultdict
 from itertools import islice
 
 from . import explain, reasons
-from .backfill import Timeline
+from .backfill import Hold, Timeline
 from .placement import FreeIndex, Pools
 from .preemption import Plan, VictimIndex, grace_s
 from .ranking import RankedQueue, Shares, tier_levels
@@ -94,17 +101,23 @@ class _Round:
         self.blocked_tier: dict[int, str] = {}
         self.guarded = False  # the last job was refused GPUs a higher tier needs
         self.explained = 0
+        self.kept: dict[int, Hold | None] = {}  # job -> kept reservation (None: started)
 
     # -- the walk ---------------------------------------------------------------------------
 
     def run(self) -> Decisions:
+        if self.snap.holds:
+            self._keep_holds()
         while not self._exhausted():
             job = self.queue.pop()
             if job is None:
                 break
             if self.after_block is not None:
                 self.after_block += 1
-            self._consider(job)
+            if job.job_id in self.kept:
+                self._kept(job)
+            else:
+                self._consider(job)
         explain.explain_rest(self)
         self.out.capacity_advice = {t: n for t, n in self.short.items() if n > 0}
         return self.out
@@ -158,6 +171,108 @@ class _Round:
             ok = self.fits[key] = bool(groups) and self.index.can_ever_fit(groups, job.gpus)
         return ok
 
+    # -- reservations kept from the previous round -----------------------------------------
+
+    def _keep_holds(self) -> None:
+        held = self.snap.holds
+        jobs = [j for j in self.snap.queued if j.job_id in held and j.tier in self.levels]
+        jobs.sort(key=lambda j: (-self.levels[j.tier], j.enqueued_at))
+        tiers, frac = self.snap.tiers, self.cfg.keep_after_slo_fraction
+        orgs: set[tuple[str, str]] = set()
+        for job in jobs:
+            if self.now - job.enqueued_at < frac * tiers[job.tier].start_slo_s:
+                continue
+            # one kept reservation per org and tier: the others are re-ranked in the walk
+            if (job.tier, job.org) in orgs or not self._may_reserve(job):
+                continue
+            if self._over_limits(job):
+                continue
+            orgs.add((job.tier, job.org))
+            groups = self.index.matching(job)
+            if not groups:
+                continue
+            found = self._kept_plan(job, groups, held[job.job_id])
+            if found is None:
+                continue
+            start, plan = found
+            if start <= self.now:
+                allocs = tuple(Allocation(n, self.index.take(n, c)) for n, c in plan.items())
+                self._commit(job, allocs)
+                self.kept[job.job_id] = None
+            else:
+                self.kept[job.job_id] = self._hold(job, start, plan)
+
+    def _over_limits(self, job: QueuedJob) -> bool:
+        cap = self.snap.org_gpu_caps.get(job.org)
+        if cap is not None and self.shares.org[job.org] + job.gpus > cap:
+            return True
+        tier = self.snap.tiers[job.tier]
+        used = self.shares.tier[job.tier] + job.gpus
+        return tier.max_share < 1.0 and used > self.ceilings[job.tier] + 1e-9
+
+    def _kept_plan(
+        self, job: QueuedJob, groups: Pools, held: dict[str, int]
+    ) -> tuple[float, dict[str, int]] | None:
+        """The held nodes, unless they cannot hold the job any more or others free up sooner."""
+        allowed = {id(p) for g in groups for p in g}
+        index, timeline = self.index, self.timeline
+        usable = sum(held.values()) == job.gpus and all(
+            n in index.node and n not in timeline.reserved
+            and id(index.pool_of[n]) in allowed and c <= index.pool_of[n].size
+            for n, c in held.items()
+        )
+        start = max(timeline.time_k(n, c) for n, c in held.items()) if usable else _INF
+        span = job.gpus > max(p.size for g in groups for p in g)
+        if span:
+            fresh = timeline.earliest_island(groups, job.gpus)
+        else:
+            found = timeline.earliest(groups, job.gpus)
+            fresh = None if found is None else (found[0], {found[1]: job.gpus})
+        if fresh is not None and fresh[0] < start - self.cfg.hold_move_s:
+            return fresh
+        return (start, dict(held)) if start < _INF else None
+
+    def _hold(self, job: QueuedJob, start: float, plan: dict[str, int]) -> Hold:
+        for node in plan:  # a lower tier's reservation on these nodes gives way
+            other = self.timeline.hold_of.get(node)
+            if other is not None:
+                self.timeline.cancel(other)
+        hold = self.timeline.reserve(job.job_id, start, plan, self.levels[job.tier])
+        self.reserved_gpus += sum(plan.values())
+        self.out.reservations.append(Reservation(job.job_id, hold.allocations(), start))
+        return hold
+
+    def _kept(self, job: QueuedJob) -> None:
+        """The walk reached a job handled before it: started, still holding, or taken over."""
+        hold = self.kept[job.job_id]
+        if hold is None:
+            return
+        if hold not in self.timeline.holds:  # a higher tier took its reservation over
+            self._consider(job)
+            return
+        if self.after_block is None:
+            self.after_block = 0
+        self.waiting_levels.setdefault(self.levels[job.tier], job.tier)
+        groups = self.index.matching(job)
+        span = job.gpus > max(p.size for g in groups for p in g)
+        nodes = list(hold.gpus)
+        reason = reasons.resources(job, self.now, span, nodes, hold.start_at, "")
+        self._pending(job, reason, start=hold.start_at)
+
+    def _take_over(self, groups: Pools, k: int, level: int) -> tuple[Allocation, ...] | None:
+        """A lower tier's reservation whose node holds the job now with its idle GPUs."""
+        allowed = {id(p) for g in groups for p in g}
+        index = self.index
+        for hold in sorted(self.timeline.holds, key=lambda h: h.level):
+            if hold.level >= level:
+                break
+            for node, idle in hold.free_now.items():
+                pool = index.pool_of[node]
+                if id(pool) in allowed and k <= len(index.free[node]) + len(idle):
+                    self.timeline.cancel(hold)
+                    return (Allocation(node, index.take(node, k)),)
+        return None
+
     # -- starting now -----------------------------------------------------------------------
 
     def _place_now(self, job: QueuedJob, groups: Pools) -> tuple[Allocation, ...] | None:
@@ -182,6 +297,8 @@ class _Round:
             if lent is not None:
                 self.guarded = False
                 return (lent,)
+            if guard is None and job.gpus <= max(p.size for g in groups for p in g):
+                return self._take_over(groups, job.gpus, level)
         return None
 
     def _guard(self, job: QueuedJob, level: int) -> int | None:
@@ -242,11 +359,8 @@ class _Round:
         what_if = "" if self.explained > self.cfg.max_explained else explain.what_if(
             self.index, job, groups)
         if est is not None and self._may_reserve(job):
-            hold = self.timeline.reserve(job.job_id, est[0], est[1])
-            self.reserved_gpus += sum(est[1].values())
-            allocs = hold.allocations()
-            self.out.reservations.append(Reservation(job.job_id, allocs, est[0]))
-            nodes = [a.node for a in allocs]
+            hold = self._hold(job, est[0], est[1])
+            nodes = list(hold.gpus)
             reason = reasons.resources(job, self.now, span, nodes, est[0], what_if)
         else:
             start = est[0] if est is not None else None
@@ -287,7 +401,22 @@ class _Round:
         if span:
             return self.timeline.earliest_island(groups, job.gpus)
         found = self.timeline.earliest(groups, job.gpus)
+        lower = self._lower_held(groups, job.gpus, self.levels[job.tier])
+        if lower is not None and (found is None or lower[0] < found[0]):
+            found = lower
         return None if found is None else (found[0], {found[1]: job.gpus})
+
+    def _lower_held(self, groups: Pools, k: int, level: int) -> tuple[float, str] | None:
+        """Earliest node reserved for a lower tier, counting its reserved GPUs as free."""
+        allowed = {id(p) for g in groups for p in g}
+        best = None
+        for node, hold in self.timeline.hold_of.items():
+            pool = self.index.pool_of[node]
+            if hold.level < level and id(pool) in allowed and k <= pool.size:
+                t = self.timeline.time_k_taking(node, k)
+                if t < _INF and (best is None or t < best[0]):
+                    best = (t, node)
+        return best
 
     def _may_preempt(self, job: QueuedJob, est: tuple[float, dict] | None) -> bool:
         if self.preempt_tries >= self.cfg.max_preemptors_per_round:
@@ -312,13 +441,18 @@ class _Round:
         self.preempt_tries += 1
         room = {t: self.shares.tier[t] - self.floors[t] for t in self.snap.tiers}
         budget = self.cfg.preemption_budget_per_org - self.budget_used[job.org]
-        skip = self.timeline.reserved
+        level = self.levels[job.tier]
+        skip, extra = set(), {}
+        for node, hold in self.timeline.hold_of.items():
+            if hold.level >= level:
+                skip.add(node)
+            else:  # a lower tier's reservation gives way: its idle GPUs count as free
+                extra[node] = len(hold.free_now.get(node, ()))
         # after the round's first preemption, a kill must lose less work than the
         # preemptor's GPUs would wait for their natural start (loss grows with every kill)
         wait = (est[0] - self.now) if est is not None else _INF
         max_cost = self.cfg.preempt_loss_ratio * job.gpus * wait if self.out.preemptions else _INF
-        level = self.levels[job.tier]
-        plan = self.victims.plan(groups, job.gpus, level, skip, room, budget, max_cost)
+        plan = self.victims.plan(groups, job.gpus, level, skip, room, budget, max_cost, extra)
         if plan is None:
             if max_cost == _INF:
                 self.no_victims_min[key] = job.gpus
@@ -328,6 +462,9 @@ class _Round:
 
     def _apply(self, job: QueuedJob, plan: Plan) -> None:
         node = plan.node
+        hold = self.timeline.hold_of.get(node)
+        if hold is not None:
+            self.timeline.cancel(hold)
         own = self.index.free[node][: job.gpus]
         if own:
             self.index.take_exact(node, own)

@@ -199,6 +199,20 @@ class FreeIndex:
         self.total_free -= len(wanted)
         return tuple(sorted(wanted))
 
+    def give_back(self, name: str, gpus: list[int] | tuple[int, ...]) -> None:
+        """Return GPUs taken earlier in the round (a reservation given up) to the index."""
+        free = self.free[name]
+        pool = self.pool_of[name]
+        label = self.label[name]
+        del pool.buckets[len(free)][name]
+        del pool.labeled[len(free)][label][name]
+        self.free[name] = sorted(set(free) | set(gpus))
+        pool.buckets[len(self.free[name])][name] = None
+        pool.labeled[len(self.free[name])].setdefault(label, {})[name] = None
+        added = len(self.free[name]) - len(free)
+        pool.free_total += added
+        self.total_free += added
+
     # -- multi-node gangs -------------------------------------------------------------------
 
     def island_fit(self, groups: Pools, k: int) -> list[tuple[str, int]] | None:

@@ -145,12 +145,14 @@ class VictimIndex:
         room: dict[str, float],
         budget: int,
         max_cost: float = float("inf"),
+        extra_free: dict[str, int] | None = None,
     ) -> Plan | None:
         """Cheapest single-node plan for a k-GPU gang of tier level `level`, or None.
 
         `room` is, per tier, how many GPUs it may lose before dropping below its floor;
         `budget` how many victims the preemptor's org may still take this round; a plan
-        costing more than `max_cost` is not worth it.
+        costing more than `max_cost` is not worth it; `extra_free` counts GPUs per node that
+        are not in the free index but are the preemptor's to take (a lower tier's reservation).
         """
         if level <= self.min_level or budget <= 0:
             return None
@@ -171,7 +173,8 @@ class VictimIndex:
                         break
                     if node in skip_nodes:
                         continue
-                    plan = self._node_plan(node, victims, k, room, budget)
+                    have = len(self.index.free[node]) + (extra_free or {}).get(node, 0)
+                    plan = self._node_plan(node, victims, k, room, budget, have)
                     if plan is not None and plan.cost > max_cost:
                         plan = None
                     if plan is not None and (best is None or plan.cost < best.cost):
@@ -181,9 +184,9 @@ class VictimIndex:
         return None
 
     def _node_plan(
-        self, node: str, victims: list[Victim], k: int, room: dict[str, float], budget: int
+        self, node: str, victims: list[Victim], k: int, room: dict[str, float], budget: int,
+        have: int,
     ) -> Plan | None:
-        have = len(self.index.free[node])
         taken: list[Victim] = []
         lost: dict[str, int] = defaultdict(int)
         cost = 0.0

@@ -110,6 +110,10 @@ class PolicyConfig:
     preempt_loss_ratio: float = 1.0
     # nodes a lower-tier job tries before it yields to a blocked higher-tier gang
     guard_scan_nodes: int = 32
+    # a kept reservation moves to another node only when that one frees up this much sooner
+    hold_move_s: float = 60.0
+    # a reservation is kept across rounds once its job waited this fraction of its start SLO
+    keep_after_slo_fraction: float = 1.0
 
 
 @dataclass(slots=True)
@@ -123,6 +127,9 @@ class Snapshot:
     project_usage: dict[tuple[str, str], float] = field(default_factory=dict)
     org_weights: dict[str, float] = field(default_factory=dict)  # default 1.0
     org_gpu_caps: dict[str, int] = field(default_factory=dict)  # running-GPU cap per org
+    # the previous round's reservations (job id -> GPUs per node): honoured before the walk,
+    # so GPUs drained for a gang are not refilled by jobs ranked ahead of it (gpusched.py)
+    holds: dict[int, dict[str, int]] = field(default_factory=dict)
     config: PolicyConfig = field(default_factory=PolicyConfig)
 
 

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from jobs import policy as P
 from jobs.scheduler.apply import ApplyReport, apply_decisions
+from jobs.scheduler.holds import kept_holds, remember_holds
 from jobs.scheduler.lock import tick_lock
 from jobs.scheduler.snapshot import load_snapshot
 
@@ -54,10 +55,12 @@ def scheduler_tick_run() -> TickReport:
         reap_expired_attempts(now=now)
         release_due_retries(now=now)
         snapshot = load_snapshot(now)
+        snapshot.holds = kept_holds(snapshot.queued)
         started = time.perf_counter()
         decisions = policy_function()(snapshot)
         decision_ms = (time.perf_counter() - started) * 1000
         applied = apply_decisions(decisions, now)
+        remember_holds(decisions.reservations)
         publish_capacity_advice(decisions.capacity_advice, now.timestamp())
     if applied.placed or applied.preempted:
         log.info("tick: %d queued, placed %d, preempted %d, refused %d in %.1f ms",

@@ -103,6 +103,7 @@ class Simulator:
         self.queued: dict[int, SimJob] = {}
         self.qviews: dict[int, QueuedJob] = {}
         self.nominated: dict[int, tuple[SimJob, tuple[Allocation, ...]]] = {}
+        self.holds: dict[int, dict[str, int]] = {}  # the last round's reservations
         self.attempts: dict[int, _Attempt] = {}
         self.owner: dict[tuple[str, int], int] = {}
         self._next_attempt = 1
@@ -246,6 +247,8 @@ class Simulator:
         t0 = time.perf_counter()
         dec = self.policy(snap)
         self.decision_ms.append((time.perf_counter() - t0) * 1000.0)
+        self.holds = {r.job_id: {a.node: len(a.gpus) for a in r.allocations}
+                      for r in dec.reservations}
         for p in dec.preemptions:
             att = self.attempts.get(p.attempt_id)
             if att is None or att.stop_at is not None:

@@ -18,8 +18,9 @@ def build_snapshot(sim: Simulator) -> Snapshot:
                       n.spec.island, n.up) for n in sim.nodes.values()]
     running = _attempt_views(sim, t) + _nominee_views(sim, t)
     usage = {org: sim.ledger.usage_at(org, t) for org in list(sim.ledger.usage)}
+    holds = {j: h for j, h in sim.holds.items() if j in sim.qviews}
     return Snapshot(t, nodes, running, list(sim.qviews.values()), sim.tiers, usage,
-                    org_weights=sim.org_weights, config=sim.config)
+                    org_weights=sim.org_weights, holds=holds, config=sim.config)
 
 
 def _attempt_views(sim: Simulator, t: float) -> list[RunningView]:

@@ -56,7 +56,19 @@ def snapshots(draw) -> Snapshot:
     floors = {t: draw(st.sampled_from([0.0, 0.0, 0.2, 0.5])) for t in TIER_NAMES}
     caps = {"a": draw(st.integers(0, 8))} if draw(st.booleans()) else {}
     return snap(nodes, runs, queued, tiers(**floors), cfg, org_gpu_caps=caps,
-                usage={"a": draw(st.floats(0, 1e6)), "b": 0.0})
+                usage={"a": draw(st.floats(0, 1e6)), "b": 0.0},
+                holds=draw(kept_reservations(queued, n_nodes)))
+
+
+@st.composite
+def kept_reservations(draw, queued, n_nodes: int) -> dict[int, dict[str, int]]:
+    """Reservations of an earlier round, stale ones included: gone nodes, wrong sizes."""
+    holds = {}
+    for j in queued:
+        if draw(st.booleans()):
+            names = draw(st.lists(st.integers(0, n_nodes), min_size=1, max_size=3, unique=True))
+            holds[j.job_id] = {f"n{i}": draw(st.sampled_from([1, 2, 4, 8])) for i in names}
+    return holds
 
 
 @st.composite
@@ -93,7 +105,8 @@ def contention(draw) -> Snapshot:
                   gpus=draw(st.sampled_from([1, 2, 4, 8])), wait=draw(st.sampled_from(
                       [0.0, 400.0, 5000.0]))) for j in range(draw(st.integers(1, 8)))]
     cfg = PolicyConfig(preemption_budget_per_org=draw(st.integers(0, 3)))
-    return snap(nodes, runs, queued, config=cfg)
+    return snap(nodes, runs, queued, config=cfg,
+                holds=draw(kept_reservations(queued, len(nodes))))
 
 
 COMMON = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

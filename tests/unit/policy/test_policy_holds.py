@@ -1,0 +1,79 @@
+"""Reservations kept from the previous round (Snapshot.holds)."""
+
+from __future__ import annotations
+
+from policy_builders import job, node, nodes_of, placed, running, snap
+
+from jobs.policy import decide
+
+# n1 drains for a 2-GPU gang: one GPU free, one running job that ends in 10 min; n2 is busy
+# for an hour. Org "b" used GPUs before (USAGE), so org "a"'s 1-GPU job ranks ahead of b's gang.
+NODES = [node("n1", 2, (1,)), node("n2", 1, ())]
+RUNS = [running(0, {"n1": (0,)}, tier="paid", org="c", ends_in=600),
+        running(1, {"n2": (0,)}, tier="paid", org="c", ends_in=3600)]
+USAGE = {"b": 1e5}
+GANG = job(10, tier="paid", org="b", gpus=2, wait=400)  # past its 5-min start SLO
+SINGLE = job(11, tier="paid", org="a", gpus=1, wait=0, limit=3600)
+
+
+def test_without_a_kept_reservation_the_drained_gpu_is_refilled():
+    d = decide(snap(NODES, RUNS, [GANG, SINGLE], usage=USAGE))
+    assert nodes_of(d, SINGLE.job_id) == ["n1"]
+
+
+def test_a_kept_reservation_goes_before_jobs_ranked_ahead():
+    d = decide(snap(NODES, RUNS, [GANG, SINGLE], usage=USAGE, holds={GANG.job_id: {"n1": 2}}))
+    assert not placed(d)
+    assert (10, "n1") in [(r.job_id, r.allocations[0].node) for r in d.reservations]
+    assert "reserved n1" in d.pending[GANG.job_id].text
+    assert d.pending[SINGLE.job_id].code == "resources"
+
+
+def test_a_job_that_ends_before_the_reservation_still_backfills():
+    short = job(11, tier="paid", org="a", gpus=1, limit=60)
+    d = decide(snap(NODES, RUNS, [GANG, short], usage=USAGE, holds={GANG.job_id: {"n1": 2}}))
+    assert nodes_of(d, short.job_id) == ["n1"]
+
+
+def test_the_holder_starts_when_its_drained_gpus_are_free():
+    nodes = [node("n1", 2, (0, 1)), node("n2", 1, ())]
+    d = decide(snap(nodes, RUNS[1:], [GANG, SINGLE], usage=USAGE, holds={GANG.job_id: {"n1": 2}}))
+    assert nodes_of(d, GANG.job_id) == ["n1"]
+    assert SINGLE.job_id not in placed(d)
+
+
+def test_a_higher_tier_takes_over_a_lower_tiers_reservation():
+    urgent = job(12, tier="enterprise", org="e", gpus=1)
+    d = decide(snap(NODES, RUNS, [GANG, urgent], usage=USAGE, holds={GANG.job_id: {"n1": 2}}))
+    assert nodes_of(d, urgent.job_id) == ["n1"]
+    assert not d.preemptions
+
+
+def test_a_young_job_is_not_kept_ahead_of_the_walk():
+    young = job(10, tier="paid", org="b", gpus=2, wait=30)
+    d = decide(snap(NODES, RUNS, [young, SINGLE], usage=USAGE, holds={young.job_id: {"n1": 2}}))
+    assert nodes_of(d, SINGLE.job_id) == ["n1"]
+
+
+def test_a_reservation_on_a_gone_node_moves_to_the_earliest_live_one():
+    d = decide(snap(NODES, RUNS, [GANG, SINGLE], usage=USAGE, holds={GANG.job_id: {"gone": 2}}))
+    assert (10, "n1") in [(r.job_id, r.allocations[0].node) for r in d.reservations]
+    assert SINGLE.job_id not in placed(d)
+
+
+def test_a_kept_reservation_moves_when_another_node_frees_up_much_sooner():
+    nodes = [node("n1", 2, (1,)), node("n3", 2, (1,)), node("n2", 1, ())]
+    runs = RUNS + [running(2, {"n3": (0,)}, tier="paid", org="c", ends_in=30)]
+    d = decide(snap(nodes, runs, [GANG], usage=USAGE, holds={GANG.job_id: {"n1": 2}}))
+    assert [r.allocations[0].node for r in d.reservations] == ["n3"]
+
+
+def test_one_kept_reservation_per_org():
+    nodes = [node("n1", 2, (1,)), node("n3", 2, (1,)), node("n2", 1, ())]
+    runs = RUNS + [running(2, {"n3": (0,)}, tier="paid", org="c", ends_in=600)]
+    second = job(13, tier="paid", org="b", gpus=2, wait=300)
+    holds = {GANG.job_id: {"n1": 2}, second.job_id: {"n3": 2}}
+    d = decide(snap(nodes, runs, [GANG, second, SINGLE], usage=USAGE, holds=holds))
+    # b's older gang keeps n1; its second reservation is re-ranked, and a's job ranks first
+    assert nodes_of(d, SINGLE.job_id) == ["n3"]
+
