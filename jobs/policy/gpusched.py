@@ -195,7 +195,8 @@ class _Round:
             if found is None:
                 continue
             start, plan = found
-            if start <= self.now:
+            # "free at now" from the timeline may be an attempt overrunning its predicted end
+            if all(len(self.index.free[n]) >= c for n, c in plan.items()):
                 allocs = tuple(Allocation(n, self.index.take(n, c)) for n, c in plan.items())
                 self._commit(job, allocs)
                 self.kept[job.job_id] = None

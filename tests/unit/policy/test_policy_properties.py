@@ -33,7 +33,7 @@ def snapshots(draw) -> Snapshot:
             runs.append(running(aid, {f"n{i}": gpus}, tier=draw(st.sampled_from(TIER_NAMES)),
                                 org=draw(st.sampled_from("xyz")),
                                 ran=draw(st.sampled_from([5.0, 100.0, 3000.0])),
-                                ends_in=draw(st.sampled_from([30.0, 500.0, 7200.0])),
+                                ends_in=draw(st.sampled_from([-60.0, 30.0, 500.0, 7200.0])),
                                 preemptible=draw(st.booleans()),
                                 preemptions=draw(st.integers(0, 4)),
                                 checkpointable=draw(st.booleans())))
