@@ -189,8 +189,8 @@ class _Round:
                 continue
             orgs.add((job.tier, job.org))
             groups = self.index.matching(job)
-            if not groups:
-                continue
+            if not groups or len(held[job.job_id]) > 1:
+                continue  # a multi-node gang's island is re-planned: see docs/policy.md
             found = self._kept_plan(job, groups, held[job.job_id])
             if found is None:
                 continue

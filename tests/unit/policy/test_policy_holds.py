@@ -77,3 +77,11 @@ def test_one_kept_reservation_per_org():
     # b's older gang keeps n1; its second reservation is re-ranked, and a's job ranks first
     assert nodes_of(d, SINGLE.job_id) == ["n3"]
 
+
+
+def test_a_multi_node_gangs_island_is_planned_again_in_the_walk():
+    nodes = [node("n1", 2, (1,)), node("n4", 2, (1,)), node("n2", 1, ())]
+    runs = RUNS + [running(2, {"n4": (0,)}, tier="paid", org="c", ends_in=600)]
+    big = job(10, tier="paid", org="b", gpus=4, wait=400)
+    d = decide(snap(nodes, runs, [big, SINGLE], usage=USAGE, holds={10: {"n1": 2, "n4": 2}}))
+    assert SINGLE.job_id in placed(d)  # nothing was held ahead of the walk
