@@ -48,6 +48,7 @@ class Timeline:
         self.hold_of: dict[str, Hold] = {}  # reserved node -> its reservation
         self.holds: list[Hold] = []
         self.idle_reserved = 0  # reserved GPUs that are free now, over all holds
+        self._latest: float | None = None  # cache of _latest_idle_start, None: stale
         self._heaps: dict[tuple[int, int], list[tuple[float, int, str]]] = {}
         self._profiles: dict[str, tuple[int, list[float]]] = {}
         for run in running:
@@ -171,6 +172,7 @@ class Timeline:
     def reserve(self, job_id: int, start_at: float, plan: dict[str, int], level: int = 0) -> Hold:
         """Hold GPUs on the planned nodes; the free ones leave the free index."""
         hold = Hold(job_id, start_at, {}, level=level)
+        self._latest = None
         for node, k in plan.items():
             gpus = self._node_time(node, k)[1]
             hold.gpus[node] = tuple(sorted(gpus))
@@ -187,6 +189,7 @@ class Timeline:
     def cancel(self, hold: Hold) -> None:
         """Give a reservation up: its idle GPUs return to the free index, its nodes to the heaps."""
         self.holds.remove(hold)
+        self._latest = None
         for node, idle in hold.free_now.items():
             if idle:
                 self.index.give_back(node, idle)
@@ -206,13 +209,20 @@ class Timeline:
         idle = len(hold.free_now.get(node, ())) if hold is not None else 0
         return self.now if idle >= k else self.time_k(node, k - idle)
 
+    def _latest_idle_start(self) -> float:
+        """Latest start of a reservation with idle GPUs: a job ending later borrows nothing."""
+        if self._latest is None:
+            starts = [h.start_at for h in self.holds if any(h.free_now.values())]
+            self._latest = max(starts, default=float("-inf"))
+        return self._latest
+
     def borrow(self, groups: Pools, k: int, ends_at: float) -> Allocation | None:
         """Start a job on reserved-but-idle GPUs when it ends before the reservation starts.
 
         Only single-node gangs borrow. The node's unreserved free GPUs are used first; the
         caller records the occupancy.
         """
-        if not self.idle_reserved:
+        if not self.idle_reserved or ends_at > self._latest_idle_start():
             return None
         allowed = {id(p) for g in groups for p in g}
         for hold in self.holds:
@@ -229,6 +239,7 @@ class Timeline:
                     self.index.take_exact(node, own)
                 lent = idle[: k - len(own)]
                 hold.free_now[node] = idle[len(lent) :]
+                self._latest = None
                 self.idle_reserved -= len(lent)
                 return Allocation(node, tuple(sorted(own + lent)))
         return None

@@ -102,6 +102,7 @@ class _Round:
         self.guarded = False  # the last job was refused GPUs a higher tier needs
         self.explained = 0
         self.kept: dict[int, Hold | None] = {}  # job -> kept reservation (None: started)
+        self.no_take_over_min: dict[tuple, int] = {}  # same, for lower tiers' reservations
 
     # -- the walk ---------------------------------------------------------------------------
 
@@ -237,8 +238,9 @@ class _Round:
         for node in plan:  # a lower tier's reservation on these nodes gives way
             other = self.timeline.hold_of.get(node)
             if other is not None:
-                self.timeline.cancel(other)
+                self._give_up(other)
         hold = self.timeline.reserve(job.job_id, start, plan, self.levels[job.tier])
+        self.no_take_over_min.clear()  # new idle reserved GPUs
         self.reserved_gpus += sum(plan.values())
         self.out.reservations.append(Reservation(job.job_id, hold.allocations(), start))
         return hold
@@ -260,18 +262,33 @@ class _Round:
         reason = reasons.resources(job, self.now, span, nodes, hold.start_at, "")
         self._pending(job, reason, start=hold.start_at)
 
-    def _take_over(self, groups: Pools, k: int, level: int) -> tuple[Allocation, ...] | None:
-        """A lower tier's reservation whose node holds the job now with its idle GPUs."""
+    def _give_up(self, hold: Hold) -> None:
+        """Cancel a reservation: its idle GPUs are free again, for every gang size."""
+        self.timeline.cancel(hold)
+        self.no_free_min.clear()
+
+    def _take_over(
+        self, groups: Pools, k: int, level: int, key: tuple
+    ) -> tuple[Allocation, ...] | None:
+        """A lower tier's reservation whose node holds the job now with its idle GPUs.
+
+        Idle reserved GPUs only shrink until the next reservation is made, so a gang that
+        found none stays unplaceable this way until then (`no_take_over_min`).
+        """
+        key = (*key, level)
+        if k >= self.no_take_over_min.get(key, 1 << 30):
+            return None
         allowed = {id(p) for g in groups for p in g}
         index = self.index
-        for hold in sorted(self.timeline.holds, key=lambda h: h.level):
+        for hold in self.timeline.holds:
             if hold.level >= level:
-                break
+                continue
             for node, idle in hold.free_now.items():
                 pool = index.pool_of[node]
                 if id(pool) in allowed and k <= len(index.free[node]) + len(idle):
-                    self.timeline.cancel(hold)
+                    self._give_up(hold)
                     return (Allocation(node, index.take(node, k)),)
+        self.no_take_over_min[key] = k
         return None
 
     # -- starting now -----------------------------------------------------------------------
@@ -282,7 +299,8 @@ class _Round:
         ends = self.now + (job.expected_duration_s or job.time_limit_s)
         guard = self._guard(job, level)
         self.guarded = False
-        # free GPUs only shrink during a round: a gang that found nothing stays unplaceable
+        # free GPUs only shrink during a round (but see _give_up): a gang that found nothing
+        # stays unplaceable
         if job.gpus < self.no_free_min.get(key, 1 << 30):
             if guard is None:
                 alloc = self.index.allocate(groups, job.gpus, level)
@@ -299,7 +317,7 @@ class _Round:
                 self.guarded = False
                 return (lent,)
             if guard is None and job.gpus <= max(p.size for g in groups for p in g):
-                return self._take_over(groups, job.gpus, level)
+                return self._take_over(groups, job.gpus, level, key)
         return None
 
     def _guard(self, job: QueuedJob, level: int) -> int | None:
@@ -465,7 +483,7 @@ class _Round:
         node = plan.node
         hold = self.timeline.hold_of.get(node)
         if hold is not None:
-            self.timeline.cancel(hold)
+            self._give_up(hold)
         own = self.index.free[node][: job.gpus]
         if own:
             self.index.take_exact(node, own)
