@@ -28,6 +28,7 @@ import gc
 import math
 from collections import defaultdict
 from itertools import islice
+from operator import attrgetter
 
 from . import explain, reasons
 from .backfill import Hold, Timeline
@@ -46,6 +47,7 @@ from .types import (
 )
 
 _INF = float("inf")
+_LEVEL = attrgetter("level")
 
 
 def decide(snapshot: Snapshot) -> Decisions:
@@ -280,9 +282,10 @@ class _Round:
             return None
         allowed = {id(p) for g in groups for p in g}
         index = self.index
-        for hold in self.timeline.holds:
+        # the lowest tier's reservation gives way first
+        for hold in sorted(self.timeline.holds, key=_LEVEL):
             if hold.level >= level:
-                continue
+                break
             for node, idle in hold.free_now.items():
                 pool = index.pool_of[node]
                 if id(pool) in allowed and k <= len(index.free[node]) + len(idle):
