@@ -11,12 +11,9 @@ One round walks the queue in rank order (ranking.py) and, for each job:
 4. otherwise reserves the earliest GPUs it can have (up to `max_reservations` jobs a round)
    and gets a pending reason with an estimated start.
 
-Before the walk, the previous round's reservations are kept (`Snapshot.holds`, highest tier
-and oldest first): a gang whose drained GPUs are all free starts at once, the others hold
-their nodes again. Without this, jobs ranked ahead of a waiting gang in the next round take
-the GPUs freed on the node it drains, and an 8-GPU job waits for a moment when a whole node
-frees up by chance. A job of a higher tier may take over a lower tier's reservation (its
-idle GPUs, or its node for preemption): a reservation costs no work to give up.
+Before the walk, late jobs keep the previous round's reservations (kept.py): without this,
+jobs ranked ahead of a waiting gang take the GPUs freed on the node it drains, and an 8-GPU
+job waits for a moment when a whole node frees up by chance.
 
 The walk stops when nothing is free and no preemption is possible, or after
 `backfill_depth` jobs past the first blocked one; the rest of the queue gets shared reasons.
@@ -28,9 +25,8 @@ import gc
 import math
 from collections import defaultdict
 from itertools import islice
-from operator import attrgetter
 
-from . import explain, reasons
+from . import explain, kept, reasons
 from .backfill import Hold, Timeline
 from .placement import FreeIndex, Pools
 from .preemption import Plan, VictimIndex, grace_s
@@ -47,7 +43,6 @@ from .types import (
 )
 
 _INF = float("inf")
-_LEVEL = attrgetter("level")
 
 
 def decide(snapshot: Snapshot) -> Decisions:
@@ -110,7 +105,7 @@ class _Round:
 
     def run(self) -> Decisions:
         if self.snap.holds:
-            self._keep_holds()
+            kept.keep_holds(self)
         while not self._exhausted():
             job = self.queue.pop()
             if job is None:
@@ -174,67 +169,7 @@ class _Round:
             ok = self.fits[key] = bool(groups) and self.index.can_ever_fit(groups, job.gpus)
         return ok
 
-    # -- reservations kept from the previous round -----------------------------------------
-
-    def _keep_holds(self) -> None:
-        held = self.snap.holds
-        jobs = [j for j in self.snap.queued if j.job_id in held and j.tier in self.levels]
-        jobs.sort(key=lambda j: (-self.levels[j.tier], j.enqueued_at))
-        tiers, frac = self.snap.tiers, self.cfg.keep_after_slo_fraction
-        orgs: set[tuple[str, str]] = set()
-        for job in jobs:
-            if self.now - job.enqueued_at < frac * tiers[job.tier].start_slo_s:
-                continue
-            # one kept reservation per org and tier: the others are re-ranked in the walk
-            if (job.tier, job.org) in orgs or not self._may_reserve(job):
-                continue
-            if self._over_limits(job):
-                continue
-            orgs.add((job.tier, job.org))
-            groups = self.index.matching(job)
-            if not groups or len(held[job.job_id]) > 1:
-                continue  # a multi-node gang's island is re-planned: see docs/policy.md
-            found = self._kept_plan(job, groups, held[job.job_id])
-            if found is None:
-                continue
-            start, plan = found
-            # "free at now" from the timeline may be an attempt overrunning its predicted end
-            if all(len(self.index.free[n]) >= c for n, c in plan.items()):
-                allocs = tuple(Allocation(n, self.index.take(n, c)) for n, c in plan.items())
-                self._commit(job, allocs)
-                self.kept[job.job_id] = None
-            else:
-                self.kept[job.job_id] = self._hold(job, start, plan)
-
-    def _over_limits(self, job: QueuedJob) -> bool:
-        cap = self.snap.org_gpu_caps.get(job.org)
-        if cap is not None and self.shares.org[job.org] + job.gpus > cap:
-            return True
-        tier = self.snap.tiers[job.tier]
-        used = self.shares.tier[job.tier] + job.gpus
-        return tier.max_share < 1.0 and used > self.ceilings[job.tier] + 1e-9
-
-    def _kept_plan(
-        self, job: QueuedJob, groups: Pools, held: dict[str, int]
-    ) -> tuple[float, dict[str, int]] | None:
-        """The held nodes, unless they cannot hold the job any more or others free up sooner."""
-        allowed = {id(p) for g in groups for p in g}
-        index, timeline = self.index, self.timeline
-        usable = sum(held.values()) == job.gpus and all(
-            n in index.node and n not in timeline.reserved
-            and id(index.pool_of[n]) in allowed and c <= index.pool_of[n].size
-            for n, c in held.items()
-        )
-        start = max(timeline.time_k(n, c) for n, c in held.items()) if usable else _INF
-        span = job.gpus > max(p.size for g in groups for p in g)
-        if span:
-            fresh = timeline.earliest_island(groups, job.gpus)
-        else:
-            found = timeline.earliest(groups, job.gpus)
-            fresh = None if found is None else (found[0], {found[1]: job.gpus})
-        if fresh is not None and fresh[0] < start - self.cfg.hold_move_s:
-            return fresh
-        return (start, dict(held)) if start < _INF else None
+    # -- reservations kept from the previous round (kept.py) ------------------------------
 
     def _hold(self, job: QueuedJob, start: float, plan: dict[str, int]) -> Hold:
         for node in plan:  # a lower tier's reservation on these nodes gives way
@@ -269,31 +204,6 @@ class _Round:
         self.timeline.cancel(hold)
         self.no_free_min.clear()
 
-    def _take_over(
-        self, groups: Pools, k: int, level: int, key: tuple
-    ) -> tuple[Allocation, ...] | None:
-        """A lower tier's reservation whose node holds the job now with its idle GPUs.
-
-        Idle reserved GPUs only shrink until the next reservation is made, so a gang that
-        found none stays unplaceable this way until then (`no_take_over_min`).
-        """
-        key = (*key, level)
-        if k >= self.no_take_over_min.get(key, 1 << 30):
-            return None
-        allowed = {id(p) for g in groups for p in g}
-        index = self.index
-        # the lowest tier's reservation gives way first
-        for hold in sorted(self.timeline.holds, key=_LEVEL):
-            if hold.level >= level:
-                break
-            for node, idle in hold.free_now.items():
-                pool = index.pool_of[node]
-                if id(pool) in allowed and k <= len(index.free[node]) + len(idle):
-                    self._give_up(hold)
-                    return (Allocation(node, index.take(node, k)),)
-        self.no_take_over_min[key] = k
-        return None
-
     # -- starting now -----------------------------------------------------------------------
 
     def _place_now(self, job: QueuedJob, groups: Pools) -> tuple[Allocation, ...] | None:
@@ -320,7 +230,7 @@ class _Round:
                 self.guarded = False
                 return (lent,)
             if guard is None and job.gpus <= max(p.size for g in groups for p in g):
-                return self._take_over(groups, job.gpus, level, key)
+                return kept.take_over(self, groups, job.gpus, level, key)
         return None
 
     def _guard(self, job: QueuedJob, level: int) -> int | None:
@@ -423,22 +333,10 @@ class _Round:
         if span:
             return self.timeline.earliest_island(groups, job.gpus)
         found = self.timeline.earliest(groups, job.gpus)
-        lower = self._lower_held(groups, job.gpus, self.levels[job.tier])
+        lower = kept.lower_held(self, groups, job.gpus, self.levels[job.tier])
         if lower is not None and (found is None or lower[0] < found[0]):
             found = lower
         return None if found is None else (found[0], {found[1]: job.gpus})
-
-    def _lower_held(self, groups: Pools, k: int, level: int) -> tuple[float, str] | None:
-        """Earliest node reserved for a lower tier, counting its reserved GPUs as free."""
-        allowed = {id(p) for g in groups for p in g}
-        best = None
-        for node, hold in self.timeline.hold_of.items():
-            pool = self.index.pool_of[node]
-            if hold.level < level and id(pool) in allowed and k <= pool.size:
-                t = self.timeline.time_k_taking(node, k)
-                if t < _INF and (best is None or t < best[0]):
-                    best = (t, node)
-        return best
 
     def _may_preempt(self, job: QueuedJob, est: tuple[float, dict] | None) -> bool:
         if self.preempt_tries >= self.cfg.max_preemptors_per_round:
