@@ -99,7 +99,8 @@ class _Round:
         self.guarded = False  # the last job was refused GPUs a higher tier needs
         self.explained = 0
         self.kept: dict[int, Hold | None] = {}  # job -> kept reservation (None: started)
-        self.no_take_over_min: dict[tuple, int] = {}  # same, for lower tiers' reservations
+        # job class -> smallest gang that found no lower tier's reservation to take over
+        self.no_take_over_min: dict[tuple, int] = {}
 
     # -- the walk ---------------------------------------------------------------------------
 
