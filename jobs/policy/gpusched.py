@@ -28,7 +28,7 @@ from itertools import islice
 
 from . import explain, kept, reasons
 from .backfill import Hold, Timeline
-from .placement import FreeIndex, Pools
+from .placement import FreeIndex, Pools, largest_node
 from .preemption import Plan, VictimIndex, grace_s
 from .ranking import RankedQueue, Shares, tier_levels
 from .types import (
@@ -194,10 +194,8 @@ class _Round:
         if self.after_block is None:
             self.after_block = 0
         self.waiting_levels.setdefault(self.levels[job.tier], job.tier)
-        groups = self.index.matching(job)
-        span = job.gpus > max(p.size for g in groups for p in g)
-        nodes = list(hold.gpus)
-        reason = reasons.resources(job, self.now, span, nodes, hold.start_at, "")
+        # only single-node gangs keep a reservation (kept.py)
+        reason = reasons.resources(job, self.now, False, list(hold.gpus), hold.start_at, "")
         self._pending(job, reason, start=hold.start_at)
 
     def _give_up(self, hold: Hold) -> None:
@@ -230,7 +228,7 @@ class _Round:
             if lent is not None:
                 self.guarded = False
                 return (lent,)
-            if guard is None and job.gpus <= max(p.size for g in groups for p in g):
+            if guard is None and job.gpus <= largest_node(groups):
                 return kept.take_over(self, groups, job.gpus, level, key)
         return None
 
@@ -251,7 +249,7 @@ class _Round:
         self, groups: Pools, k: int, level: int, ends: float, need: int
     ) -> tuple[Allocation, ...] | None:
         """A node where the job ends before the node could hold a gang of `need` GPUs."""
-        if k > max(p.size for g in groups for p in g):
+        if k > largest_node(groups):
             return None  # a multi-node gang of a lower tier waits for the higher tier
         time_k = self.timeline.time_k
         nodes = islice(self.index.candidates(groups, k, level), self.cfg.guard_scan_nodes)
@@ -285,7 +283,7 @@ class _Round:
             self._unreserved(job, level)
             self._pending(job, self._yield_reason(job))
             return
-        span = job.gpus > max(p.size for g in groups for p in g)
+        span = job.gpus > largest_node(groups)
         est = self._earliest(job, groups, span)
         if self._may_preempt(job, est) and self._preempt(job, groups, est):
             return

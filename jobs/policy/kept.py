@@ -16,7 +16,7 @@ from __future__ import annotations
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
-from .placement import Pools
+from .placement import Pools, largest_node
 from .types import Allocation, QueuedJob
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def keep_holds(rnd: _Round) -> None:
         orgs.add((job.tier, job.org))
         groups = rnd.index.matching(job)
         plan = held[job.job_id]
-        if not groups or len(plan) > 1 or job.gpus > max(p.size for g in groups for p in g):
+        if not groups or len(plan) > 1 or job.gpus > largest_node(groups):
             continue
         found = _kept_plan(rnd, job, groups, plan)
         if found is None:

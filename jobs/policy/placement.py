@@ -286,6 +286,11 @@ class FreeIndex:
         return False
 
 
+def largest_node(groups: Pools) -> int:
+    """GPUs of the largest node the allowed pools have: a bigger gang spans nodes."""
+    return max(p.size for g in groups for p in g)
+
+
 def _tightest(pools, k: int) -> str | None:
     """The node with the fewest free GPUs that still holds `k` (best fit), or None."""
     best, best_c = None, 1 << 30
