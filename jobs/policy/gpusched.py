@@ -24,9 +24,8 @@ from __future__ import annotations
 import gc
 import math
 from collections import defaultdict
-from itertools import islice
 
-from . import explain, kept, reasons
+from . import explain, kept, reasons, yielding
 from .backfill import Hold, Timeline
 from .placement import FreeIndex, Pools, largest_node
 from .preemption import Plan, VictimIndex, grace_s
@@ -209,7 +208,7 @@ class _Round:
         key = (job.gpu_types, job.min_gpu_memory_mb, job.region)
         level = self.levels[job.tier]
         ends = self.now + (job.expected_duration_s or job.time_limit_s)
-        guard = self._guard(job, level)
+        guard = yielding.guard(self, job, level)
         self.guarded = False
         # free GPUs only shrink during a round (but see _give_up): a gang that found nothing
         # stays unplaceable
@@ -217,7 +216,7 @@ class _Round:
             if guard is None:
                 alloc = self.index.allocate(groups, job.gpus, level)
             else:
-                alloc = self._guarded_allocate(groups, job.gpus, level, ends, guard)
+                alloc = yielding.guarded_allocate(self, groups, job.gpus, level, ends, guard)
                 self.guarded = alloc is None
             if alloc is not None:
                 return alloc
@@ -230,35 +229,6 @@ class _Round:
                 return (lent,)
             if guard is None and job.gpus <= largest_node(groups):
                 return kept.take_over(self, groups, job.gpus, level, key)
-        return None
-
-    def _guard(self, job: QueuedJob, level: int) -> int | None:
-        """Smallest gang of a blocked, unreserved higher tier, if the job must yield to it.
-
-        A job within its tier's floor never yields; otherwise it may only take GPUs that no
-        such gang could use before the job ends (see `_guarded_allocate`).
-        """
-        if not self.blocked_k:
-            return None
-        if self.shares.tier[job.tier] + job.gpus <= self.floors[job.tier]:
-            return None
-        found = [k for lv, k in self.blocked_k.items() if lv > level]
-        return min(found) if found else None
-
-    def _guarded_allocate(
-        self, groups: Pools, k: int, level: int, ends: float, need: int
-    ) -> tuple[Allocation, ...] | None:
-        """A node where the job ends before the node could hold a gang of `need` GPUs."""
-        if k > largest_node(groups):
-            return None  # a multi-node gang of a lower tier waits for the higher tier
-        time_k = self.timeline.time_k
-        nodes = islice(self.index.candidates(groups, k, level), self.cfg.guard_scan_nodes)
-        for node in nodes:
-            size = self.index.pool_of[node].size
-            want = min(need, size)
-            ready = time_k(node, want)
-            if ends <= ready or (want + k <= size and time_k(node, want + k) <= ready):
-                return (Allocation(node, self.index.take(node, k)),)
         return None
 
     def _commit(self, job: QueuedJob, alloc: tuple[Allocation, ...], preempted=False) -> None:
@@ -280,8 +250,8 @@ class _Round:
         self.waiting_levels.setdefault(level, job.tier)
         if self.guarded:
             self.guarded = False
-            self._unreserved(job, level)
-            self._pending(job, self._yield_reason(job))
+            yielding.remember_blocked(self, job, level)
+            self._pending(job, yielding.reason(self, job))
             return
         span = job.gpus > largest_node(groups)
         est = self._earliest(job, groups, span)
@@ -296,22 +266,8 @@ class _Round:
         else:
             start = est[0] if est is not None else None
             reason = reasons.resources(job, self.now, span, None, start, what_if)
-            self._unreserved(job, level)
+            yielding.remember_blocked(self, job, level)
         self._pending(job, reason, start=est[0] if est is not None else None)
-
-    def _unreserved(self, job: QueuedJob, level: int) -> None:
-        """Remember a blocked job without a reservation: lower tiers yield to its gang."""
-        k = self.blocked_k.get(level)
-        if k is None or job.gpus < k:
-            self.blocked_k[level] = job.gpus
-            self.blocked_tier[level] = job.tier
-
-    def _yield_reason(self, job: QueuedJob) -> PendingReason:
-        level = self.levels[job.tier]
-        above = max((lv for lv in self.blocked_k if lv > level), default=None)
-        waiting = self.blocked_tier[above] if above is not None else "a higher tier"
-        used = self.shares.tier[job.tier]
-        return reasons.tier_share(job.tier, used, self.floors[job.tier], waiting)
 
     def _may_reserve(self, job: QueuedJob) -> bool:
         """Every blocked job reserves, in rank order, while the reservation budget lasts."""
