@@ -97,6 +97,7 @@ class _Tier:
     excluded: bool = False
     late_after: float | None = None  # jobs enqueued before this are late
     late: list[tuple[float, float, int, int, Group]] = field(default_factory=list)
+    starving_served: bool = False  # its oldest job, starving, went first this round
 
 
 def tier_levels(tiers: dict[str, TierSpec]) -> dict[str, int]:
@@ -221,7 +222,7 @@ class RankedQueue:
         tier = self._best_tier()
         if tier is None:
             return None
-        group = self._late_group(tier)
+        group = self._starving_group(tier) or self._late_group(tier)
         if group is not None:
             org = tier.orgs[group.org]
         else:
@@ -237,6 +238,21 @@ class RankedQueue:
             self._push_oldest(tier, group)
             self._push_late(tier, group)
         return job
+
+    def _starving_group(self, tier: _Tier) -> Group | None:
+        """The group of the tier's oldest job once it waited `starve_after_s`, if any.
+
+        Fair share alone lets a heavy org's jobs wait as long as lighter orgs keep its tier
+        busy; past this wait a job goes first in its tier, whatever its org's share.
+        """
+        limit = self.cfg.starve_after_s
+        if limit is None or tier.starving_served:
+            return None
+        wait_h = self._oldest_wait_h(tier)  # also drops stale heap entries
+        if wait_h is None or wait_h * 3600.0 < limit:
+            return None
+        tier.starving_served = True
+        return tier.oldest[0][3]
 
     def _late_group(self, tier: _Tier) -> Group | None:
         """The group of the lowest-share org that has a late head job (oldest first), if any.

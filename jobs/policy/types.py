@@ -105,6 +105,8 @@ class PolicyConfig:
     # a job that waited this fraction of its tier's start SLO goes oldest first in its tier
     # (None: fair share only)
     late_fraction: float | None = None
+    # a job that waited this long goes first in its tier, whatever its org's share
+    starve_after_s: float | None = None
     # a preemption plan may cost (victim cost, see preemption.py) at most this times the
     # GPU-time the preemptor would otherwise wait (gpus x time to its natural start)
     preempt_loss_ratio: float = 1.0

@@ -148,7 +148,8 @@ def load_org_caps() -> tuple[dict[str, float], dict[str, int]]:
 
 def policy_config() -> P.PolicyConfig:
     return P.PolicyConfig(usage_half_life_s=settings.GPUSCHED_USAGE_HALF_LIFE_S,
-                          min_runtime_before_preempt_s=settings.GPUSCHED_PREEMPT_MIN_RUNTIME_S)
+                          min_runtime_before_preempt_s=settings.GPUSCHED_PREEMPT_MIN_RUNTIME_S,
+                          starve_after_s=settings.GPUSCHED_STARVE_AFTER_S or None)
 
 
 def load_snapshot(now: datetime) -> P.Snapshot:

@@ -7,6 +7,8 @@ import json
 import sys
 import time
 
+from jobs.policy.types import PolicyConfig
+
 from . import trace_philly, workload_video
 from .engine import Simulator
 from .metrics import summarize
@@ -40,6 +42,8 @@ def parser() -> argparse.ArgumentParser:
                    help="seconds between periodic rounds while jobs wait (video 10, trace 60)")
     p.add_argument("--round-interval", type=float, default=1.0,
                    help="minimum seconds between event-driven rounds")
+    p.add_argument("--starve-after", type=float, default=None,
+                   help="seconds after which a tier's oldest job goes first in its tier")
     p.add_argument("--max-time", type=float, default=None, help="stop at this virtual time")
     p.add_argument("--json", default=None, help="write the figures here")
     p.add_argument("--quiet", action="store_true")
@@ -72,6 +76,7 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
         jobs = workload(args, gpus)  # fresh job objects: the engine mutates them
         t0 = time.perf_counter()
         sim = Simulator(fleet, jobs, policy, default_tiers(),
+                        config=PolicyConfig(starve_after_s=args.starve_after),
                         checkpoint_interval=args.checkpoint_interval,
                         restore_cost=args.restore_cost, node_failure_rate=args.node_failures,
                         repair_s=args.repair_time, seed=args.seed, period=period,

@@ -91,3 +91,16 @@ def test_tier_ceiling_stops_bursting() -> None:
                     tier_specs=t))
     assert len(d.placements) == 2
     assert {r.code for r in d.pending.values()} == {"tier_ceiling"}
+
+
+def test_a_starving_job_goes_first_in_its_tier_one_a_round() -> None:
+    nodes = [node("n0", 2)]
+    queued = [job(1, org="heavy", wait=7200), job(2, org="heavy2", wait=5000),
+              job(3, org="light", wait=10)]
+    usage = {"heavy": 1e7, "heavy2": 1e7}
+    d = decide(snap(nodes, queued=queued, usage=usage))
+    assert list(placed(d))[0] == 3  # fair share alone: the light org first
+    d = decide(snap(nodes, queued=queued, usage=usage,
+                    config=PolicyConfig(starve_after_s=3600)))
+    # the oldest starving job goes first; the next one waits for fair share like any other
+    assert sorted(placed(d)) == [1, 3]
