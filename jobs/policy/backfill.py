@@ -52,7 +52,7 @@ class Timeline:
         self._heaps: dict[tuple[int, int], list[tuple[float, int, str]]] = {}
         self._profiles: dict[str, tuple[int, list[float]]] = {}
         for run in running:
-            end = max(run.expected_end, now)
+            end = max(run.predicted_end(now), now)
             for a in run.allocations:
                 if a.node in index.node:
                     self.releases[a.node].append((end, a.gpus))

@@ -49,7 +49,7 @@ def victim_cost(run: RunningView, gpus: int, now: float, cfg: PolicyConfig) -> f
     lost = gpus * (max(0.0, now - since) + cfg.restart_cost_s)
     # a job close to its end would give its GPUs back soon: sparing it costs little waiting,
     # killing it loses what it did; weigh the part of the window it is inside, by its work
-    left = run.expected_end - now
+    left = run.predicted_end(now) - now
     near = lost * max(0.0, cfg.near_finish_s - left) / cfg.near_finish_s if cfg.near_finish_s else 0
     return (lost + near) * (1 + run.preemptions)
 
@@ -73,7 +73,7 @@ def eligible(run: RunningView, tier: TierSpec | None, now: float, cfg: PolicyCon
         and now - run.started_at >= cfg.min_runtime_before_preempt_s
         and run.preemptions < tier.max_preemptions
         # ends within the hysteresis window (or is already being stopped): not worth a kill
-        and run.expected_end - now > cfg.hysteresis_s
+        and run.predicted_end(now) - now > cfg.hysteresis_s
     )
 
 

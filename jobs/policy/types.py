@@ -60,6 +60,16 @@ class RunningView:
     def gpus(self) -> int:
         return sum(len(a.gpus) for a in self.allocations)
 
+    def predicted_end(self, now: float) -> float:
+        """`expected_end`, or for an attempt already past it, as long again as it overran.
+
+        An overrun shows the estimate was short; taking the attempt as "ending now" would
+        keep a gang waiting (no preemption, since GPUs free "now") round after round.
+        """
+        if self.expected_end > now:
+            return self.expected_end
+        return min(self.time_limit_end, 2 * now - self.expected_end)
+
 
 @dataclass(frozen=True, slots=True)
 class QueuedJob:

@@ -42,8 +42,8 @@ def _attempt_views(sim: Simulator, t: float) -> list[RunningView]:
         if att.stop_at is not None:
             exp = tle = att.stop_at
         elif job.expected_duration is not None:
-            exp = min(tle, max(t, att.start + att.restore
-                               + max(0.0, job.expected_duration - job.saved)))
+            # as the service does: past its estimate, expected_end lies in the past
+            exp = min(tle, att.start + att.restore + max(0.0, job.expected_duration - job.saved))
         else:
             exp = tle
         last = att.start + att.restore if job.saved > 0 else None

@@ -144,3 +144,21 @@ def test_per_org_budget_limits_victims_per_round() -> None:
     d = decide(snap(nodes, runs, queued, config=PolicyConfig(preemption_budget_per_org=2)))
     assert len(d.preemptions) == 2
     assert all(r.code == "resources" for r in d.pending.values())
+
+
+def test_an_attempt_past_its_estimate_is_not_taken_as_ending_now() -> None:
+    nodes = [full_node("n0"), full_node("n1")]
+    runs = [running(1, {"n0": tuple(range(8))}, tier="paid", ran=1000, ends_in=-100),
+            running(2, {"n1": tuple(range(8))}, tier="paid", ran=30)]
+    d = decide(snap(nodes, runs, [job(7, tier="enterprise", gpus=8, wait=5)]))
+    # n0 overran its estimate by 100 s: expected to run about as long again, so waiting for
+    # it would miss the 30 s start SLO; n1's fresh attempt is the cheap victim
+    assert [p.attempt_id for p in d.preemptions] == [2]
+    assert placed(d)[7][0].node == "n1"
+
+
+def test_the_overrun_estimate_never_passes_the_time_limit() -> None:
+    run = running(1, {"n0": tuple(range(8))}, ends_in=-500)  # limit ends at +100 s
+    assert run.predicted_end(1_000_000.0) == 1_000_000.0 + 100
+    run = running(2, {"n0": tuple(range(8))}, ends_in=-50)
+    assert run.predicted_end(1_000_000.0) == 1_000_000.0 + 50
