@@ -4,6 +4,7 @@ import pytest
 
 from jobs.models import Attempt, GpuBinding, Job
 from jobs.scheduler.tick import scheduler_tick_run
+from jobs.services.cancellation import job_cancel
 from tests.support.factories import make_job, make_node
 from workers.services.attempts import (
     AttemptResult,
@@ -80,6 +81,18 @@ def test_a_lost_job_waits_out_its_backoff_before_it_runs_again(scheduled, settin
     scheduler_tick_run()
     job = Job.objects.get(pk=scheduled.job_id)
     assert (job.state, job.retries) == ("RETRY_WAIT", 1) and job.retry_at is not None
+    assert not GpuBinding.objects.filter(released_at__isnull=True).exists()
+
+
+def test_a_cancel_is_not_lost_with_the_node(scheduled, settings):
+    settings.GPUSCHED_RETRY_BACKOFF_S = 0
+    attempt_start(attempt_id=scheduled.pk, token=scheduled.token)
+    job_cancel(job=Job.objects.get(pk=scheduled.job_id))  # the node is asked to stop it...
+    _expire(scheduled)  # ...but stops answering before it reports
+    scheduler_tick_run()
+    job = Job.objects.get(pk=scheduled.job_id)
+    assert (job.state, job.error_code) == ("CANCELLED", "cancelled")
+    assert Attempt.objects.filter(job=job).count() == 1  # not run again
     assert not GpuBinding.objects.filter(released_at__isnull=True).exists()
 
 

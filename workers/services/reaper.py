@@ -1,7 +1,9 @@
 """Attempts whose lease ran out are LOST; their GPUs are freed and the job waits to retry.
 
 A job lost more than GPUSCHED_MAX_RETRIES times is dead-lettered (DEAD), so one poison
-job cannot take node after node down; retries back off exponentially.
+job cannot take node after node down; retries back off exponentially. A job whose client
+asked to cancel it while it ran is CANCELLED instead: the cancel must not be lost with
+its node.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ def retry_delay(retries: int) -> timedelta:
 
 
 def _settle_lost(job: Job, attempt: Attempt, now: datetime) -> None:
+    if attempt.stop_requested == "cancel":
+        transition(job, JobState.CANCELLED, attempt=attempt, finished_at=now,
+                   reason="cancelled; its node stopped answering", error_code="cancelled")
+        return
     transition(job, JobState.LOST, attempt=attempt, reason="lease expired")
     if job.retries >= settings.GPUSCHED_MAX_RETRIES:
         transition(job, JobState.DEAD, attempt=attempt, finished_at=now,
