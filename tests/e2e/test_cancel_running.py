@@ -28,6 +28,9 @@ def test_a_running_job_is_stopped_and_cancelled(alice):
         wait_for(lambda: Job.objects.get(pk=job.pk).state == "CANCELLED", 30, "cancellation")
     finally:
         group.stop_all()
-    attempt = Attempt.objects.get(job=job)
+    # on a loaded machine the agent may start too late for the first lease: that attempt is
+    # LOST and retried, which is not what this test is about
+    *earlier, attempt = Attempt.objects.filter(job=job).order_by("pk")
+    assert all(a.outcome == Attempt.Outcome.LOST for a in earlier)
     assert attempt.outcome == Attempt.Outcome.CANCELLED and attempt.exit_code != 0
     assert not GpuBinding.objects.filter(released_at__isnull=True).exists()
