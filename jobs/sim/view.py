@@ -58,7 +58,11 @@ def _attempt_views(sim: Simulator, t: float) -> list[RunningView]:
 
 
 def _nominee_views(sim: Simulator, t: float) -> list[RunningView]:
-    """GPUs promised to a preemptor are shown as its attempt, starting when they free up."""
+    """GPUs promised to a preemptor are shown as its attempt, starting when they free up.
+
+    Not preemptible, as in the service, where the victims stopping for a preemptor are no
+    longer victims and the preemptor has no attempt to stop until its GPUs are free.
+    """
     views = []
     for job, allocs in sim.nominated.values():
         owners = [sim.attempts.get(sim.owner.get((a.node, g), -1))
@@ -70,6 +74,6 @@ def _nominee_views(sim: Simulator, t: float) -> list[RunningView]:
             tle, begin + restore + max(0.0, job.expected_duration - job.saved))
         views.append(RunningView(-job.job_id, job.job_id, job.org, job.tier, allocs,
                                  job.extra.get("nominated_at", t), exp, tle,
-                                 begin if job.saved > 0 else None, sim.ckpt > 0, True,
+                                 begin if job.saved > 0 else None, sim.ckpt > 0, False,
                                  job.preemptions, job.project))
     return views

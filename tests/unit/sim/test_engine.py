@@ -112,6 +112,7 @@ def test_gpus_nominated_for_a_preemptor_show_as_its_attempt():
     snap = seen[46.0]
     assert [(r.attempt_id, r.job_id, r.started_at) for r in snap.running] == [(-2, 2, 45.0)]
     assert snap.running[0].time_limit_end == 50 + 100  # starts when the victim stops
+    assert not snap.running[0].preemptible  # as in the service: nothing to stop yet
     assert summarize(res)["invalid_placements"] == 0
 
 

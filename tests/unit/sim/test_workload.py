@@ -3,7 +3,7 @@
 import json
 
 from jobs.sim import trace_philly, workload_video
-from jobs.sim.cli import main
+from jobs.sim.cli import main, parser, run
 
 
 def test_video_offered_load_is_calibrated():
@@ -64,3 +64,12 @@ def test_cli_compare_writes_json(tmp_path, capsys):
                     "gpu_share"} <= set(tier)
         assert fig["missing_pending_reasons"] == 0 and fig["invalid_placements"] == 0
         assert fig["unstarted"] == 0
+
+
+def test_victims_in_their_checkpoint_grace_leave_no_invalid_placement():
+    # a higher tier once picked a preemptor still waiting for its victims as a victim
+    args = parser().parse_args(["--trace", "video", "--nodes", "8", "--horizon", "1200",
+                                "--load", "2", "--policy", "gpusched",
+                                "--checkpoint-interval", "60", "--quiet"])
+    fig = run(args)["gpusched"]
+    assert fig["preemptions"] > 0 and fig["invalid_placements"] == 0
