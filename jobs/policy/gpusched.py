@@ -348,10 +348,11 @@ class _Round:
             gpus.extend(v.gpus_on(node))
         gpus = sorted(gpus[: job.gpus])
         taken = {node: set(gpus)}
+        slack = job.enqueued_at + self.snap.tiers[job.tier].start_slo_s - self.now
         for v in plan.victims:
             v.gone = True
             run = v.run
-            grace = grace_s(run, self.now, self.cfg)
+            grace = grace_s(run, self.now, self.cfg, slack)
             self.out.preemptions.append(Preemption(run.attempt_id, run.job_id, job.job_id, grace))
             self.shares.add(run.tier, run.org, run.project, -run.gpus)
             self.timeline.release_early(run, self.now + grace, taken)

@@ -54,15 +54,26 @@ def victim_cost(run: RunningView, gpus: int, now: float, cfg: PolicyConfig) -> f
     return (lost + near) * (1 + run.preemptions)
 
 
-def grace_s(run: RunningView, now: float, cfg: PolicyConfig) -> float:
-    """Time to the victim's next checkpoint, capped; nothing to save means no grace."""
+def grace_s(run: RunningView, now: float, cfg: PolicyConfig, slack: float) -> float:
+    """Time the victim gets to save its work before it is killed.
+
+    `slack` is how long the preemptor can still wait for its start SLO. A victim with a
+    known checkpoint cadence gets the time to its next checkpoint if that fits in the cap
+    and the slack; if not, it is stopped at once, since waiting without reaching a
+    checkpoint saves nothing and makes the preemptor miss its SLO. A checkpointable victim
+    of unknown cadence checkpoints when signalled: it gets the cap, within the slack, but at
+    least `signal_grace_s`, since a few seconds may save hours of a long job's work.
+    Nothing to save means no grace.
+    """
     if not run.checkpointable:
         return 0.0
+    limit = min(cfg.preempt_grace_max_s, max(0.0, slack))
     interval = run.checkpoint_interval_s
     if not interval:
-        return cfg.preempt_grace_max_s
+        return max(limit, min(cfg.signal_grace_s, cfg.preempt_grace_max_s))
     last = run.last_checkpoint_at if run.last_checkpoint_at is not None else run.started_at
-    return min(cfg.preempt_grace_max_s, max(0.0, last + interval - now))
+    to_next = max(0.0, last + interval - now)
+    return to_next if to_next <= limit else 0.0
 
 
 def eligible(run: RunningView, tier: TierSpec | None, now: float, cfg: PolicyConfig) -> bool:

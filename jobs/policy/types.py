@@ -98,6 +98,8 @@ class PolicyConfig:
     min_runtime_before_preempt_s: float = 0.0  # see docs/policy.md
     restart_cost_s: float = 30.0  # per GPU, charged as lost work for a victim
     preempt_grace_max_s: float = 120.0
+    # a victim that checkpoints when signalled gets at least this long (preemption.grace_s)
+    signal_grace_s: float = 10.0
     hysteresis_s: float = 60.0  # do not preempt if enough GPUs free up this soon
     preemption_budget_per_org: int = 16  # per decision round
     backfill_depth: int = 2_000  # queued jobs considered after the head is blocked

@@ -53,7 +53,7 @@ def _attempt_views(sim: Simulator, t: float) -> list[RunningView]:
                 last = att.start + att.restore + k * sim.ckpt
         views.append(RunningView(att.id, job.job_id, job.org, job.tier, allocs,
                                  att.start, exp, tle, last, sim.ckpt > 0, True,
-                                 job.preemptions, job.project))
+                                 job.preemptions, job.project, sim.ckpt or None))
     return views
 
 

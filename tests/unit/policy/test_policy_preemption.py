@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from policy_builders import job, node, placed, running, snap, tiers
+from policy_builders import NOW, job, node, placed, running, snap, tiers
 
 from jobs.policy import decide
 from jobs.policy.types import PolicyConfig
@@ -123,18 +123,25 @@ def test_a_gang_victim_goes_whole_and_freed_gpus_go_to_the_preemptor() -> None:
     assert 8 not in placed(d)  # the victim's GPUs on n1 are not free yet
 
 
-def test_grace_is_time_to_next_checkpoint_capped() -> None:
-    def grace(**kw) -> float:
+def test_grace_reaches_the_next_checkpoint_within_the_cap_and_the_slo() -> None:
+    def grace(wait: float = 0.0, **kw) -> float:
+        # paid below its floor preempts free work; its start SLO is 300 s
         s = snap([full_node("n0")], [running(1, {"n0": tuple(range(8))}, **kw)],
-                 [job(7, tier="enterprise", gpus=8, wait=20)])
+                 [job(7, tier="paid", gpus=8, wait=wait)], tier_specs=tiers(paid=0.5))
         return decide(s).preemptions[0].grace_s
 
+    every_300 = {"checkpointable": True, "checkpoint_interval_s": 300}
     assert grace(checkpointable=False) == 0.0
-    assert grace(checkpointable=True, checkpoint_interval_s=300,
-                 last_checkpoint_at=1_000_000.0 - 250) == 50.0
-    assert grace(checkpointable=True, checkpoint_interval_s=3600,
-                 last_checkpoint_at=1_000_000.0 - 10) == 120.0
+    assert grace(**every_300, last_checkpoint_at=NOW - 250) == 50.0
+    # the next checkpoint lies past the 120 s cap, or past the preemptor's start SLO:
+    # stopped at once, as waiting would save nothing
+    assert grace(**every_300, last_checkpoint_at=NOW - 10) == 0.0
+    assert grace(wait=280, **every_300, last_checkpoint_at=NOW - 250) == 0.0
+    # unknown cadence (it checkpoints when signalled): the cap, within the SLO's slack, but
+    # never less than the few seconds a signalled checkpoint takes
     assert grace(checkpointable=True) == 120.0
+    assert grace(wait=280, checkpointable=True) == 20.0
+    assert grace(wait=400, checkpointable=True) == 10.0
 
 
 def test_per_org_budget_limits_victims_per_round() -> None:
