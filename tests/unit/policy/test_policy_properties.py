@@ -36,7 +36,7 @@ def snapshots(draw) -> Snapshot:
                                 ends_in=draw(st.sampled_from([-60.0, 30.0, 500.0, 7200.0])),
                                 preemptible=draw(st.booleans()),
                                 preemptions=draw(st.integers(0, 4)),
-                                checkpointable=draw(st.booleans())))
+                                **draw(checkpoints())))
             aid += 1
     queued = [
         job(j, tier=draw(st.sampled_from(TIER_NAMES + ["gold"])), org=draw(st.sampled_from("abc")),
@@ -58,6 +58,14 @@ def snapshots(draw) -> Snapshot:
     return snap(nodes, runs, queued, tiers(**floors), cfg, org_gpu_caps=caps,
                 usage={"a": draw(st.floats(0, 1e6)), "b": 0.0},
                 holds=draw(kept_reservations(queued, n_nodes)))
+
+
+@st.composite
+def checkpoints(draw) -> dict:
+    """Whether an attempt checkpoints, its cadence if known, and its last checkpoint."""
+    return {"checkpointable": draw(st.booleans()),
+            "checkpoint_interval_s": draw(st.sampled_from([None, 30.0, 300.0])),
+            "last_checkpoint_at": NOW - draw(st.sampled_from([1.0, 25.0, 280.0]))}
 
 
 @st.composite
@@ -99,7 +107,7 @@ def contention(draw) -> Snapshot:
                                 org=draw(st.sampled_from("xy")),
                                 ran=draw(st.sampled_from([5.0, 100.0, 3000.0])),
                                 preemptible=draw(st.booleans()),
-                                preemptions=draw(st.integers(0, 4))))
+                                preemptions=draw(st.integers(0, 4)), **draw(checkpoints())))
             aid += 1
     queued = [job(j, tier=draw(st.sampled_from(TIER_NAMES)), org=draw(st.sampled_from("ab")),
                   gpus=draw(st.sampled_from([1, 2, 4, 8])), wait=draw(st.sampled_from(
@@ -166,6 +174,10 @@ def test_preemption_only_hits_lower_preemptible_attempts_under_their_cap(s: Snap
         assert victim.preemptions < vt.max_preemptions
         assert NOW - victim.started_at >= s.config.min_runtime_before_preempt_s
         assert 0 <= p.grace_s <= s.config.preempt_grace_max_s
+        # the victims' grace never makes the preemptor miss its start SLO, beyond the few
+        # seconds a signalled checkpoint takes
+        slack = preemptor.enqueued_at + pt.start_slo_s - NOW
+        assert p.grace_s <= max(slack, s.config.signal_grace_s)
         assert p.for_job_id in preemptors
         per_org[preemptor.org] += 1
     assert all(n <= s.config.preemption_budget_per_org for n in per_org.values())
