@@ -134,9 +134,7 @@ def main() -> None:
     for q in (int(x) for x in args.queued.split(",")):
         snap = snapshot(q)
         # steady state: the tick carries the previous round's reservations into this one
-        first = decide(snap)
-        snap.holds = {r.job_id: {a.node: len(a.gpus) for a in r.allocations}
-                      for r in first.reservations}
+        snap.holds = decide(snap).next_holds()
         runs = max(3, args.runs if q <= 50_000 else args.runs // 2)
         ours, d = _time(decide, snap, runs)
         base, _ = _time(fifo_decide, snap, runs)

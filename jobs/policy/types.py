@@ -184,3 +184,8 @@ class Decisions:
     reservations: list[Reservation] = field(default_factory=list)
     pending: dict[int, PendingReason] = field(default_factory=dict)
     capacity_advice: dict[str, int] = field(default_factory=dict)  # gpu type -> GPUs short
+
+    def next_holds(self) -> dict[int, dict[str, int]]:
+        """This round's reservations in the form the next round's `Snapshot.holds` takes."""
+        return {r.job_id: {a.node: len(a.gpus) for a in r.allocations}
+                for r in self.reservations}

@@ -25,6 +25,5 @@ def kept_holds(queued: list[P.QueuedJob]) -> dict[int, dict[str, int]]:
     return {int(job): dict(plan) for job, plan in raw.items() if int(job) in waiting}
 
 
-def remember_holds(reservations: list[P.Reservation]) -> None:
-    plans = {r.job_id: {a.node: len(a.gpus) for a in r.allocations} for r in reservations}
-    cache.set(HOLDS_KEY, plans, timeout=HOLDS_TTL_S)
+def remember_holds(decisions: P.Decisions) -> None:
+    cache.set(HOLDS_KEY, decisions.next_holds(), timeout=HOLDS_TTL_S)

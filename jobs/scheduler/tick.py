@@ -60,7 +60,7 @@ def scheduler_tick_run() -> TickReport:
         decisions = policy_function()(snapshot)
         decision_ms = (time.perf_counter() - started) * 1000
         applied = apply_decisions(decisions, now)
-        remember_holds(decisions.reservations)
+        remember_holds(decisions)
         publish_capacity_advice(decisions.capacity_advice, now.timestamp())
     if applied.placed or applied.preempted:
         log.info("tick: %d queued, placed %d, preempted %d, refused %d in %.1f ms",

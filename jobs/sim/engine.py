@@ -247,8 +247,7 @@ class Simulator:
         t0 = time.perf_counter()
         dec = self.policy(snap)
         self.decision_ms.append((time.perf_counter() - t0) * 1000.0)
-        self.holds = {r.job_id: {a.node: len(a.gpus) for a in r.allocations}
-                      for r in dec.reservations}
+        self.holds = dec.next_holds()
         for p in dec.preemptions:
             att = self.attempts.get(p.attempt_id)
             if att is None or att.stop_at is not None:
