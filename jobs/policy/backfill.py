@@ -18,7 +18,7 @@ import heapq
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from .placement import FreeIndex, Pool, Pools
+from .placement import FreeIndex, Pool, Pools, pool_ids
 from .types import Allocation, RunningView
 
 
@@ -224,7 +224,7 @@ class Timeline:
         """
         if not self.idle_reserved or ends_at > self._latest_idle_start():
             return None
-        allowed = {id(p) for g in groups for p in g}
+        allowed = pool_ids(groups)
         for hold in self.holds:
             if ends_at > hold.start_at:
                 continue

@@ -144,17 +144,24 @@ class _Round:
         else:
             self._blocked(job, groups)
 
+    def over_org_cap(self, job: QueuedJob) -> bool:
+        cap = self.snap.org_gpu_caps.get(job.org)
+        return cap is not None and self.shares.org[job.org] + job.gpus > cap
+
+    def over_tier_ceiling(self, job: QueuedJob) -> bool:
+        used = self.shares.tier[job.tier] + job.gpus
+        return self.snap.tiers[job.tier].max_share < 1.0 and used > self.ceilings[job.tier] + 1e-9
+
     def _capped(self, job: QueuedJob) -> bool:
         """Org cap and tier ceiling; a full org or tier leaves the walk for this round."""
-        cap = self.snap.org_gpu_caps.get(job.org)
-        used = self.shares.org[job.org]
-        if cap is not None and used + job.gpus > cap:
-            if used >= cap:
+        if self.over_org_cap(job):
+            cap = self.snap.org_gpu_caps[job.org]
+            if self.shares.org[job.org] >= cap:
                 self.queue.exclude_org(job.tier, job.org)
             self._pending(job, reasons.org_cap(job.org, cap), count_short=False)
             return True
-        ceiling, tier_used = self.ceilings[job.tier], self.shares.tier[job.tier]
-        if self.snap.tiers[job.tier].max_share < 1.0 and tier_used + job.gpus > ceiling + 1e-9:
+        if self.over_tier_ceiling(job):
+            ceiling, tier_used = self.ceilings[job.tier], self.shares.tier[job.tier]
             if tier_used >= ceiling - 1e-9:
                 self.queue.exclude_tier(job.tier)
             reason = reasons.tier_ceiling(job.tier, tier_used, ceiling)

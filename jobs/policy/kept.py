@@ -16,7 +16,7 @@ from __future__ import annotations
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
-from .placement import Pools, largest_node
+from .placement import Pools, largest_node, pool_ids
 from .types import Allocation, QueuedJob
 
 if TYPE_CHECKING:
@@ -36,7 +36,8 @@ def keep_holds(rnd: _Round) -> None:
         if rnd.now - job.enqueued_at < frac * tiers[job.tier].start_slo_s:
             continue
         # one kept reservation per org and tier: the others are re-ranked in the walk
-        if (job.tier, job.org) in orgs or not rnd._may_reserve(job) or _over_limits(rnd, job):
+        if ((job.tier, job.org) in orgs or not rnd._may_reserve(job)
+                or rnd.over_org_cap(job) or rnd.over_tier_ceiling(job)):
             continue
         orgs.add((job.tier, job.org))
         groups = rnd.index.matching(job)
@@ -55,20 +56,11 @@ def keep_holds(rnd: _Round) -> None:
             rnd.kept[job.job_id] = rnd._hold(job, start, {node: job.gpus})
 
 
-def _over_limits(rnd: _Round, job: QueuedJob) -> bool:
-    cap = rnd.snap.org_gpu_caps.get(job.org)
-    if cap is not None and rnd.shares.org[job.org] + job.gpus > cap:
-        return True
-    tier = rnd.snap.tiers[job.tier]
-    used = rnd.shares.tier[job.tier] + job.gpus
-    return tier.max_share < 1.0 and used > rnd.ceilings[job.tier] + 1e-9
-
-
 def _kept_plan(
     rnd: _Round, job: QueuedJob, groups: Pools, held: dict[str, int]
 ) -> tuple[float, str] | None:
     """The held node, unless it cannot hold the job any more or another frees up sooner."""
-    allowed = {id(p) for g in groups for p in g}
+    allowed = pool_ids(groups)
     index, timeline = rnd.index, rnd.timeline
     (node, count), = held.items()
     usable = (count == job.gpus and node in index.node and node not in timeline.reserved
@@ -91,7 +83,7 @@ def take_over(
     key = (*key, level)
     if k >= rnd.no_take_over_min.get(key, 1 << 30):
         return None
-    allowed = {id(p) for g in groups for p in g}
+    allowed = pool_ids(groups)
     index = rnd.index
     # the lowest tier's reservation gives way first
     for hold in sorted(rnd.timeline.holds, key=_LEVEL):
@@ -108,7 +100,7 @@ def take_over(
 
 def lower_held(rnd: _Round, groups: Pools, k: int, level: int) -> tuple[float, str] | None:
     """Earliest node reserved for a lower tier, counting its reserved GPUs as free."""
-    allowed = {id(p) for g in groups for p in g}
+    allowed = pool_ids(groups)
     best = None
     for node, hold in rnd.timeline.hold_of.items():
         pool = rnd.index.pool_of[node]

@@ -286,6 +286,11 @@ class FreeIndex:
         return False
 
 
+def pool_ids(groups: Pools) -> set[int]:
+    """Identities of the pools a job may use, for membership tests on a node's pool."""
+    return {id(p) for g in groups for p in g}
+
+
 def largest_node(groups: Pools) -> int:
     """GPUs of the largest node the allowed pools have: a bigger gang spans nodes."""
     return max(p.size for g in groups for p in g)
