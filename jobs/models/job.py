@@ -44,6 +44,11 @@ class Job(models.Model):
     pending_code = models.CharField(max_length=40, blank=True)
     pending_reason = models.TextField(blank=True)
     estimated_start = models.DateTimeField(null=True, blank=True)
+    # GPUs that preemption is freeing for this job, meaningful while it is QUEUED: the tick
+    # binds them to it once its victims let go, and places nothing else on them before
+    nominated_node = models.ForeignKey("workers.Node", null=True, blank=True,
+                                       on_delete=models.SET_NULL, related_name="+")
+    nominated_gpus = models.JSONField(default=list, blank=True)
 
     class Meta:
         indexes = [

@@ -28,7 +28,8 @@ class ApplyReport:
     reasons_written: int = 0
 
 
-def _place(placement: P.Placement, now: datetime) -> Attempt:
+def place(placement: P.Placement, now: datetime) -> Attempt:
+    """Bind the placement's GPUs to a new attempt and move its job to SCHEDULED."""
     if len(placement.allocations) != 1:
         raise ValueError("the service runs single-node gangs only")
     alloc = placement.allocations[0]
@@ -45,11 +46,20 @@ def _place(placement: P.Placement, now: datetime) -> Attempt:
     GpuBinding.objects.bulk_create([GpuBinding(gpu=g, attempt=attempt) for g in gpus])
     transition(job, JobState.SCHEDULED, attempt=attempt,
                reason=f"placed on {node.name} GPUs {sorted(alloc.gpus)}",
-               pending_code="", pending_reason="", estimated_start=None)
+               pending_code="", pending_reason="", estimated_start=None,
+               nominated_node=None, nominated_gpus=[])
     return attempt
 
 
-def _publish(attempt_id: int, token: int, node_name: str) -> None:
+def _nominate(placement: P.Placement) -> None:
+    """Promise the GPUs the placement's victims are freeing to its job (nominations.py)."""
+    (alloc,) = placement.allocations
+    node = Node.objects.filter(name=alloc.node).first()
+    Job.objects.filter(pk=placement.job_id, state=JobState.QUEUED).update(
+        nominated_node=node, nominated_gpus=sorted(alloc.gpus))
+
+
+def publish(attempt_id: int, token: int, node_name: str) -> None:
     from workers.queues import node_queue
     from workers.tasks import run_attempt
 
@@ -103,10 +113,11 @@ def apply_decisions(decisions: P.Decisions, now: datetime) -> ApplyReport:
     with transaction.atomic():
         for placement in decisions.placements:
             if placement.preempted:
-                continue  # its GPUs are still held by victims; a later tick binds them
+                _nominate(placement)  # its GPUs are still held by victims
+                continue
             try:
                 with transaction.atomic():  # a refused placement leaves the others intact
-                    attempt = _place(placement, now)
+                    attempt = place(placement, now)
             except (TransitionError, IntegrityError, ValueError, Job.DoesNotExist,
                     Node.DoesNotExist) as exc:
                 log.warning("placement of job %s refused: %s", placement.job_id, exc)
@@ -114,7 +125,7 @@ def apply_decisions(decisions: P.Decisions, now: datetime) -> ApplyReport:
                 continue
             report.placed += 1
             transaction.on_commit(
-                lambda a=attempt: _publish(a.pk, a.token, a.node.name))
+                lambda a=attempt: publish(a.pk, a.token, a.node.name))
         for pre in decisions.preemptions:
             with transaction.atomic():
                 report.preempted += _request_preemption(pre, now)

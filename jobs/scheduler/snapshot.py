@@ -31,8 +31,18 @@ def load_tiers() -> dict[str, P.TierSpec]:
     }
 
 
-def load_nodes(now: datetime) -> list[P.NodeView]:
+Promised = set[tuple[str, int]]  # (node name, GPU index) nominated to a queued preemptor
+
+
+def schedulable(node: Node, now: datetime) -> bool:
+    """Active and heard from recently: the policy may place work on it."""
     fresh_after = now - timedelta(seconds=settings.GPUSCHED_NODE_STALE_SECONDS)
+    alive = node.last_heartbeat is not None and node.last_heartbeat >= fresh_after
+    return alive and node.state == NodeState.ACTIVE
+
+
+def load_nodes(now: datetime, promised: Promised = frozenset()) -> list[P.NodeView]:
+    """Nodes and their free GPUs; GPUs promised to a preemptor are not free to anyone else."""
     live = GpuBinding.objects.filter(released_at__isnull=True)
     bound = set(live.values_list("gpu_id", flat=True))
     free: dict[int, list[int]] = defaultdict(list)
@@ -43,11 +53,11 @@ def load_nodes(now: datetime) -> list[P.NodeView]:
             free[node_id].append(index)
     nodes = []
     for n in Node.objects.exclude(state=NodeState.DOWN).order_by("name"):
-        alive = n.last_heartbeat is not None and n.last_heartbeat >= fresh_after
+        indices = tuple(sorted(g for g in free[n.id] if (n.name, g) not in promised))
         nodes.append(P.NodeView(
             name=n.name, gpu_type=n.gpu_type, gpu_memory_mb=n.gpu_memory_mb,
-            total_gpus=n.gpu_count, free_gpus=tuple(sorted(free[n.id])), region=n.region,
-            island=n.island, schedulable=alive and n.state == NodeState.ACTIVE,
+            total_gpus=n.gpu_count, free_gpus=indices, region=n.region,
+            island=n.island, schedulable=schedulable(n, now),
         ))
     return nodes
 
@@ -59,7 +69,8 @@ def _expected_end(start: float, limit_end: float, estimate, stop_deadline) -> fl
     return min(start + seconds, limit_end) if seconds else limit_end
 
 
-def load_running(now: datetime) -> list[P.RunningView]:
+def load_running(now: datetime, promised: Promised = frozenset()) -> list[P.RunningView]:
+    """Live attempts, less the GPUs they are freeing for a preemptor (see load_nominees)."""
     rows = Attempt.objects.filter(ended_at__isnull=True).values_list(
         "pk", "job_id", "job__organization__slug", "job__organization__tier__name",
         "job__project__name", "node__name", "gpu_indices", "started_at", "created_at",
@@ -71,9 +82,12 @@ def load_running(now: datetime) -> list[P.RunningView]:
          stop_deadline, checkpoint, checkpointable, preemptible, preemptions) in rows:
         start = (started or created).timestamp()
         limit_end = start + limit
+        kept = tuple(g for g in gpus if (node, g) not in promised)
+        if not kept:
+            continue
         out.append(P.RunningView(
             attempt_id=pk, job_id=job_id, org=org, tier=tier, project=project,
-            allocations=(P.Allocation(node, tuple(gpus)),), started_at=start,
+            allocations=(P.Allocation(node, kept),), started_at=start,
             expected_end=_expected_end(start, limit_end, estimate,
                                        stop_deadline if stop else None),
             time_limit_end=limit_end, last_checkpoint_at=ts(checkpoint),
@@ -84,12 +98,45 @@ def load_running(now: datetime) -> list[P.RunningView]:
     return out
 
 
-def load_queued() -> list[P.QueuedJob]:
-    """Waiting jobs, less those whose GPUs are being freed for them by preemption: the
-    policy must not preempt for them again while their victims stop."""
+def load_nominees(now: datetime) -> list[P.RunningView]:
+    """Queued preemptors, each shown as running on the GPUs promised to it.
+
+    As in the simulator: not preemptible, starting when its last victim's grace ends, so
+    the policy neither places other work on those GPUs nor counts them as freeing up then.
+    """
+    rows = list(Job.objects.filter(state=JobState.QUEUED, nominated_node__isnull=False)
+                .values_list("pk", "organization__slug", "organization__tier__name",
+                             "project__name", "nominated_node__name", "nominated_gpus",
+                             "time_limit_s", "params__expected_duration_s", "checkpointable",
+                             "preemptions"))
+    stops: dict[int, float] = defaultdict(lambda: now.timestamp())
+    for job_id, deadline in Attempt.objects.filter(
+        ended_at__isnull=True, preempted_for_id__in=[r[0] for r in rows],
+        stop_deadline__isnull=False,
+    ).values_list("preempted_for_id", "stop_deadline"):
+        stops[job_id] = max(stops[job_id], deadline.timestamp())
+    out = []
+    for (pk, org, tier, project, node, gpus, limit, estimate, checkpointable,
+         preemptions) in rows:
+        begin = stops[pk]
+        limit_end = begin + limit
+        out.append(P.RunningView(
+            attempt_id=-pk, job_id=pk, org=org, tier=tier, project=project,
+            allocations=(P.Allocation(node, tuple(sorted(gpus))),), started_at=begin,
+            expected_end=_expected_end(begin, limit_end, estimate, None),
+            time_limit_end=limit_end, checkpointable=checkpointable, preemptible=False,
+            preemptions=preemptions,
+        ))
+    return out
+
+
+def load_queued(nominees: frozenset[int] = frozenset()) -> list[P.QueuedJob]:
+    """Waiting jobs, less the preemptors whose victims are stopping for them: the policy
+    must not place or preempt for them again (nominations.py starts them)."""
     promised = Attempt.objects.filter(ended_at__isnull=True, preempted_for__isnull=False
                                       ).values_list("preempted_for_id", flat=True)
-    rows = (Job.objects.filter(state=JobState.QUEUED).exclude(pk__in=list(promised))
+    rows = (Job.objects.filter(state=JobState.QUEUED)
+            .exclude(pk__in=set(promised) | set(nominees))
             .order_by("enqueued_at")
             # plain tuples, not model instances: this runs every second over the whole queue
             .values_list("pk", "organization__slug", "organization__tier__name", "gpus",
@@ -159,8 +206,12 @@ def load_snapshot(now: datetime) -> P.Snapshot:
     config = policy_config()
     usage, project_usage = load_usage(now, config.usage_half_life_s)
     weights, caps = load_org_caps()
+    nominees = load_nominees(now)
+    promised = {(a.node, g) for run in nominees for a in run.allocations for g in a.gpus}
     return P.Snapshot(
-        now=now.timestamp(), nodes=load_nodes(now), running=load_running(now),
-        queued=load_queued(), tiers=load_tiers(), usage=usage, project_usage=project_usage,
-        org_weights=weights, org_gpu_caps=caps, config=config,
+        now=now.timestamp(), nodes=load_nodes(now, promised),
+        running=load_running(now, promised) + nominees,
+        queued=load_queued(frozenset(run.job_id for run in nominees)), tiers=load_tiers(),
+        usage=usage, project_usage=project_usage, org_weights=weights, org_gpu_caps=caps,
+        config=config,
     )

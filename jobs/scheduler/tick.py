@@ -14,6 +14,7 @@ from jobs import policy as P
 from jobs.scheduler.apply import ApplyReport, apply_decisions
 from jobs.scheduler.holds import kept_holds, remember_holds
 from jobs.scheduler.lock import tick_lock
+from jobs.scheduler.nominations import NomineeReport, start_nominees
 from jobs.scheduler.snapshot import load_snapshot
 
 log = logging.getLogger(__name__)
@@ -25,6 +26,7 @@ class TickReport:
     queued: int = 0
     decision_ms: float = 0.0
     applied: ApplyReport = field(default_factory=ApplyReport)
+    nominees: NomineeReport = field(default_factory=NomineeReport)
 
 
 CAPACITY_KEY = "gpusched:capacity-advice"
@@ -54,6 +56,7 @@ def scheduler_tick_run() -> TickReport:
         now = timezone.now()
         reap_expired_attempts(now=now)
         release_due_retries(now=now)
+        nominees = start_nominees(now)
         snapshot = load_snapshot(now)
         snapshot.holds = kept_holds(snapshot.queued)
         started = time.perf_counter()
@@ -62,9 +65,9 @@ def scheduler_tick_run() -> TickReport:
         applied = apply_decisions(decisions, now)
         remember_holds(decisions)
         publish_capacity_advice(decisions.capacity_advice, now.timestamp())
-    if applied.placed or applied.preempted:
-        log.info("tick: %d queued, placed %d, preempted %d, refused %d in %.1f ms",
-                 len(snapshot.queued), applied.placed, applied.preempted, applied.refused,
-                 decision_ms)
+    if applied.placed or applied.preempted or nominees.started:
+        log.info("tick: %d queued, placed %d (+%d nominees), preempted %d, refused %d "
+                 "in %.1f ms", len(snapshot.queued), applied.placed, nominees.started,
+                 applied.preempted, applied.refused, decision_ms)
     return TickReport(ran=True, queued=len(snapshot.queued), decision_ms=decision_ms,
-                      applied=applied)
+                      applied=applied, nominees=nominees)

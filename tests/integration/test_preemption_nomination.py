@@ -1,4 +1,5 @@
-"""GPUs being freed by preemption are promised to one job; nobody preempts for it twice."""
+"""GPUs being freed by preemption are promised to one job: nobody preempts for it twice and
+nothing else is placed on them."""
 
 from datetime import timedelta
 
@@ -9,7 +10,8 @@ from jobs.models import Attempt, Job, Tier
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.tenancy import organization_create
 from tests.support.factories import make_job, make_node
-from workers.services.attempts import attempt_start
+from workers.models import Node, NodeState
+from workers.services.attempts import AttemptResult, attempt_finish, attempt_start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -37,3 +39,54 @@ def test_one_victim_per_preemptor_across_ticks(bob, settings):
     assert victim.preempted_for_id == urgent.pk
     urgent.refresh_from_db()
     assert urgent.state == "QUEUED" and urgent.pending_code == "preempting"
+
+
+@pytest.fixture
+def nominated(bob, settings):
+    """carol's enterprise job preempted bob's free job on n1; the victim is in its grace."""
+    settings.GPUSCHED_PREEMPT_MIN_RUNTIME_S = 0
+    Tier.objects.filter(name="free").update(guaranteed_share=0)
+    make_node("n1", gpus=2)
+    victim_job = make_job(bob, gpus=2, checkpointable=True)
+    scheduler_tick_run()
+    victim = Attempt.objects.get(job=victim_job)
+    attempt_start(attempt_id=victim.pk, token=victim.token)
+    Attempt.objects.update(started_at=timezone.now() - timedelta(minutes=5))
+    urgent = make_job(organization_create(slug="carol", tier="enterprise"), gpus=2)
+    scheduler_tick_run()
+    victim.refresh_from_db()
+    assert victim.stop_requested == "preempt" and victim.preempted_for_id == urgent.pk
+    urgent.refresh_from_db()
+    assert (urgent.nominated_node.name, urgent.nominated_gpus) == ("n1", [0, 1])
+    return {"urgent": urgent, "victim": victim}
+
+
+def _victim_stops(victim: Attempt) -> None:
+    attempt_finish(attempt_id=victim.pk, token=victim.token,
+                   result=AttemptResult("PREEMPTED", 75))
+
+
+def test_freed_gpus_go_to_their_preemptor_not_to_a_job_ranked_ahead(nominated):
+    # an older job of an org as idle as carol's ranks ahead of hers in the enterprise tier
+    rival = make_job(organization_create(slug="dave", tier="enterprise"), gpus=2)
+    Job.objects.filter(pk=rival.pk).update(enqueued_at=timezone.now() - timedelta(minutes=1))
+    scheduler_tick_run()  # the victim still holds n1: nobody starts, nobody else preempts
+    assert Attempt.objects.filter(stop_requested="preempt").count() == 1
+    _victim_stops(nominated["victim"])
+    scheduler_tick_run()
+    urgent = Job.objects.get(pk=nominated["urgent"].pk)
+    assert urgent.state == "SCHEDULED"
+    attempt = Attempt.objects.get(job=urgent, ended_at__isnull=True)
+    assert (attempt.node.name, attempt.gpu_indices) == ("n1", [0, 1])
+    assert urgent.nominated_node is None
+    rival.refresh_from_db()
+    assert rival.state == "QUEUED"
+
+
+def test_a_nomination_on_a_node_that_went_down_is_dropped(nominated):
+    Node.objects.filter(name="n1").update(state=NodeState.DRAINING)
+    _victim_stops(nominated["victim"])
+    scheduler_tick_run()
+    urgent = Job.objects.get(pk=nominated["urgent"].pk)
+    assert urgent.state == "QUEUED" and urgent.nominated_node is None
+    assert urgent.pending_code == "no_fit"  # back in the queue: its only node takes no work
