@@ -82,11 +82,13 @@ class Fleet:
     free: dict[str, list[int]]
     _groups: dict[tuple, list[list[NodeView]]]
     _max_free: int | None = None
+    span_nodes: bool = True  # PolicyConfig.span_nodes
 
     @classmethod
     def of(cls, snapshot: Snapshot) -> Fleet:
         nodes = [n for n in snapshot.nodes if n.schedulable]
-        return cls(nodes, {n.name: sorted(n.free_gpus) for n in nodes}, {})
+        return cls(nodes, {n.name: sorted(n.free_gpus) for n in nodes}, {},
+                   span_nodes=snapshot.config.span_nodes)
 
     def max_free(self) -> int:
         if self._max_free is None:
@@ -104,7 +106,7 @@ class Fleet:
     def _find_groups(self, job: QueuedJob) -> list[list[NodeView]]:
         elig = [n for n in self.nodes if _eligible(job, n)]
         single = [[n] for n in elig if n.total_gpus >= job.gpus]
-        if single:
+        if single or not self.span_nodes:
             return single
         islands: dict[str, list[NodeView]] = defaultdict(list)
         for n in elig:

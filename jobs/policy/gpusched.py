@@ -173,7 +173,8 @@ class _Round:
         key = (job.gpu_types, job.min_gpu_memory_mb, job.region, job.gpus)
         ok = self.fits.get(key)
         if ok is None:
-            ok = self.fits[key] = bool(groups) and self.index.can_ever_fit(groups, job.gpus)
+            ok = self.fits[key] = bool(groups) and self.index.can_ever_fit(
+                groups, job.gpus, self.cfg.span_nodes)
         return ok
 
     # -- reservations kept from the previous round (kept.py) ------------------------------

@@ -271,12 +271,14 @@ class FreeIndex:
             return None
         return tuple(Allocation(n, self.take(n, c)) for n, c in plan)
 
-    def can_ever_fit(self, groups: Pools, k: int) -> bool:
-        """Whether some node, or some island of one pool, is big enough when all is free."""
+    def can_ever_fit(self, groups: Pools, k: int, span: bool = True) -> bool:
+        """Whether some node, or (`span`) some island of one pool, can hold k GPUs when idle."""
         for group in groups:
             for pool in group:
                 if k <= pool.size:
                     return True
+                if not span:
+                    continue
                 islands: dict[str, int] = {}
                 for name in pool.nodes:
                     isl = self.node[name].island

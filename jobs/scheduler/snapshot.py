@@ -199,7 +199,8 @@ def policy_config() -> P.PolicyConfig:
                           starve_after_s=settings.GPUSCHED_STARVE_AFTER_S or None,
                           # a victim checkpointing on SIGTERM gets what a binary at its time
                           # limit gets
-                          signal_grace_s=settings.GPUSCHED_KILL_GRACE_S)
+                          signal_grace_s=settings.GPUSCHED_KILL_GRACE_S,
+                          span_nodes=False)  # an attempt runs on one node (apply.place)
 
 
 def load_snapshot(now: datetime) -> P.Snapshot:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from policy_builders import NOW, job, node, nodes_of, placed, running, snap, tiers
 
-from jobs.policy import decide
+from jobs.policy import POLICIES, decide
 from jobs.policy.types import PolicyConfig
 
 
@@ -37,6 +37,17 @@ def test_gang_larger_than_a_node_stays_in_one_island() -> None:
     assert sorted(nodes_of(d, 1)) == ["b0", "b1"]
     d = decide(snap(nodes[:2], queued=[job(1, gpus=16)]))
     assert d.placements == [] and d.pending[1].code == "no_fit"
+
+
+def test_without_spanning_a_gang_larger_than_every_node_never_fits() -> None:
+    nodes = [node("b0", island="b"), node("b1", island="b")]
+    single_node = PolicyConfig(span_nodes=False)
+    for name, policy in POLICIES.items():
+        d = policy(snap(nodes, queued=[job(1, gpus=16), job(2, gpus=8, wait=-1)],
+                        config=single_node))
+        assert 1 not in placed(d), name
+        assert d.pending[1].code in ("no_fit", "unsatisfiable"), name
+        assert nodes_of(d, 2) in (["b0"], ["b1"]), name
 
 
 def test_gang_gets_all_or_nothing() -> None:
