@@ -39,9 +39,11 @@ def start_nominees(now: datetime) -> NomineeReport:
                                   ).select_related("nominated_node")
     for job in nominees:
         verdict = _verdict(job, now)
+        if verdict == "wait":
+            continue
         if verdict == "start" and _start(job, now):
             report.started += 1
-        elif verdict == "drop" or verdict == "start":
+        else:  # the promise cannot be kept, or binding its GPUs was refused
             _drop(job)
             report.dropped += 1
     return report

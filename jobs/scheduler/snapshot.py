@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Set as AbstractSet
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -31,7 +32,7 @@ def load_tiers() -> dict[str, P.TierSpec]:
     }
 
 
-Promised = set[tuple[str, int]]  # (node name, GPU index) nominated to a queued preemptor
+Promised = AbstractSet[tuple[str, int]]  # (node name, GPU index) nominated to a preemptor
 
 
 def schedulable(node: Node, now: datetime) -> bool:
@@ -130,13 +131,13 @@ def load_nominees(now: datetime) -> list[P.RunningView]:
     return out
 
 
-def load_queued(nominees: frozenset[int] = frozenset()) -> list[P.QueuedJob]:
+def load_queued(nominees: AbstractSet[int] = frozenset()) -> list[P.QueuedJob]:
     """Waiting jobs, less the preemptors whose victims are stopping for them: the policy
     must not place or preempt for them again (nominations.py starts them)."""
-    promised = Attempt.objects.filter(ended_at__isnull=True, preempted_for__isnull=False
-                                      ).values_list("preempted_for_id", flat=True)
+    stopping_for = Attempt.objects.filter(ended_at__isnull=True, preempted_for__isnull=False
+                                          ).values_list("preempted_for_id", flat=True)
     rows = (Job.objects.filter(state=JobState.QUEUED)
-            .exclude(pk__in=set(promised) | set(nominees))
+            .exclude(pk__in=set(stopping_for) | set(nominees))
             .order_by("enqueued_at")
             # plain tuples, not model instances: this runs every second over the whole queue
             .values_list("pk", "organization__slug", "organization__tier__name", "gpus",
@@ -212,7 +213,7 @@ def load_snapshot(now: datetime) -> P.Snapshot:
     return P.Snapshot(
         now=now.timestamp(), nodes=load_nodes(now, promised),
         running=load_running(now, promised) + nominees,
-        queued=load_queued(frozenset(run.job_id for run in nominees)), tiers=load_tiers(),
+        queued=load_queued({run.job_id for run in nominees}), tiers=load_tiers(),
         usage=usage, project_usage=project_usage, org_weights=weights, org_gpu_caps=caps,
         config=config,
     )
