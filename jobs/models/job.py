@@ -56,6 +56,10 @@ class Job(models.Model):
             models.Index(fields=["enqueued_at"], name="job_queued_idx",
                          condition=models.Q(state=JobState.QUEUED)),
             models.Index(fields=["organization", "-created_at"], name="job_org_recent_idx"),
+            # every tick looks up the few queued jobs holding a nomination
+            models.Index(fields=["nominated_node"], name="job_nominated_idx",
+                         condition=models.Q(state=JobState.QUEUED,
+                                            nominated_node__isnull=False)),
         ]
 
     def __str__(self) -> str:
