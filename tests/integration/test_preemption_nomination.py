@@ -90,3 +90,27 @@ def test_a_nomination_on_a_node_that_went_down_is_dropped(nominated):
     urgent = Job.objects.get(pk=nominated["urgent"].pk)
     assert urgent.state == "QUEUED" and urgent.nominated_node is None
     assert urgent.pending_code == "no_fit"  # back in the queue: its only node takes no work
+
+
+def test_free_gpus_in_a_nomination_are_not_lent_while_the_victims_stop(bob, alice, settings):
+    settings.GPUSCHED_PREEMPT_MIN_RUNTIME_S = 0
+    Tier.objects.filter(name="free").update(guaranteed_share=0)
+    make_node("n1", gpus=4)
+    victim_job = make_job(bob, gpus=2, checkpointable=True)  # n1 GPUs 0-1; 2-3 stay free
+    scheduler_tick_run()
+    victim = Attempt.objects.get(job=victim_job)
+    attempt_start(attempt_id=victim.pk, token=victim.token)
+    Attempt.objects.update(started_at=timezone.now() - timedelta(minutes=5))
+    urgent = make_job(organization_create(slug="carol", tier="enterprise"), gpus=4)
+    scheduler_tick_run()
+    urgent.refresh_from_db()
+    assert urgent.nominated_gpus == [0, 1, 2, 3]
+    small = make_job(alice, gpus=2)  # would fit on GPUs 2-3 while the victim checkpoints
+    scheduler_tick_run()
+    small.refresh_from_db()
+    assert small.state == "QUEUED"
+    _victim_stops(Attempt.objects.get(pk=victim.pk))
+    scheduler_tick_run()
+    urgent.refresh_from_db()
+    assert urgent.state == "SCHEDULED"
+    assert Attempt.objects.get(job=urgent, ended_at__isnull=True).gpu_indices == [0, 1, 2, 3]
