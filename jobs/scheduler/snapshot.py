@@ -93,8 +93,10 @@ def load_running(now: datetime, promised: Promised = frozenset()) -> list[P.Runn
                                        stop_deadline if stop else None),
             time_limit_end=limit_end, last_checkpoint_at=ts(checkpoint),
             checkpointable=checkpointable,
-            # an attempt already asked to stop is not a victim twice
-            preemptible=preemptible and not stop, preemptions=preemptions,
+            # an attempt already asked to stop is not a victim twice, and one that has not
+            # started cannot be asked (apply._request_preemption stops running jobs only)
+            preemptible=preemptible and not stop and started is not None,
+            preemptions=preemptions,
         ))
     return out
 

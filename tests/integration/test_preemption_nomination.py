@@ -114,3 +114,22 @@ def test_free_gpus_in_a_nomination_are_not_lent_while_the_victims_stop(bob, alic
     urgent.refresh_from_db()
     assert urgent.state == "SCHEDULED"
     assert Attempt.objects.get(job=urgent, ended_at__isnull=True).gpu_indices == [0, 1, 2, 3]
+
+
+def test_an_attempt_that_has_not_started_is_not_chosen_as_a_victim(bob, settings):
+    """Only a running job can be asked to stop: picking a scheduled one preempts nothing."""
+    settings.GPUSCHED_PREEMPT_MIN_RUNTIME_S = 0
+    Tier.objects.filter(name="free").update(guaranteed_share=0)
+    make_node("n1", gpus=2)
+    make_node("n2", gpus=2)
+    running_job = make_job(bob, gpus=2)
+    scheduler_tick_run()
+    attempt = Attempt.objects.get(job=running_job)
+    attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    Attempt.objects.update(started_at=timezone.now() - timedelta(minutes=5))
+    make_job(bob, gpus=2)  # scheduled on the other node, not started: it lost nothing yet
+    scheduler_tick_run()
+    urgent = make_job(organization_create(slug="carol", tier="enterprise"), gpus=2)
+    scheduler_tick_run()
+    victim = Attempt.objects.get(stop_requested="preempt")
+    assert victim.pk == attempt.pk and victim.preempted_for_id == urgent.pk
