@@ -34,6 +34,7 @@ class NomineeReport:
 
 
 def start_nominees(now: datetime) -> NomineeReport:
+    """Bind every nominee whose promised GPUs are all free; drop promises that cannot hold."""
     report = NomineeReport()
     nominees = Job.objects.filter(state=JobState.QUEUED, nominated_node__isnull=False
                                   ).select_related("nominated_node")
