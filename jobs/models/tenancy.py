@@ -25,6 +25,18 @@ class Tier(models.Model):
 
     class Meta:
         ordering = ["-priority"]
+        constraints = [
+            # the policy divides by weights and takes shares of the fleet: nonsense values
+            # would make it rank by accident, so the database refuses them
+            models.CheckConstraint(condition=models.Q(weight__gt=0), name="tier_weight_positive",
+                                   violation_error_message="A tier's weight must be above 0."),
+            models.CheckConstraint(
+                condition=models.Q(guaranteed_share__gte=0, max_share__gt=0, max_share__lte=1,
+                                   guaranteed_share__lte=models.F("max_share")),
+                name="tier_shares_in_range",
+                violation_error_message="Shares must satisfy 0 <= guaranteed share <= "
+                                        "burst ceiling <= 1, with a ceiling above 0."),
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -40,6 +52,13 @@ class Organization(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=models.Q(weight__gt=0), name="org_weight_positive",
+                                   violation_error_message="An organization's weight must be "
+                                                           "above 0."),
+        ]
+
     def __str__(self) -> str:
         return self.slug
 
@@ -52,7 +71,10 @@ class Project(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["organization", "name"], name="project_name_per_org")
+            models.UniqueConstraint(fields=["organization", "name"], name="project_name_per_org"),
+            models.CheckConstraint(condition=models.Q(weight__gt=0),
+                                   name="project_weight_positive",
+                                   violation_error_message="A project's weight must be above 0."),
         ]
 
     def __str__(self) -> str:
