@@ -16,18 +16,27 @@ from workers.services.attempts import AttemptResult, attempt_finish, attempt_sta
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_one_victim_per_preemptor_across_ticks(bob, settings):
+def _free_work_is_preemptible(settings) -> None:
     settings.GPUSCHED_PREEMPT_MIN_RUNTIME_S = 0
     Tier.objects.filter(name="free").update(guaranteed_share=0)
+
+
+def _started_minutes_ago(*attempts: Attempt) -> None:
+    for attempt in attempts:
+        attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    Attempt.objects.filter(pk__in=[a.pk for a in attempts]).update(
+        started_at=timezone.now() - timedelta(minutes=5))
+
+
+def test_one_victim_per_preemptor_across_ticks(bob, settings):
+    _free_work_is_preemptible(settings)
     make_node("n1", gpus=2)
     make_node("n2", gpus=2)
     free_jobs = [make_job(bob, gpus=2) for _ in range(2)]
     # checkpointable victims get a long grace, so their GPUs stay busy across ticks
     Job.objects.update(checkpointable=True)
     scheduler_tick_run()
-    for attempt in Attempt.objects.all():
-        attempt_start(attempt_id=attempt.pk, token=attempt.token)
-    Attempt.objects.update(started_at=timezone.now() - timedelta(minutes=5))
+    _started_minutes_ago(*Attempt.objects.all())
 
     urgent = make_job(organization_create(slug="carol", tier="enterprise"), gpus=2)
     for _ in range(3):
@@ -44,14 +53,12 @@ def test_one_victim_per_preemptor_across_ticks(bob, settings):
 @pytest.fixture
 def nominated(bob, settings):
     """carol's enterprise job preempted bob's free job on n1; the victim is in its grace."""
-    settings.GPUSCHED_PREEMPT_MIN_RUNTIME_S = 0
-    Tier.objects.filter(name="free").update(guaranteed_share=0)
+    _free_work_is_preemptible(settings)
     make_node("n1", gpus=2)
     victim_job = make_job(bob, gpus=2, checkpointable=True)
     scheduler_tick_run()
     victim = Attempt.objects.get(job=victim_job)
-    attempt_start(attempt_id=victim.pk, token=victim.token)
-    Attempt.objects.update(started_at=timezone.now() - timedelta(minutes=5))
+    _started_minutes_ago(victim)
     urgent = make_job(organization_create(slug="carol", tier="enterprise"), gpus=2)
     scheduler_tick_run()
     victim.refresh_from_db()
@@ -93,14 +100,12 @@ def test_a_nomination_on_a_node_that_went_down_is_dropped(nominated):
 
 
 def test_free_gpus_in_a_nomination_are_not_lent_while_the_victims_stop(bob, alice, settings):
-    settings.GPUSCHED_PREEMPT_MIN_RUNTIME_S = 0
-    Tier.objects.filter(name="free").update(guaranteed_share=0)
+    _free_work_is_preemptible(settings)
     make_node("n1", gpus=4)
     victim_job = make_job(bob, gpus=2, checkpointable=True)  # n1 GPUs 0-1; 2-3 stay free
     scheduler_tick_run()
     victim = Attempt.objects.get(job=victim_job)
-    attempt_start(attempt_id=victim.pk, token=victim.token)
-    Attempt.objects.update(started_at=timezone.now() - timedelta(minutes=5))
+    _started_minutes_ago(victim)
     urgent = make_job(organization_create(slug="carol", tier="enterprise"), gpus=4)
     scheduler_tick_run()
     urgent.refresh_from_db()
@@ -118,15 +123,13 @@ def test_free_gpus_in_a_nomination_are_not_lent_while_the_victims_stop(bob, alic
 
 def test_an_attempt_that_has_not_started_is_not_chosen_as_a_victim(bob, settings):
     """Only a running job can be asked to stop: picking a scheduled one preempts nothing."""
-    settings.GPUSCHED_PREEMPT_MIN_RUNTIME_S = 0
-    Tier.objects.filter(name="free").update(guaranteed_share=0)
+    _free_work_is_preemptible(settings)
     make_node("n1", gpus=2)
     make_node("n2", gpus=2)
     running_job = make_job(bob, gpus=2)
     scheduler_tick_run()
     attempt = Attempt.objects.get(job=running_job)
-    attempt_start(attempt_id=attempt.pk, token=attempt.token)
-    Attempt.objects.update(started_at=timezone.now() - timedelta(minutes=5))
+    _started_minutes_ago(attempt)
     make_job(bob, gpus=2)  # scheduled on the other node, not started: it lost nothing yet
     scheduler_tick_run()
     urgent = make_job(organization_create(slug="carol", tier="enterprise"), gpus=2)
