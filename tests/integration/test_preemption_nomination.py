@@ -28,6 +28,21 @@ def _started_minutes_ago(*attempts: Attempt) -> None:
         started_at=timezone.now() - timedelta(minutes=5))
 
 
+def _enterprise_preempts_free_work(bob, settings, node_gpus: int) -> tuple[Attempt, Job]:
+    """bob's 2-GPU checkpointing job runs on n1; carol's enterprise job wants all of n1."""
+    _free_work_is_preemptible(settings)
+    make_node("n1", gpus=node_gpus)
+    victim_job = make_job(bob, gpus=2, checkpointable=True)
+    scheduler_tick_run()
+    victim = Attempt.objects.get(job=victim_job)
+    _started_minutes_ago(victim)
+    urgent = make_job(organization_create(slug="carol", tier="enterprise"), gpus=node_gpus)
+    scheduler_tick_run()
+    victim.refresh_from_db()
+    urgent.refresh_from_db()
+    return victim, urgent
+
+
 def test_one_victim_per_preemptor_across_ticks(bob, settings):
     _free_work_is_preemptible(settings)
     make_node("n1", gpus=2)
@@ -53,17 +68,8 @@ def test_one_victim_per_preemptor_across_ticks(bob, settings):
 @pytest.fixture
 def nominated(bob, settings):
     """carol's enterprise job preempted bob's free job on n1; the victim is in its grace."""
-    _free_work_is_preemptible(settings)
-    make_node("n1", gpus=2)
-    victim_job = make_job(bob, gpus=2, checkpointable=True)
-    scheduler_tick_run()
-    victim = Attempt.objects.get(job=victim_job)
-    _started_minutes_ago(victim)
-    urgent = make_job(organization_create(slug="carol", tier="enterprise"), gpus=2)
-    scheduler_tick_run()
-    victim.refresh_from_db()
+    victim, urgent = _enterprise_preempts_free_work(bob, settings, node_gpus=2)
     assert victim.stop_requested == "preempt" and victim.preempted_for_id == urgent.pk
-    urgent.refresh_from_db()
     assert (urgent.nominated_node.name, urgent.nominated_gpus) == ("n1", [0, 1])
     return {"urgent": urgent, "victim": victim}
 
@@ -100,15 +106,8 @@ def test_a_nomination_on_a_node_that_went_down_is_dropped(nominated):
 
 
 def test_free_gpus_in_a_nomination_are_not_lent_while_the_victims_stop(bob, alice, settings):
-    _free_work_is_preemptible(settings)
-    make_node("n1", gpus=4)
-    victim_job = make_job(bob, gpus=2, checkpointable=True)  # n1 GPUs 0-1; 2-3 stay free
-    scheduler_tick_run()
-    victim = Attempt.objects.get(job=victim_job)
-    _started_minutes_ago(victim)
-    urgent = make_job(organization_create(slug="carol", tier="enterprise"), gpus=4)
-    scheduler_tick_run()
-    urgent.refresh_from_db()
+    # the victim holds n1's GPUs 0-1; 2-3 stay free until the preemptor takes them all
+    victim, urgent = _enterprise_preempts_free_work(bob, settings, node_gpus=4)
     assert urgent.nominated_gpus == [0, 1, 2, 3]
     small = make_job(alice, gpus=2)  # would fit on GPUs 2-3 while the victim checkpoints
     scheduler_tick_run()
