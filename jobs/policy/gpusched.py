@@ -335,7 +335,8 @@ class _Round:
         # preemptor's GPUs would wait for their natural start (loss grows with every kill)
         wait = (est[0] - self.now) if est is not None else _INF
         max_cost = self.cfg.preempt_loss_ratio * job.gpus * wait if self.out.preemptions else _INF
-        plan = self.victims.plan(groups, job.gpus, level, skip, room, budget, max_cost, extra)
+        search = self.victims.plan_island if job.gpus > largest_node(groups) else self.victims.plan
+        plan = search(groups, job.gpus, level, skip, room, budget, max_cost, extra)
         if plan is None:
             if max_cost == _INF:
                 self.no_victims_min[key] = job.gpus
@@ -344,18 +345,18 @@ class _Round:
         return True
 
     def _apply(self, job: QueuedJob, plan: Plan) -> None:
-        node = plan.node
-        hold = self.timeline.hold_of.get(node)
-        if hold is not None:
-            self._give_up(hold)
-        own = self.index.free[node][: job.gpus]
-        if own:
-            self.index.take_exact(node, own)
-        gpus = list(own)
-        for v in plan.victims:
-            gpus.extend(v.gpus_on(node))
-        gpus = sorted(gpus[: job.gpus])
-        taken = {node: set(gpus)}
+        taken: dict[str, set[int]] = {}
+        for node, k in plan.parts.items():
+            hold = self.timeline.hold_of.get(node)
+            if hold is not None:
+                self._give_up(hold)
+            own = self.index.free[node][:k]
+            if own:
+                self.index.take_exact(node, own)
+            gpus = list(own)  # its own free GPUs first: they already left the index
+            for v in plan.victims:
+                gpus.extend(v.gpus_on(node))
+            taken[node] = set(gpus[:k])
         slack = job.enqueued_at + self.snap.tiers[job.tier].start_slo_s - self.now
         for v in plan.victims:
             v.gone = True
@@ -366,7 +367,8 @@ class _Round:
             self.timeline.release_early(run, self.now + grace, taken)
             self.queue.charged_org(run.org)
         self.budget_used[job.org] += len(plan.victims)
-        self._commit(job, (Allocation(node, tuple(gpus)),), preempted=True)
+        alloc = tuple(Allocation(node, tuple(sorted(gpus))) for node, gpus in taken.items())
+        self._commit(job, alloc, preempted=True)
 
     # -- reasons for everyone else ----------------------------------------------------------
 

@@ -17,6 +17,8 @@ On each candidate node the cheapest victims are taken until the gang fits; the n
 lowest total wins (the first GPU type in the job's preference order that has any plan).
 Candidate nodes are tried cheapest-victim first and at most `preempt_scan_nodes` of them per
 GPU type, which bounds the cost of one search on a large fleet.
+A gang larger than a node clears whole nodes of one island, cheapest first, plus one node for
+the remainder, as it would be placed (placement.py); the cheapest island wins.
 A victim's whole gang goes, even the GPUs on other nodes: a gang is never split.
 """
 
@@ -90,7 +92,7 @@ def eligible(run: RunningView, tier: TierSpec | None, now: float, cfg: PolicyCon
 
 @dataclass(slots=True)
 class Plan:
-    node: str
+    parts: dict[str, int]  # node -> GPUs the preemptor takes there
     victims: list[Victim]
     cost: float
 
@@ -214,4 +216,118 @@ class VictimIndex:
             taken.append(v)
             cost += v.cost
             have += len(here)
-        return Plan(node, taken, cost) if have >= k and taken else None
+        return Plan({node: k}, taken, cost) if have >= k and taken else None
+
+    def plan_island(
+        self,
+        groups: Pools,
+        k: int,
+        level: int,
+        skip_nodes: set[str],
+        room: dict[str, float],
+        budget: int,
+        max_cost: float = float("inf"),
+        extra_free: dict[str, int] | None = None,
+    ) -> Plan | None:
+        """Cheapest plan for a gang larger than a node: nodes of one island, or None.
+
+        Arguments as for `plan`. Rare (a few big gangs) and bounded by the rounds' preemptor
+        limit, so this one scans the pool's nodes.
+        """
+        if level <= self.min_level or budget <= 0:
+            return None
+        for group in groups:
+            best: Plan | None = None
+            for pool in group:
+                if k <= pool.size:
+                    continue
+                lists = self._candidates(id(pool), level)[1]
+                islands: dict[str, list[str]] = defaultdict(list)
+                for node in pool.nodes:
+                    if node not in skip_nodes:
+                        islands[self.index.node[node].island].append(node)
+                for nodes in islands.values():
+                    plan = _IslandSearch(self, lists, pool.size, room, budget,
+                                         extra_free or {}).plan(nodes, k)
+                    if plan is not None and plan.cost <= max_cost and (
+                            best is None or plan.cost < best.cost):
+                        best = plan
+            if best is not None:
+                return best
+        return None
+
+
+class _IslandSearch:
+    """Greedy plan on one island: clear the cheapest whole nodes and the cheapest remainder.
+
+    Victims taken for one node free their GPUs on the others too, and the floors' room and
+    the org's budget are spent across the whole plan. The remainder node is chosen before
+    and after the whole nodes, and the cheaper plan wins: a partly free node is the natural
+    remainder, but a victim that spans nodes may free the remainder for nothing.
+    """
+
+    def __init__(self, victims: VictimIndex, lists: dict[str, list[Victim]], size: int,
+                 room: dict[str, float], budget: int, extra: dict[str, int]) -> None:
+        self.v, self.lists, self.size, self.extra = victims, lists, size, extra
+        self.room0, self.budget0 = room, budget
+
+    def plan(self, nodes: list[str], k: int) -> Plan | None:
+        need, rest = divmod(k, self.size)
+        if len(nodes) < need + (1 if rest else 0):
+            return None
+        plans = [self._search(nodes, need, rest, first) for first in ((True, False) if rest
+                                                                         else (False,))]
+        found = [p for p in plans if p is not None]
+        return min(found, key=lambda p: p.cost) if found else None
+
+    def _search(self, nodes: list[str], need: int, rest: int, rest_first: bool) -> Plan | None:
+        self.room, self.budget = dict(self.room0), self.budget0
+        self.taken: list[Victim] = []
+        self.cost = 0.0
+        parts: dict[str, int] = {}
+        if rest_first and not self._add_rest(nodes, rest, parts):
+            return None
+        alone = [(p.cost, n) for n in nodes
+                 if n not in parts and (p := self._node(n, self.size)) is not None]
+        whole = 0
+        for _, node in sorted(alone):
+            if whole == need:
+                break
+            plan = self._node(node, self.size)  # again: earlier victims may have freed it
+            if plan is not None:
+                self._take(plan)
+                parts[node] = self.size
+                whole += 1
+        if whole < need or (rest and not rest_first and not self._add_rest(nodes, rest, parts)):
+            return None
+        return Plan(parts, self.taken, self.cost) if self.taken else None
+
+    def _add_rest(self, nodes: list[str], rest: int, parts: dict[str, int]) -> bool:
+        options = [(p.cost, n, p) for n in nodes
+                   if n not in parts and (p := self._node(n, rest)) is not None]
+        if not options:
+            return False
+        _, node, plan = min(options, key=lambda o: (o[0], o[1]))
+        self._take(plan)
+        parts[node] = rest
+        return True
+
+    def _have(self, node: str) -> int:
+        freed = sum(len(v.gpus_on(node)) for v in self.taken)
+        return len(self.v.index.free[node]) + self.extra.get(node, 0) + freed
+
+    def _node(self, node: str, k: int) -> Plan | None:
+        """Plan for k GPUs on a node, given what is taken so far; no victims if it has them."""
+        have = self._have(node)
+        if have >= k:
+            return Plan({node: k}, [], 0.0)
+        chosen = set(map(id, self.taken))
+        victims = [v for v in self.lists.get(node, ()) if id(v) not in chosen]
+        return self.v._node_plan(node, victims, k, self.room, self.budget, have)
+
+    def _take(self, plan: Plan) -> None:
+        for v in plan.victims:
+            self.room[v.run.tier] = self.room.get(v.run.tier, 0.0) - v.gpus
+        self.budget -= len(plan.victims)
+        self.taken.extend(plan.victims)
+        self.cost += plan.cost

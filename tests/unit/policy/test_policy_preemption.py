@@ -169,3 +169,40 @@ def test_the_overrun_estimate_never_passes_the_time_limit() -> None:
     assert run.predicted_end(1_000_000.0) == 1_000_000.0 + 100
     run = running(2, {"n0": tuple(range(8))}, ends_in=-50)
     assert run.predicted_end(1_000_000.0) == 1_000_000.0 + 50
+
+
+def test_a_gang_larger_than_a_node_clears_the_cheapest_island() -> None:
+    nodes = [full_node("n0", island="i0"), full_node("n1", island="i0"),
+             full_node("n2", island="i1"), full_node("n3", island="i1")]
+    runs = [running(1, {"n0": tuple(range(8))}, ran=3000),
+            running(2, {"n1": tuple(range(8))}, ran=100),
+            running(3, {"n2": tuple(range(8))}, ran=200),
+            running(4, {"n3": tuple(range(8))}, ran=300)]
+    d = decide(snap(nodes, runs, [job(7, tier="enterprise", gpus=16, wait=20)]))
+    # i0 would lose 3100 s of work on 8 GPUs, i1 500 s: i1 goes, and nothing of i0
+    assert sorted(p.attempt_id for p in d.preemptions) == [3, 4]
+    assert d.placements[0].preempted
+    assert {a.node: a.gpus for a in placed(d)[7]} == {"n2": tuple(range(8)),
+                                                      "n3": tuple(range(8))}
+
+
+def test_an_island_plan_uses_free_gpus_for_the_remainder_and_counts_a_victim_once() -> None:
+    nodes = [full_node("n0"), full_node("n1"), node("n2", 8, free=(4, 5, 6, 7))]
+    # one free gang holds n0 and n1: stopping it frees both whole nodes
+    runs = [running(1, {"n0": tuple(range(8)), "n1": tuple(range(8))}, ran=100),
+            running(2, {"n2": (0, 1, 2, 3)}, tier="paid", ran=50)]
+    d = decide(snap(nodes, runs, [job(7, tier="enterprise", gpus=20, wait=20)]))
+    assert [p.attempt_id for p in d.preemptions] == [1]
+    assert {a.node: a.gpus for a in placed(d)[7]} == {
+        "n0": tuple(range(8)), "n1": tuple(range(8)), "n2": (4, 5, 6, 7)}
+
+
+def test_an_island_plan_spends_one_budget_and_respects_the_victims_floor() -> None:
+    nodes = [full_node("n0"), full_node("n1")]
+    runs = [running(1, {"n0": tuple(range(8))}), running(2, {"n1": tuple(range(8))})]
+    gang = [job(7, tier="enterprise", gpus=16, wait=20)]
+    one_victim = PolicyConfig(preemption_budget_per_org=1)
+    assert decide(snap(nodes, runs, gang, config=one_victim)).preemptions == []
+    # free keeps half the fleet: clearing both nodes would push it below its floor
+    assert decide(snap(nodes, runs, gang, tier_specs=tiers(free=0.5))).preemptions == []
+    assert len(decide(snap(nodes, runs, gang)).preemptions) == 2

@@ -110,7 +110,7 @@ def contention(draw) -> Snapshot:
                                 preemptions=draw(st.integers(0, 4)), **draw(checkpoints())))
             aid += 1
     queued = [job(j, tier=draw(st.sampled_from(TIER_NAMES)), org=draw(st.sampled_from("ab")),
-                  gpus=draw(st.sampled_from([1, 2, 4, 8])), wait=draw(st.sampled_from(
+                  gpus=draw(st.sampled_from([1, 2, 4, 8, 12, 16])), wait=draw(st.sampled_from(
                       [0.0, 400.0, 5000.0]))) for j in range(draw(st.integers(1, 8)))]
     cfg = PolicyConfig(preemption_budget_per_org=draw(st.integers(0, 3)))
     return snap(nodes, runs, queued, config=cfg,
