@@ -131,3 +131,20 @@ def test_node_failure_stops_a_whole_gang_and_frees_its_other_nodes():
     assert by[2].first_start == 40 and by[2].end == 50
     assert by[1].end == 50 + 5 + 75
     assert round(summarize(res)["failure_lost_gpu_hours"] * 3600, 6) == 8 * 5 + 8 * 5
+
+
+def test_a_gang_spanning_nodes_preempts_and_starts_on_the_freed_island():
+    from jobs.policy import decide
+
+    fleet = [NodeSpec("n0", 4, island="i0"), NodeSpec("n1", 4, island="i0")]
+    jobs = [job(1, 0, 4, 1000), job(2, 0, 4, 1000, org="o2"),
+            job(3, 100, 8, 50, tier="enterprise", org="o3")]
+    res = Simulator(fleet, jobs, decide).run()
+    by = {j.job_id: j for j in res.jobs}
+    # both free gangs go at once (no checkpoints, no grace); without island plans the
+    # enterprise gang would wait for them to end at 1000
+    assert by[3].first_start == 100 and by[3].end == 150
+    assert by[1].preemptions == 1 and by[2].preemptions == 1
+    fig = summarize(res)
+    assert fig["invalid_placements"] == 0
+    assert round(fig["preempted_gpu_hours"] * 3600, 6) == 2 * 4 * 100
