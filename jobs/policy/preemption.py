@@ -287,13 +287,11 @@ class _IslandSearch:
         parts: dict[str, int] = {}
         if rest_first and not self._add_rest(nodes, rest, parts):
             return None
-        alone = [(p.cost, n) for n in nodes
-                 if n not in parts and (p := self._node(n, self.size)) is not None]
         whole = 0
-        for _, node in sorted(alone):
+        for node in self._by_cost(nodes, self.size, parts):
             if whole == need:
                 break
-            plan = self._node(node, self.size)  # again: earlier victims may have freed it
+            plan = self._node(node, self.size)
             if plan is not None:
                 self._take(plan)
                 parts[node] = self.size
@@ -303,18 +301,40 @@ class _IslandSearch:
         return Plan(parts, self.taken, self.cost) if self.taken else None
 
     def _add_rest(self, nodes: list[str], rest: int, parts: dict[str, int]) -> bool:
-        options = [(p.cost, n, p) for n in nodes
-                   if n not in parts and (p := self._node(n, rest)) is not None]
-        if not options:
-            return False
-        _, node, plan = min(options, key=lambda o: (o[0], o[1]))
-        self._take(plan)
-        parts[node] = rest
-        return True
+        for node in self._by_cost(nodes, rest, parts):
+            plan = self._node(node, rest)
+            if plan is not None:
+                self._take(plan)
+                parts[node] = rest
+                return True
+        return False
+
+    def _by_cost(self, nodes: list[str], k: int, parts: dict[str, int]) -> list[str]:
+        """Nodes that could free k GPUs, cheapest first, ignoring floors and budget.
+
+        A cheap estimate for the order only: a full plan (`_node`) is made for a node only
+        when the search gets to it, which keeps a 1,000-node pool to a few dozen plans.
+        """
+        chosen = set(map(id, self.taken))
+        costs = []
+        for node in nodes:
+            if node in parts:
+                continue
+            have, cost = self._have(node), 0.0
+            for v in self.lists.get(node, ()):
+                if have >= k:
+                    break
+                if not v.gone and id(v) not in chosen:
+                    cost += v.cost
+                    have += len(v.on_node[node])
+            if have >= k:
+                costs.append((cost, node))
+        costs.sort()
+        return [node for _, node in costs]
 
     def _have(self, node: str) -> int:
-        freed = sum(len(v.gpus_on(node)) for v in self.taken)
-        return len(self.v.index.free[node]) + self.extra.get(node, 0) + freed
+        have = len(self.v.index.free[node]) + self.extra.get(node, 0)
+        return have + sum(len(v.gpus_on(node)) for v in self.taken) if self.taken else have
 
     def _node(self, node: str, k: int) -> Plan | None:
         """Plan for k GPUs on a node, given what is taken so far; no victims if it has them."""
