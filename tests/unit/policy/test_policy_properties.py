@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from policy_builders import NOW, job, node, running, snap, tiers
 
 from jobs.policy import POLICIES, decide
-from jobs.policy.types import PolicyConfig, Snapshot
+from jobs.policy.types import Decisions, PolicyConfig, Snapshot
 
 TIER_NAMES = ["enterprise", "paid", "free"]
 
@@ -117,13 +117,46 @@ def contention(draw) -> Snapshot:
                 holds=draw(kept_reservations(queued, len(nodes))))
 
 
+@st.composite
+def island_contention(draw) -> Snapshot:
+    """Busy nodes in two islands, one or two attempts a node, some gangs spanning two nodes,
+    and late gangs larger than a node: the island preemption plans."""
+    nodes = [node(f"n{i}", draw(st.sampled_from([8, 8, 8, 4])),
+                  tuple(range(draw(st.sampled_from([0, 0, 2])))), island=f"i{i % 2}")
+             for i in range(draw(st.integers(3, 6)))]
+    allocs: list[dict[str, tuple[int, ...]]] = []
+    for n in nodes:
+        busy = tuple(g for g in range(n.total_gpus) if g not in n.free_gpus)
+        if allocs and len(allocs[-1]) == 1 and draw(st.integers(0, 4)) == 0:
+            allocs[-1][n.name] = busy  # the previous attempt spans this node too
+            continue
+        cut = draw(st.sampled_from([len(busy), len(busy), 1]))
+        allocs += [{n.name: part} for part in (busy[:cut], busy[cut:]) if part]
+    runs = [running(aid, alloc, tier=draw(st.sampled_from(["paid", "free", "free", "enterprise"])),
+                    org=draw(st.sampled_from("xy")),
+                    ran=draw(st.sampled_from([5.0, 100.0, 3000.0])),
+                    preemptible=draw(st.sampled_from([True, True, True, False])),
+                    preemptions=draw(st.sampled_from([0, 0, 1, 3])), **draw(checkpoints()))
+            for aid, alloc in enumerate(allocs)]
+    queued = [job(j, tier=draw(st.sampled_from(["enterprise", "paid"])),
+                  org=draw(st.sampled_from("ab")), gpus=draw(st.sampled_from([8, 12, 16, 16, 24])),
+                  wait=draw(st.sampled_from([20.0, 400.0, 400.0])))
+              for j in range(draw(st.integers(1, 3)))]
+    cfg = PolicyConfig(preemption_budget_per_org=draw(st.sampled_from([2, 16, 16])))
+    floors = {t: draw(st.sampled_from([0.0, 0.0, 0.0, 0.1, 0.3])) for t in TIER_NAMES}
+    return snap(nodes, runs, queued, tiers(**floors), cfg)
+
+
 COMMON = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @COMMON
 @given(st.one_of(snapshots(), big_gangs(), contention()))
 def test_no_gpu_is_given_twice_or_taken_while_busy(s: Snapshot) -> None:
-    d = decide(s)
+    check_gpus_given_once(s, decide(s))
+
+
+def check_gpus_given_once(s: Snapshot, d: Decisions) -> None:
     free = {(n.name, g) for n in s.nodes if n.schedulable for g in n.free_gpus}
     victims = {p.attempt_id for p in d.preemptions}
     freed = {(a.node, g) for r in s.running if r.attempt_id in victims
@@ -141,7 +174,10 @@ def test_no_gpu_is_given_twice_or_taken_while_busy(s: Snapshot) -> None:
 @COMMON
 @given(st.one_of(snapshots(), big_gangs()))
 def test_gangs_are_all_or_nothing_on_one_node_or_one_island(s: Snapshot) -> None:
-    d = decide(s)
+    check_gangs_whole(s, decide(s))
+
+
+def check_gangs_whole(s: Snapshot, d: Decisions) -> None:
     jobs = {j.job_id: j for j in s.queued}
     by_name = {n.name: n for n in s.nodes}
     for p in d.placements:
@@ -161,7 +197,10 @@ def test_gangs_are_all_or_nothing_on_one_node_or_one_island(s: Snapshot) -> None
 @COMMON
 @given(st.one_of(snapshots(), contention()))
 def test_preemption_only_hits_lower_preemptible_attempts_under_their_cap(s: Snapshot) -> None:
-    d = decide(s)
+    check_victims(s, decide(s))
+
+
+def check_victims(s: Snapshot, d: Decisions) -> None:
     runs = {r.attempt_id: r for r in s.running}
     jobs = {j.job_id: j for j in s.queued}
     per_org = defaultdict(int)
@@ -182,6 +221,15 @@ def test_preemption_only_hits_lower_preemptible_attempts_under_their_cap(s: Snap
         per_org[preemptor.org] += 1
     assert all(n <= s.config.preemption_budget_per_org for n in per_org.values())
     assert len({p.attempt_id for p in d.preemptions}) == len(d.preemptions)
+
+
+@COMMON
+@given(island_contention())
+def test_island_preemption_plans_keep_every_gpu_gang_and_victim_rule(s: Snapshot) -> None:
+    d = decide(s)
+    check_gpus_given_once(s, d)
+    check_gangs_whole(s, d)
+    check_victims(s, d)
 
 
 @COMMON
