@@ -335,8 +335,7 @@ class _Round:
         # preemptor's GPUs would wait for their natural start (loss grows with every kill)
         wait = (est[0] - self.now) if est is not None else _INF
         max_cost = self.cfg.preempt_loss_ratio * job.gpus * wait if self.out.preemptions else _INF
-        search = self.victims.plan_island if job.gpus > largest_node(groups) else self.victims.plan
-        plan = search(groups, job.gpus, level, skip, room, budget, max_cost, extra)
+        plan = self.victims.plan(groups, job.gpus, level, skip, room, budget, max_cost, extra)
         if plan is None:
             if max_cost == _INF:
                 self.no_victims_min[key] = job.gpus

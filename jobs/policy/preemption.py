@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from .placement import FreeIndex, Pools
+from .placement import FreeIndex, Pools, largest_node
 from .types import PolicyConfig, RunningView, TierSpec
 
 
@@ -160,15 +160,24 @@ class VictimIndex:
         max_cost: float = float("inf"),
         extra_free: dict[str, int] | None = None,
     ) -> Plan | None:
-        """Cheapest single-node plan for a k-GPU gang of tier level `level`, or None.
+        """Cheapest plan for a k-GPU gang of tier level `level`, or None.
 
         `room` is, per tier, how many GPUs it may lose before dropping below its floor;
         `budget` how many victims the preemptor's org may still take this round; a plan
         costing more than `max_cost` is not worth it; `extra_free` counts GPUs per node that
         are not in the free index but are the preemptor's to take (a lower tier's reservation).
+        A gang larger than every allowed node is planned on the nodes of one island.
         """
         if level <= self.min_level or budget <= 0:
             return None
+        extra = extra_free or {}
+        if k > largest_node(groups):
+            return self._plan_island(groups, k, level, skip_nodes, room, budget, max_cost, extra)
+        return self._plan_node(groups, k, level, skip_nodes, room, budget, max_cost, extra)
+
+    def _plan_node(self, groups: Pools, k: int, level: int, skip_nodes: set[str],
+                   room: dict[str, float], budget: int, max_cost: float,
+                   extra: dict[str, int]) -> Plan | None:
         for group in groups:
             best: Plan | None = None
             scanned = 0
@@ -186,8 +195,8 @@ class VictimIndex:
                         break
                     if node in skip_nodes:
                         continue
-                    have = len(self.index.free[node]) + (extra_free or {}).get(node, 0)
-                    plan = self._node_plan(node, victims, k, room, budget, have)
+                    have = len(self.index.free[node]) + extra.get(node, 0)
+                    plan = node_plan(node, victims, k, room, budget, have)
                     if plan is not None and plan.cost > max_cost:
                         plan = None
                     if plan is not None and (best is None or plan.cost < best.cost):
@@ -196,46 +205,10 @@ class VictimIndex:
                 return best
         return None
 
-    def _node_plan(
-        self, node: str, victims: list[Victim], k: int, room: dict[str, float], budget: int,
-        have: int,
-    ) -> Plan | None:
-        taken: list[Victim] = []
-        lost: dict[str, int] = defaultdict(int)
-        cost = 0.0
-        for v in victims:
-            if have >= k or len(taken) >= budget:
-                break
-            here = v.on_node.get(node)
-            if v.gone or not here:
-                continue
-            tier = v.run.tier
-            if lost[tier] + v.gpus > room.get(tier, 0.0):
-                continue
-            lost[tier] += v.gpus
-            taken.append(v)
-            cost += v.cost
-            have += len(here)
-        return Plan({node: k}, taken, cost) if have >= k and taken else None
-
-    def plan_island(
-        self,
-        groups: Pools,
-        k: int,
-        level: int,
-        skip_nodes: set[str],
-        room: dict[str, float],
-        budget: int,
-        max_cost: float = float("inf"),
-        extra_free: dict[str, int] | None = None,
-    ) -> Plan | None:
-        """Cheapest plan for a gang larger than a node: nodes of one island, or None.
-
-        Arguments as for `plan`. Rare (a few big gangs) and bounded by the rounds' preemptor
-        limit, so this one scans the pool's nodes.
-        """
-        if level <= self.min_level or budget <= 0:
-            return None
+    def _plan_island(self, groups: Pools, k: int, level: int, skip_nodes: set[str],
+                     room: dict[str, float], budget: int, max_cost: float,
+                     extra: dict[str, int]) -> Plan | None:
+        # rare (a few big gangs) and bounded by the round's preemptor limit: scans the pool
         for group in groups:
             best: Plan | None = None
             for pool in group:
@@ -247,14 +220,36 @@ class VictimIndex:
                     if node not in skip_nodes:
                         islands[self.index.node[node].island].append(node)
                 for nodes in islands.values():
-                    plan = _IslandSearch(self, lists, pool.size, room, budget,
-                                         extra_free or {}).plan(nodes, k)
+                    plan = _IslandSearch(self.index, lists, pool.size, room, budget,
+                                         extra).plan(nodes, k)
                     if plan is not None and plan.cost <= max_cost and (
                             best is None or plan.cost < best.cost):
                         best = plan
             if best is not None:
                 return best
         return None
+
+
+def node_plan(node: str, victims: list[Victim], k: int, room: dict[str, float], budget: int,
+              have: int) -> Plan | None:
+    """The cheapest victims on a node until it has k GPUs, within the floors and the budget."""
+    taken: list[Victim] = []
+    lost: dict[str, int] = defaultdict(int)
+    cost = 0.0
+    for v in victims:
+        if have >= k or len(taken) >= budget:
+            break
+        here = v.on_node.get(node)
+        if v.gone or not here:
+            continue
+        tier = v.run.tier
+        if lost[tier] + v.gpus > room.get(tier, 0.0):
+            continue
+        lost[tier] += v.gpus
+        taken.append(v)
+        cost += v.cost
+        have += len(here)
+    return Plan({node: k}, taken, cost) if have >= k and taken else None
 
 
 class _IslandSearch:
@@ -266,10 +261,14 @@ class _IslandSearch:
     remainder, but a victim that spans nodes may free the remainder for nothing.
     """
 
-    def __init__(self, victims: VictimIndex, lists: dict[str, list[Victim]], size: int,
+    def __init__(self, index: FreeIndex, lists: dict[str, list[Victim]], size: int,
                  room: dict[str, float], budget: int, extra: dict[str, int]) -> None:
-        self.v, self.lists, self.size, self.extra = victims, lists, size, extra
+        self.index, self.lists, self.size, self.extra = index, lists, size, extra
         self.room0, self.budget0 = room, budget
+        # the search in progress: floors' room and budget left, victims taken, their cost
+        self.room, self.budget = dict(room), budget
+        self.taken: list[Victim] = []
+        self.cost = 0.0
 
     def plan(self, nodes: list[str], k: int) -> Plan | None:
         need, rest = divmod(k, self.size)
@@ -282,8 +281,7 @@ class _IslandSearch:
 
     def _search(self, nodes: list[str], need: int, rest: int, rest_first: bool) -> Plan | None:
         self.room, self.budget = dict(self.room0), self.budget0
-        self.taken: list[Victim] = []
-        self.cost = 0.0
+        self.taken, self.cost = [], 0.0
         parts: dict[str, int] = {}
         if rest_first and not self._add_rest(nodes, rest, parts):
             return None
@@ -333,7 +331,7 @@ class _IslandSearch:
         return [node for _, node in costs]
 
     def _have(self, node: str) -> int:
-        have = len(self.v.index.free[node]) + self.extra.get(node, 0)
+        have = len(self.index.free[node]) + self.extra.get(node, 0)
         return have + sum(len(v.gpus_on(node)) for v in self.taken) if self.taken else have
 
     def _node(self, node: str, k: int) -> Plan | None:
@@ -343,7 +341,7 @@ class _IslandSearch:
             return Plan({node: k}, [], 0.0)
         chosen = set(map(id, self.taken))
         victims = [v for v in self.lists.get(node, ()) if id(v) not in chosen]
-        return self.v._node_plan(node, victims, k, self.room, self.budget, have)
+        return node_plan(node, victims, k, self.room, self.budget, have)
 
     def _take(self, plan: Plan) -> None:
         for v in plan.victims:
