@@ -1,13 +1,14 @@
 """Time one scheduling decision of the gpusched policy on a large synthetic fleet.
 
-    python bench/policy_tick.py [--runs 7] [--queued 5000,50000,200000]
+    python bench/policy_tick.py [--runs 7] [--queued 5000,50000,200000] [--late-gangs 0]
 
 Builds (seeded) 1,000 nodes x 8 GPUs of mixed types in islands of 16, 5,000 running
 attempts and N queued jobs of three tiers and 300 orgs (oldest first, as the tick loads
 them), carries the reservations of a first decision into the snapshot (as the tick does
 between rounds), then times `decide` (median and p90 of several runs, one process, one
 core) and `fifo_decide` on the same snapshot.
-Target: median <= 100 ms at 50,000 queued.
+Target: median <= 100 ms at 50,000 queued. `--late-gangs N` adds N enterprise gangs of 16
+GPUs, larger than any node, waiting an hour: each may search every island for victims.
 """
 
 from __future__ import annotations
@@ -101,14 +102,16 @@ def _queued(rng: random.Random, orgs, count: int) -> list[QueuedJob]:
     return out
 
 
-def snapshot(queued: int, seed: int = 7) -> Snapshot:
+def snapshot(queued: int, seed: int = 7, late_gangs: int = 0) -> Snapshot:
     rng = random.Random(seed)
     nodes = _nodes(rng)
     orgs = _orgs(rng)
     running, nodes = _running(rng, nodes, orgs)
     usage = {o: rng.uniform(0, 5e6) for o, _ in orgs}
     caps = {o: 64 for o, _ in orgs[::10]}
-    return Snapshot(NOW, nodes, running, _queued(rng, orgs, queued), dict(TIERS), usage,
+    late = [QueuedJob(queued + i, f"late{i}", "enterprise", 16, NOW - 3600, 3600.0)
+            for i in range(late_gangs)]
+    return Snapshot(NOW, nodes, running, late + _queued(rng, orgs, queued), dict(TIERS), usage,
                     org_weights={o: 2.0 for o, _ in orgs[::7]}, org_gpu_caps=caps)
 
 
@@ -126,13 +129,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--queued", default="5000,50000,200000")
+    ap.add_argument("--late-gangs", type=int, default=0)
     args = ap.parse_args()
     head = f"{'queued':>8} {'median ms':>10} {'p90 ms':>8} {'fifo ms':>8} {'ratio':>6} " \
            f"{'placed':>7} {'preempt':>7} {'reserv':>6} {'kept':>5} {'pending':>8}"
     print("gpusched decide: 1,000 nodes x 8 GPUs, 5,000 running, one core")
     print(head)
     for q in (int(x) for x in args.queued.split(",")):
-        snap = snapshot(q)
+        snap = snapshot(q, late_gangs=args.late_gangs)
         # steady state: the tick carries the previous round's reservations into this one
         snap.holds = decide(snap).next_holds()
         runs = max(3, args.runs if q <= 50_000 else args.runs // 2)
