@@ -265,8 +265,11 @@ class _IslandSearch:
                  room: dict[str, float], budget: int, extra: dict[str, int]) -> None:
         self.index, self.lists, self.size, self.extra = index, lists, size, extra
         self.room0, self.budget0 = room, budget
-        # the search in progress: floors' room and budget left, victims taken, their cost
-        self.room, self.budget = dict(room), budget
+        self._reset()
+
+    def _reset(self) -> None:
+        """Start a search: the floors' room and the budget left, the victims taken, their cost."""
+        self.room, self.budget = dict(self.room0), self.budget0
         self.taken: list[Victim] = []
         self.cost = 0.0
 
@@ -280,8 +283,7 @@ class _IslandSearch:
         return min(found, key=lambda p: p.cost) if found else None
 
     def _search(self, nodes: list[str], need: int, rest: int, rest_first: bool) -> Plan | None:
-        self.room, self.budget = dict(self.room0), self.budget0
-        self.taken, self.cost = [], 0.0
+        self._reset()
         parts: dict[str, int] = {}
         if rest_first and not self._add_rest(nodes, rest, parts):
             return None
