@@ -289,8 +289,13 @@ class _Round:
     def _earliest(
         self, job: QueuedJob, groups: Pools, span: bool
     ) -> tuple[float, dict[str, int]] | None:
-        """Earliest GPUs for the job from running ends; only for jobs we explain in full."""
-        if not self._may_reserve(job) and self.explained >= self.cfg.max_explained:
+        """Earliest GPUs for the job from running ends; only for jobs we explain in full.
+
+        A job that may preempt always gets one: hysteresis weighs the kill against it, and
+        a missing estimate reads as "never", which would kill for GPUs freeing up next second.
+        """
+        if (not self._may_reserve(job) and self.explained >= self.cfg.max_explained
+                and not self._can_preempt(job)):
             return None
         self.explained += 1
         if span:
@@ -301,10 +306,13 @@ class _Round:
             found = lower
         return None if found is None else (found[0], {found[1]: job.gpus})
 
+    def _can_preempt(self, job: QueuedJob) -> bool:
+        """Victim searches are left this round and some attempt ranks below the job."""
+        return (self.preempt_tries < self.cfg.max_preemptors_per_round
+                and self.levels[job.tier] > self.victims.min_level)
+
     def _may_preempt(self, job: QueuedJob, est: tuple[float, dict] | None) -> bool:
-        if self.preempt_tries >= self.cfg.max_preemptors_per_round:
-            return False
-        if self.levels[job.tier] <= self.victims.min_level:
+        if not self._can_preempt(job):
             return False
         tier = self.snap.tiers[job.tier]
         natural = est[0] if est is not None else _INF

@@ -89,6 +89,22 @@ def test_a_start_slo_shorter_than_the_hysteresis_window_shrinks_it() -> None:
     assert [p.attempt_id for p in decide(s).preemptions] == [2]
 
 
+def test_hysteresis_holds_after_the_rounds_estimates_are_spent() -> None:
+    # free is below its floor, so its blocked gangs go first and use up the round's
+    # reservations and estimates; the enterprise gang behind them still gets an estimate
+    # (n0 frees up in 5 s, reserved by free) and waits instead of killing paid work
+    nodes = [full_node("n0"), full_node("n1"), full_node("n2")]
+    runs = [running(1, {"n0": tuple(range(8))}, tier="paid", ends_in=5),
+            running(2, {"n1": tuple(range(8))}, tier="paid", ends_in=4000),
+            running(3, {"n2": tuple(range(8))}, tier="paid", ends_in=4000)]
+    queued = [job(i, tier="free", org=f"f{i}", gpus=8, wait=100) for i in (1, 2, 3)]
+    queued.append(job(7, tier="enterprise", gpus=8, wait=20))
+    cfg = PolicyConfig(max_explained=2, max_reservations=2, max_budget_reservations=2)
+    d = decide(snap(nodes, runs, queued, tier_specs=tiers(free=0.25), config=cfg))
+    assert d.preemptions == []
+    assert d.pending[7].code == "resources"
+
+
 def test_no_preemption_while_the_slo_is_far() -> None:
     s = snap([full_node("n0")], [running(1, {"n0": tuple(range(8))}, ends_in=4000)],
              [job(7, tier="free", gpus=8)], tier_specs=tiers())
