@@ -2,9 +2,10 @@
 
 A running attempt can be a victim only when its tier and the job itself are preemptible, it
 has run at least `min_runtime_before_preempt_s`, the job was preempted fewer times than its
-tier's `max_preemptions`, and it is not expected to end within `hysteresis_s` (that also
-skips attempts already in their grace, which the snapshot shows ending then). The preemptor
-must be of a strictly higher tier, and a victim's tier is never pushed below its own floor.
+tier's `max_preemptions`, and it is not expected to end within `spare_ending_within_s`
+(that also skips attempts already in their grace, which the snapshot shows ending then).
+The preemptor must be of a strictly higher tier, and a victim's tier is never pushed below
+its own floor.
 
 A victim costs the work it loses, weighted so that jobs preempted before and jobs about to
 finish are spared:
@@ -85,8 +86,8 @@ def eligible(run: RunningView, tier: TierSpec | None, now: float, cfg: PolicyCon
         and run.preemptible
         and now - run.started_at >= cfg.min_runtime_before_preempt_s
         and run.preemptions < tier.max_preemptions
-        # ends within the hysteresis window (or is already being stopped): not worth a kill
-        and run.predicted_end(now) - now > cfg.hysteresis_s
+        # ends soon anyway (or is already being stopped): not worth a kill
+        and run.predicted_end(now) - now > cfg.spare_ending_within_s
     )
 
 

@@ -100,7 +100,10 @@ class PolicyConfig:
     preempt_grace_max_s: float = 120.0
     # a victim that checkpoints when signalled gets at least this long (preemption.grace_s)
     signal_grace_s: float = 10.0
-    hysteresis_s: float = 60.0  # do not preempt if enough GPUs free up this soon
+    # a blocked job does not preempt when its GPUs free up this soon (at most half its start
+    # SLO): paid waits up to 2 min rather than kill work, enterprise (SLO 30 s) up to 15 s
+    hysteresis_s: float = 120.0
+    spare_ending_within_s: float = 60.0  # an attempt expected to end this soon is no victim
     preemption_budget_per_org: int = 16  # per decision round
     backfill_depth: int = 2_000  # queued jobs considered after the head is blocked
     tier_gap: float = 8.0  # rank points between adjacent tier levels (aging: see ranking.py)

@@ -80,6 +80,29 @@ def test_hysteresis_waits_for_gpus_that_free_up_soon() -> None:
     assert d.reservations[0].job_id == 7 and d.reservations[0].start_at == 1_000_045.0
 
 
+def test_paid_waits_two_minutes_for_its_gpus_rather_than_kill_work() -> None:
+    # deadline in 10 s, GPUs free in 90 s: waiting costs 80 s of lateness, a kill costs work
+    s = snap([full_node("n0"), full_node("n1")],
+             [running(1, {"n0": tuple(range(8))}, ends_in=90),
+              running(2, {"n1": tuple(range(8))}, ends_in=4000)],
+             [job(7, tier="paid", gpus=8, wait=290)])
+    d = decide(s)
+    assert d.preemptions == []
+    assert d.reservations[0].start_at == 1_000_090.0
+    s.queued = [job(7, tier="paid", gpus=8, wait=290)]
+    s.running[0] = running(1, {"n0": tuple(range(8))}, ends_in=130)
+    assert [p.attempt_id for p in decide(s).preemptions] == [2]
+
+
+def test_the_wait_window_does_not_spare_victims_ending_after_a_minute() -> None:
+    # enterprise may wait 15 s at most; the only victim ends in 90 s: still a victim
+    s = snap([full_node("n0")], [running(1, {"n0": tuple(range(8))}, ends_in=90)],
+             [job(7, tier="enterprise", gpus=8, wait=5)])
+    assert [p.attempt_id for p in decide(s).preemptions] == [1]
+    s.running = [running(1, {"n0": tuple(range(8))}, ends_in=50)]
+    assert decide(s).preemptions == []
+
+
 def test_a_start_slo_shorter_than_the_hysteresis_window_shrinks_it() -> None:
     # enterprise SLO 30 s: waiting 45 s for GPUs would miss it, so it preempts
     s = snap([full_node("n0"), full_node("n1")],
