@@ -3,18 +3,10 @@
     python bench/ideal_bound.py --tier paid --load 1.5 [--seeds 0,1,2,3,4] [--free-floor 0.1]
     python bench/ideal_bound.py --tier enterprise --load 3
 
-The ideal has no nodes: the fleet is one pool of divisible GPUs, so no gang ever waits for a
-node to drain. Higher tiers are served the moment they arrive and never wait; lower tiers
-hold exactly their guaranteed floors, the least the policy must leave them while they have
-work queued (at 1.5x and 3x they always do). The tier itself gets every other GPU, and a job
-starts as soon as that many are idle; no running job of the tier is ever stopped when a
-higher tier's arrivals shrink the pool, which only flatters the ideal. Two orders:
-
-* `arrival`: oldest first, and any younger job that fits starts too (backfill);
-* `smallest`: smallest GPU-time first, with the exact durations (an oracle no scheduler has).
-
-Its waits are therefore a bound no real scheduler holding those floors reaches on that
-workload; the gap to the simulator's figures is what nodes, gangs and fair share cost.
+One pool of divisible GPUs, higher tiers served on arrival, lower tiers at their floors
+(`jobs/sim/ideal.py` says exactly how, and why every choice favours the tier). Prints the
+tier's waits per seed in arrival order and smallest-first; the gap to the simulator's
+figures is what nodes, gangs and fair share cost.
 """
 
 from __future__ import annotations

@@ -1,15 +1,15 @@
 """An ideal scheduler for one tier: the bound behind the simulator's figures.
 
 The ideal has no nodes: the fleet is one pool of divisible GPUs, so no gang ever waits for a
-node to drain. Higher tiers are served the moment they arrive and never wait, but
-never take the tier's own floor; lower tiers hold their guaranteed floors (the least a
-policy must leave them while they have work queued), or less while they have less work.
-The tier itself gets every other GPU, and a job starts as soon as that many are idle; no
-running job of the tier is stopped when a higher tier's arrivals shrink the pool. Every
-choice favours the tier, so its waits show what the capacity the floors leave allows, not
-what a real scheduler reaches. Two orders: `arrival` (oldest first, and any younger job
-that fits starts too) and `smallest` (smallest GPU-time first, with exact durations: an
-oracle no scheduler has). `bench/ideal_bound.py` prints it for the text-to-video workload.
+node to drain. Higher tiers are served the moment they arrive and never wait, but never take
+the tier's own floor; lower tiers hold their guaranteed floors (the least a policy must leave
+them while they have work queued), or less while they have less work. The tier gets every
+other GPU, and a job starts as soon as that many are idle; no running job of the tier is
+stopped when a higher tier's arrivals shrink the pool. Every choice favours the tier, so its
+waits show what the capacity the floors leave allows, not what a real scheduler reaches.
+Two orders: `arrival` (oldest first, and any younger job that fits starts too) and
+`smallest` (smallest GPU-time first, with exact durations: an oracle no scheduler has).
+`bench/ideal_bound.py` prints it for the text-to-video workload.
 """
 
 from __future__ import annotations
@@ -19,24 +19,14 @@ import heapq
 from .model import SimJob
 
 ORDERS = ("arrival", "smallest")
+_INF = float("inf")
 
 
 def ideal_waits(jobs: list[SimJob], tier: str, gpus: int, floors: dict[str, float],
                 priority: dict[str, int], order: str) -> list[float]:
     """Start waits of `tier`'s jobs in the ideal pool (module docstring), in start order."""
-    mine = priority[tier]
-    own_floor = int(floors[tier] * gpus)
-    # every other tier as if served on arrival: (time, +/-GPUs, tier)
-    events: list[tuple[float, int, str]] = []
-    own = []
-    for job in jobs:
-        if job.tier == tier:
-            own.append(job)
-        else:
-            events.append((job.submit, job.gpus, job.tier))
-            events.append((job.submit + job.duration, -job.gpus, job.tier))
-    own.sort(key=lambda j: j.submit)
-    events.sort(key=lambda e: (e[0], e[1]))
+    own = sorted((j for j in jobs if j.tier == tier), key=lambda j: j.submit)
+    events = _other_tiers(jobs, tier)
     demand = dict.fromkeys(priority, 0)
     ends: list[tuple[float, int]] = []  # the tier's running jobs: (end, GPUs)
     queue: list[SimJob] = []
@@ -44,9 +34,8 @@ def ideal_waits(jobs: list[SimJob], tier: str, gpus: int, floors: dict[str, floa
     used = i = e = 0
     while i < len(own) or queue:
         # the next instant something changes: an arrival, another tier's event, an end
-        t = min(own[i].submit if i < len(own) else float("inf"),
-                events[e][0] if e < len(events) else float("inf"),
-                ends[0][0] if ends else float("inf"))
+        t = min(own[i].submit if i < len(own) else _INF,
+                events[e][0] if e < len(events) else _INF, ends[0][0] if ends else _INF)
         while e < len(events) and events[e][0] <= t:
             demand[events[e][2]] += events[e][1]
             e += 1
@@ -57,12 +46,7 @@ def ideal_waits(jobs: list[SimJob], tier: str, gpus: int, floors: dict[str, floa
             i += 1
         if order == "smallest":
             queue.sort(key=lambda j: j.gpus * j.duration)
-        # lower tiers keep their floor only while they have that much work; higher tiers
-        # take the rest but never the tier's own floor: both only flatter the ideal
-        below = sum(min(int(floors[n] * gpus), d) for n, d in demand.items()
-                    if priority[n] < mine)
-        above = sum(d for n, d in demand.items() if priority[n] > mine)
-        free = gpus - below - min(above, gpus - below - own_floor) - used
+        free = _pool(gpus, floors, priority, tier, demand) - used
         waiting = []
         for job in queue:
             if job.gpus <= free:
@@ -74,3 +58,25 @@ def ideal_waits(jobs: list[SimJob], tier: str, gpus: int, floors: dict[str, floa
                 waiting.append(job)
         queue = waiting
     return waits
+
+
+def _other_tiers(jobs: list[SimJob], tier: str) -> list[tuple[float, int, str]]:
+    """Every other tier as if served on arrival: (time, +/-GPUs, tier), ends first."""
+    events = []
+    for job in jobs:
+        if job.tier != tier:
+            events.append((job.submit, job.gpus, job.tier))
+            events.append((job.submit + job.duration, -job.gpus, job.tier))
+    events.sort(key=lambda ev: (ev[0], ev[1]))
+    return events
+
+
+def _pool(gpus: int, floors: dict[str, float], priority: dict[str, int], tier: str,
+          demand: dict[str, int]) -> int:
+    """GPUs the tier may use now: lower tiers keep their floor only while they have that
+    much work; the others (higher, or of equal priority) take the rest but never the tier's
+    own floor."""
+    mine = priority[tier]
+    below = sum(min(int(floors[n] * gpus), d) for n, d in demand.items() if priority[n] < mine)
+    above = sum(d for n, d in demand.items() if priority[n] >= mine and n != tier)
+    return gpus - below - min(above, gpus - below - int(floors[tier] * gpus))
