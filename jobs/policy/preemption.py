@@ -272,15 +272,15 @@ class _IslandSearch:
         """Start a search: the floors' room and the budget left, the victims taken, their cost."""
         self.room, self.budget = dict(self.room0), self.budget0
         self.taken: list[Victim] = []
+        self.chosen: set[int] = set()  # ids of the victims taken
         self.cost = 0.0
 
     def plan(self, nodes: list[str], k: int) -> Plan | None:
         need, rest = divmod(k, self.size)
         if len(nodes) < need + (1 if rest else 0):
             return None
-        plans = [self._search(nodes, need, rest, first) for first in ((True, False) if rest
-                                                                         else (False,))]
-        found = [p for p in plans if p is not None]
+        orders = (True, False) if rest else (False,)  # remainder first, then last
+        found = [p for p in (self._search(nodes, need, rest, f) for f in orders) if p is not None]
         return min(found, key=lambda p: p.cost) if found else None
 
     def _search(self, nodes: list[str], need: int, rest: int, rest_first: bool) -> Plan | None:
@@ -316,7 +316,6 @@ class _IslandSearch:
         A cheap estimate for the order only: a full plan (`_node`) is made for a node only
         when the search gets to it, which keeps a 1,000-node pool to a few dozen plans.
         """
-        chosen = set(map(id, self.taken))
         costs = []
         for node in nodes:
             if node in parts:
@@ -325,7 +324,7 @@ class _IslandSearch:
             for v in self.lists.get(node, ()):
                 if have >= k:
                     break
-                if not v.gone and id(v) not in chosen:
+                if not v.gone and id(v) not in self.chosen:
                     cost += v.cost
                     have += len(v.on_node[node])
             if have >= k:
@@ -342,8 +341,7 @@ class _IslandSearch:
         have = self._have(node)
         if have >= k:
             return Plan({node: k}, [], 0.0)
-        chosen = set(map(id, self.taken))
-        victims = [v for v in self.lists.get(node, ()) if id(v) not in chosen]
+        victims = [v for v in self.lists.get(node, ()) if id(v) not in self.chosen]
         return node_plan(node, victims, k, self.room, self.budget, have)
 
     def _take(self, plan: Plan) -> None:
@@ -351,4 +349,5 @@ class _IslandSearch:
             self.room[v.run.tier] = self.room.get(v.run.tier, 0.0) - v.gpus
         self.budget -= len(plan.victims)
         self.taken.extend(plan.victims)
+        self.chosen.update(map(id, plan.victims))
         self.cost += plan.cost
