@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_right
+from itertools import repeat
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
@@ -37,7 +38,7 @@ def what_if(index: FreeIndex, job: QueuedJob, groups: Pools) -> str:
 
 def explain_rest(rnd: _Round) -> None:
     """Shared reasons for jobs the walk never reached, in one pass over the queue."""
-    shared: dict[tuple[str, str, str], PendingReason] = {}
+    rest: dict[int, PendingReason] = {}
     by_class: dict[tuple[str, str], PendingReason] = {}
     for group in rnd.queue.groups:
         excluded = rnd.queue.org_excluded(group.tier, group.org)
@@ -45,18 +46,20 @@ def explain_rest(rnd: _Round) -> None:
         reason = by_class.get(cls)
         if reason is None:
             reason = by_class[cls] = _shared_reason(rnd, group)
-        shared[(group.tier, group.org, group.project)] = reason
-        if not group.done and reason.code not in ("org_cap", "tier_ceiling"):
+        if group.done:
+            continue
+        left = group.jobs[group.pos:]
+        rest.update(zip(map(_JOB_ID, left), repeat(reason, len(left)), strict=True))
+        if reason.code not in ("org_cap", "tier_ceiling"):
             _count_late(rnd, group)
     for job in rnd.queue.unknown:
-        shared[(job.tier, job.org, job.project)] = reasons.unknown_tier(job.tier)
-    queue = rnd.queue
-    ids, why = map(_JOB_ID, queue.queue), map(shared.__getitem__, queue.keys)
-    rest = dict(zip(ids, why, strict=True))
+        rest[job.job_id] = reasons.unknown_tier(job.tier)
+    # jobs started from kept reservations may lie past where the walk stopped
     for placement in rnd.out.placements:
-        del rest[placement.job_id]
-    rest.update(rnd.out.pending)
+        rest.pop(placement.job_id, None)
+    rest.update(rnd.out.pending)  # every job the walk reached has its own answer
     rnd.out.pending = rest
+
 
 def _shared_reason(rnd: _Round, group: Group) -> PendingReason:
     tier, org = group.tier, group.org

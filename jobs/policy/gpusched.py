@@ -100,6 +100,7 @@ class _Round:
         self.kept: dict[int, Hold | None] = {}  # job -> kept reservation (None: started)
         # job class -> smallest gang that found no lower tier's reservation to take over
         self.no_take_over_min: dict[tuple, int] = {}
+        self.plain_reasons: dict[tuple, PendingReason] = {}  # job shape -> reason (no estimate)
 
     # -- the walk ---------------------------------------------------------------------------
 
@@ -262,20 +263,33 @@ class _Round:
             self._pending(job, yielding.reason(self, job))
             return
         span = job.gpus > largest_node(groups)
+        explained = self.explained
         est = self._earliest(job, groups, span)
         if self._may_preempt(job, est) and self._preempt(job, groups, est):
             return
-        what_if = "" if self.explained > self.cfg.max_explained else explain.what_if(
-            self.index, job, groups)
+        # a what-if only for the jobs explained in full, as for the estimate
+        what_if = explain.what_if(self.index, job, groups) if self.explained > explained else ""
         if est is not None and self._may_reserve(job):
             hold = self._hold(job, est[0], est[1])
             nodes = list(hold.gpus)
             reason = reasons.resources(job, self.now, span, nodes, est[0], what_if)
         else:
-            start = est[0] if est is not None else None
-            reason = reasons.resources(job, self.now, span, None, start, what_if)
+            reason = self._unreserved_reason(job, span, est, what_if)
             yielding.remember_blocked(self, job, level)
         self._pending(job, reason, start=est[0] if est is not None else None)
+
+    def _unreserved_reason(
+        self, job: QueuedJob, span: bool, est: tuple[float, dict] | None, what_if: str
+    ) -> PendingReason:
+        if est is not None or what_if:
+            start = est[0] if est is not None else None
+            return reasons.resources(job, self.now, span, None, start, what_if)
+        # most of a long walk: the same words for every job of a shape; share one object
+        key = (job.gpus, job.gpu_types, job.min_gpu_memory_mb, job.region, span)
+        reason = self.plain_reasons.get(key)
+        if reason is None:
+            reason = self.plain_reasons[key] = reasons.resources(job, self.now, span, None, None)
+        return reason
 
     def _may_reserve(self, job: QueuedJob) -> bool:
         """Every blocked job reserves, in rank order, while the reservation budget lasts."""

@@ -43,7 +43,6 @@ from operator import attrgetter, gt
 from .types import QueuedJob, Snapshot, TierSpec
 
 _ENQ = attrgetter("enqueued_at")
-_GROUP_KEY = attrgetter("tier", "org", "project")
 
 
 @dataclass(slots=True)
@@ -126,14 +125,12 @@ class RankedQueue:
         enq = list(map(_ENQ, queue))
         if any(map(gt, enq, enq[1:])):  # the tick loads oldest first; sort only if not
             queue = sorted(queue, key=_ENQ)
-        self.queue = queue  # oldest first
-        self.keys = list(map(_GROUP_KEY, queue))  # (tier, org, project) of each job
-        self._build()
+        self._build(queue)
 
-    def _build(self) -> None:
+    def _build(self, queue: list[QueuedJob]) -> None:
         buckets: dict[tuple[str, str, str], list[QueuedJob]] = defaultdict(list)
-        for key, job in zip(self.keys, self.queue, strict=True):
-            buckets[key].append(job)
+        for job in queue:  # oldest first
+            buckets[job.tier, job.org, job.project].append(job)
         for (tier_name, org_name, project), jobs in buckets.items():
             tier = self.tiers.get(tier_name)
             if tier is None:
@@ -192,8 +189,8 @@ class RankedQueue:
         heap = tier.oldest
         while heap:
             enq, _, pos, group = heap[0]
-            org = tier.orgs[group.org]
-            if group.pos == pos and not group.done and not org.excluded:
+            # an entry is pushed only for a job left to consider: pos < len(group.jobs)
+            if group.pos == pos and not tier.orgs[group.org].excluded:
                 return max(0.0, self.snap.now - enq) / 3600.0
             heapq.heappop(heap)
         return None
@@ -204,13 +201,15 @@ class RankedQueue:
 
     def _best_tier(self) -> _Tier | None:
         best, best_key = None, None
+        used, floors = self.shares.tier, self.floors
         for tier in self.tiers.values():
             if tier.excluded or tier.live <= 0:
                 continue
             wait_h = self._oldest_wait_h(tier)
             if wait_h is None:
                 continue
-            key = (self.below_floor(tier.spec.name), self.tier_rank(tier, wait_h))
+            name = tier.spec.name
+            key = (used[name] < floors.get(name, 0.0), self.tier_rank(tier, wait_h))
             if best_key is None or key > best_key:
                 best, best_key = tier, key
         return best
