@@ -27,7 +27,7 @@ from collections import defaultdict
 
 from . import explain, kept, reasons, yielding
 from .backfill import Hold, Timeline
-from .placement import FreeIndex, Pools, largest_node
+from .placement import FreeIndex, Pools
 from .preemption import Plan, VictimIndex, grace_s
 from .ranking import RankedQueue, Shares, tier_levels
 from .types import (
@@ -71,10 +71,9 @@ class _Round:
         self.reserve_cap = self.cfg.reserve_share * fleet
         self.reserved_gpus = 0
         self.ceilings = {n: t.max_share * fleet for n, t in snap.tiers.items()}
-        self.shares = Shares()
+        self.shares = Shares.of(snap.running)
         levels, index = self.levels, self.index
         for run in snap.running:
-            self.shares.add(run.tier, run.org, run.project, run.gpus)
             level = levels.get(run.tier)
             if level is not None:
                 for a in run.allocations:
@@ -236,7 +235,7 @@ class _Round:
             if lent is not None:
                 self.guarded = False
                 return (lent,)
-            if guard is None and job.gpus <= largest_node(groups):
+            if guard is None and job.gpus <= self.index.largest(groups):
                 return kept.take_over(self, groups, job.gpus, level, key)
         return None
 
@@ -262,7 +261,7 @@ class _Round:
             yielding.remember_blocked(self, job, level)
             self._pending(job, yielding.reason(self, job))
             return
-        span = job.gpus > largest_node(groups)
+        span = job.gpus > self.index.largest(groups)
         explained = self.explained
         est = self._earliest(job, groups, span)
         if self._may_preempt(job, est) and self._preempt(job, groups, est):

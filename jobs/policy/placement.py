@@ -52,6 +52,7 @@ class FreeIndex:
         self.pools: list[Pool] = []
         self.total_free = 0
         self._match: dict[tuple, Pools] = {}
+        self._largest: dict[int, int] = {}  # id of a matched pool list -> its largest node
         self.label: dict[str, int] = {}  # node -> highest tier level running on it, -1: none
         by_key: dict[tuple[str, int, str], Pool] = {}
         for n in nodes:
@@ -86,7 +87,12 @@ class FreeIndex:
         found = self._match.get(key)
         if found is None:
             found = self._match[key] = self._compute_matching(*key)
+            self._largest[id(found)] = largest_node(found) if found else 0
         return found
+
+    def largest(self, groups: Pools) -> int:
+        """`largest_node` of pools this index matched, without scanning them again."""
+        return self._largest[id(groups)]
 
     def _compute_matching(self, types: tuple[str, ...], mem: int, region: str) -> Pools:
         ok = [p for p in self.pools if p.memory_mb >= mem and (not region or p.region == region)]

@@ -115,18 +115,24 @@ class VictimIndex:
         self.by_node: dict[str, list[Victim]] = defaultdict(list)
         self.by_pool: dict[int, list[str]] = defaultdict(list)
         self.min_level = 1 << 30
+        by_node, known = self.by_node, index.node
         for run in running:
             if not eligible(run, tiers.get(run.tier), now, cfg):
                 continue
-            on_node: dict[str, list[int]] = defaultdict(list)
-            for a in run.allocations:
-                on_node[a.node].extend(a.gpus)
+            allocs = run.allocations
+            if len(allocs) == 1:  # the common case: one node
+                on_node = {allocs[0].node: list(allocs[0].gpus)}
+            else:
+                on_node = defaultdict(list)
+                for a in allocs:
+                    on_node[a.node].extend(a.gpus)
             gpus = sum(map(len, on_node.values()))
             v = Victim(run, levels[run.tier], victim_cost(run, gpus, now, cfg), gpus, on_node)
-            self.min_level = min(self.min_level, v.level)
+            if v.level < self.min_level:
+                self.min_level = v.level
             for node in on_node:
-                if node in index.node:
-                    self.by_node[node].append(v)
+                if node in known:
+                    by_node[node].append(v)
         for node, victims in self.by_node.items():
             victims.sort(key=lambda v: v.cost)
             self.by_pool[id(index.pool_of[node])].append(node)

@@ -40,7 +40,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from operator import attrgetter, gt
 
-from .types import QueuedJob, Snapshot, TierSpec
+from .types import QueuedJob, RunningView, Snapshot, TierSpec
 
 _ENQ = attrgetter("enqueued_at")
 
@@ -52,6 +52,19 @@ class Shares:
     tier: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     org: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     project: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
+
+    @classmethod
+    def of(cls, running: list[RunningView]) -> Shares:
+        """What the running attempts hold (one pass; a fleet may run thousands)."""
+        shares = cls()
+        tiers, orgs, projects = shares.tier, shares.org, shares.project
+        for run in running:
+            allocs = run.allocations
+            gpus = len(allocs[0].gpus) if len(allocs) == 1 else run.gpus
+            tiers[run.tier] += gpus
+            orgs[run.org] += gpus
+            projects[run.org, run.project] += gpus
+        return shares
 
     def add(self, tier: str, org: str, project: str, gpus: int) -> None:
         self.tier[tier] += gpus
