@@ -13,6 +13,7 @@ node as a preemption target, and its earliest start counts those nodes (`lower_h
 
 from __future__ import annotations
 
+from itertools import compress
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
@@ -24,12 +25,16 @@ if TYPE_CHECKING:
 
 _INF = float("inf")
 _LEVEL = attrgetter("level")
+_JOB_ID = attrgetter("job_id")
 
 
 def keep_holds(rnd: _Round) -> None:
     held = rnd.snap.holds
     levels, tiers, frac = rnd.levels, rnd.snap.tiers, rnd.cfg.keep_after_slo_fraction
-    jobs = [j for j in rnd.snap.queued if j.job_id in held and j.tier in levels]
+    queued = rnd.snap.queued
+    # one pass over the whole queue, without a Python loop per job
+    held_jobs = compress(queued, map(held.__contains__, map(_JOB_ID, queued)))
+    jobs = [j for j in held_jobs if j.tier in levels]
     jobs.sort(key=lambda j: (-levels[j.tier], j.enqueued_at))
     orgs: set[tuple[str, str]] = set()
     for job in jobs:
