@@ -102,6 +102,18 @@ def test_what_if_names_a_relaxation_that_starts_sooner() -> None:
     assert "1 GPUs" in d.pending[1].what_if
 
 
+def test_only_the_jobs_explained_in_full_get_a_what_if() -> None:
+    # past max_explained a blocked job gets neither an estimate nor a what-if: both cost a
+    # search per job, and a long queue would pay them for every job the walk reaches
+    nodes = [node("h", 8, free=(0,)), node("a", 8, gpu_type="A100")]
+    runs = [running(1, {"h": tuple(range(1, 8))}, tier="paid")]
+    cfg = PolicyConfig(max_explained=2, max_reservations=0, max_budget_reservations=0)
+    queued = [job(i, gpus=4, gpu_types=("H100",), wait=100 - i) for i in range(1, 5)]
+    d = decide(snap(nodes, runs, queued, config=cfg))
+    assert ["A100" in d.pending[i].what_if for i in range(1, 5)] == [True, True, False, False]
+    assert [d.pending[i].code for i in range(1, 5)] == ["resources"] * 4
+
+
 def test_lower_tier_above_its_share_is_told_so() -> None:
     nodes = [node("n0", 8, free=())]
     runs = [running(1, {"n0": tuple(range(8))}, tier="free", ran=10)]
