@@ -5,8 +5,8 @@
 
 One pool of divisible GPUs, higher tiers served on arrival, lower tiers at their floors
 (`jobs/sim/ideal.py` says exactly how, and why every choice favours the tier). Prints the
-tier's waits per seed in arrival order and smallest-first; the gap to the simulator's
-figures is what nodes, gangs and fair share cost.
+tier's waits per seed in arrival order, smallest-first and fair-share order; the gap to the
+simulator's figures is what nodes and gangs cost.
 """
 
 from __future__ import annotations

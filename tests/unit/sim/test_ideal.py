@@ -37,3 +37,11 @@ def test_arrival_order_backfills_and_smallest_first_reorders():
     jobs = [job(0, "paid", 8, 0, 100), job(1, "paid", 8, 1, 500), job(2, "paid", 8, 2, 10)]
     assert waits(jobs) == [0, 99, 598]
     assert waits(jobs, order="smallest") == [0, 98, 109]
+
+
+def test_fair_order_serves_the_org_that_ran_least_first():
+    heavy = [SimJob(i, "heavy", "paid", 8, i, 100, time_limit=200) for i in range(2)]
+    light = SimJob(9, "light", "paid", 8, 50, 100, time_limit=200)
+    # heavy's first job runs 0-100; at 100 both wait: arrival serves heavy's older job first
+    assert waits([*heavy, light]) == [0, 99, 150]
+    assert waits([*heavy, light], order="fair") == [0, 50, 199]
