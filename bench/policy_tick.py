@@ -6,7 +6,7 @@ Builds (seeded) 1,000 nodes x 8 GPUs of mixed types in islands of 16, 5,000 runn
 attempts and N queued jobs of three tiers and 300 orgs (oldest first, as the tick loads
 them), carries the reservations of a first decision into the snapshot (as the tick does
 between rounds), then times `decide` (median and p90 of several runs, one process, one
-core) and `fifo_decide` on the same snapshot.
+core) and `fifo_decide` on the same snapshot, the two alternated run by run.
 Target: median <= 100 ms at 50,000 queued. `--late-gangs N` adds N enterprise gangs of 16
 GPUs, larger than any node, waiting an hour: each may search every island for victims.
 """
@@ -115,14 +115,18 @@ def snapshot(queued: int, seed: int = 7, late_gangs: int = 0) -> Snapshot:
                     org_weights={o: 2.0 for o, _ in orgs[::7]}, org_gpu_caps=caps)
 
 
-def _time(fn, snap: Snapshot, runs: int) -> tuple[list[float], object]:
-    out, result = [], None
+def _time(fns, snap: Snapshot, runs: int) -> tuple[list[list[float]], list[object]]:
+    """Milliseconds of each function over `runs` runs, alternated so that a machine that
+    speeds up or slows down during the measure does not bias the ratio."""
+    times: list[list[float]] = [[] for _ in fns]
+    results: list[object] = [None] * len(fns)
     for _ in range(runs):
-        gc.collect()
-        t0 = time.perf_counter()
-        result = fn(snap)
-        out.append((time.perf_counter() - t0) * 1000)
-    return out, result
+        for i, fn in enumerate(fns):
+            gc.collect()
+            t0 = time.perf_counter()
+            results[i] = fn(snap)
+            times[i].append((time.perf_counter() - t0) * 1000)
+    return times, results
 
 
 def main() -> None:
@@ -140,8 +144,7 @@ def main() -> None:
         # steady state: the tick carries the previous round's reservations into this one
         snap.holds = decide(snap).next_holds()
         runs = max(3, args.runs if q <= 50_000 else args.runs // 2)
-        ours, d = _time(decide, snap, runs)
-        base, _ = _time(fifo_decide, snap, runs)
+        (ours, base), (d, _) = _time((decide, fifo_decide), snap, runs)
         ours.sort()
         med, p90 = statistics.median(ours), ours[min(len(ours) - 1, int(0.9 * len(ours)))]
         fifo = statistics.median(base)
