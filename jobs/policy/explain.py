@@ -37,7 +37,7 @@ def what_if(index: FreeIndex, job: QueuedJob, groups: Pools) -> str:
 
 
 def explain_rest(rnd: _Round) -> None:
-    """Shared reasons for jobs the walk never reached, in one pass over the queue."""
+    """Shared reasons for the jobs the walk never reached, filled in group by group."""
     rest: dict[int, PendingReason] = {}
     by_class: dict[tuple[str, str], PendingReason] = {}
     for group in rnd.queue.groups:
