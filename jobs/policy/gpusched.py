@@ -273,22 +273,13 @@ class _Round:
             nodes = list(hold.gpus)
             reason = reasons.resources(job, self.now, span, nodes, est[0], what_if)
         else:
-            reason = self._unreserved_reason(job, span, est, what_if)
+            start = est[0] if est is not None else None
+            if start is None and not what_if:  # most of a long walk: one shared object
+                reason = reasons.unestimated(job, self.now, span, self.plain_reasons)
+            else:
+                reason = reasons.resources(job, self.now, span, None, start, what_if)
             yielding.remember_blocked(self, job, level)
         self._pending(job, reason, start=est[0] if est is not None else None)
-
-    def _unreserved_reason(
-        self, job: QueuedJob, span: bool, est: tuple[float, dict] | None, what_if: str
-    ) -> PendingReason:
-        if est is not None or what_if:
-            start = est[0] if est is not None else None
-            return reasons.resources(job, self.now, span, None, start, what_if)
-        # most of a long walk: the same words for every job of a shape; share one object
-        key = (job.gpus, job.gpu_types, job.min_gpu_memory_mb, job.region, span)
-        reason = self.plain_reasons.get(key)
-        if reason is None:
-            reason = self.plain_reasons[key] = reasons.resources(job, self.now, span, None, None)
-        return reason
 
     def _may_reserve(self, job: QueuedJob) -> bool:
         """Every blocked job reserves, in rank order, while the reservation budget lasts."""

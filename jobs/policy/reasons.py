@@ -65,6 +65,16 @@ def resources(
     return PendingReason("resources", text, start if reserved_nodes else None, what_if)
 
 
+def unestimated(job: QueuedJob, now: float, span: bool,
+                cache: dict[tuple, PendingReason]) -> PendingReason:
+    """`resources` with no reservation, estimate or what-if: one object per job shape."""
+    key = (job.gpus, job.gpu_types, job.min_gpu_memory_mb, job.region, span)
+    reason = cache.get(key)
+    if reason is None:
+        reason = cache[key] = resources(job, now, span, None, None)
+    return reason
+
+
 def reserved_for_other(job: QueuedJob, other: int, start: float, now: float) -> PendingReason:
     text = (
         f"fits now only on GPUs reserved for job {other} from {clock(start, now)}, "
