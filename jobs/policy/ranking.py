@@ -341,10 +341,6 @@ class RankedQueue:
     def exclude_tier(self, tier: str) -> None:
         self.tiers[tier].excluded = True
 
-    def remainder(self) -> list[tuple[Group, list[QueuedJob]]]:
-        """Jobs never popped, per group (they get shared pending reasons)."""
-        return [(g, g.jobs[g.pos :]) for g in self.groups if not g.done]
-
     def org_excluded(self, tier: str, org: str) -> bool:
         return self.tiers[tier].orgs[org].excluded
 
