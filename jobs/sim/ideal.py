@@ -20,10 +20,12 @@ import heapq
 import math
 from collections import defaultdict
 
+from jobs.policy.types import PolicyConfig
+
 from .model import SimJob
 
 ORDERS = ("arrival", "smallest", "fair")
-HALF_LIFE_S = 6 * 3600.0  # PolicyConfig.usage_half_life_s
+_TAU = PolicyConfig().usage_half_life_s / math.log(2)  # ranking.py's tau
 _INF = float("inf")
 
 
@@ -80,8 +82,7 @@ def _ordered(queue: list[SimJob], order: str, usage: dict[str, float],
     if order != "fair":
         return queue
     # like gpusched's ranking: an org's share rises with every job it starts
-    tau = HALF_LIFE_S / math.log(2)
-    share = {j.org: usage[j.org] + running[j.org] * tau for j in queue}
+    share = {j.org: usage[j.org] + running[j.org] * _TAU for j in queue}
     by_org: dict[str, list[SimJob]] = defaultdict(list)
     for job in queue:
         by_org[job.org].append(job)
@@ -93,7 +94,7 @@ def _ordered(queue: list[SimJob], order: str, usage: dict[str, float],
         job = by_org[org].pop(0)
         out.append(job)
         if by_org[org]:
-            share[org] += job.gpus * tau
+            share[org] += job.gpus * _TAU
             heapq.heappush(heap, (share[org], org))
     return out
 
@@ -102,11 +103,10 @@ def _decay(usage: dict[str, float], running: dict[str, int], dt: float) -> None:
     """Decayed GPU-seconds after dt more seconds of the orgs' running GPUs."""
     if dt <= 0:
         return
-    keep = math.exp(-dt * math.log(2) / HALF_LIFE_S)
-    tau = HALF_LIFE_S / math.log(2)
+    keep = math.exp(-dt / _TAU)
     for org in set(usage) | set(running):
         # exact for a constant rate: u' = u e^(-dt/tau) + r tau (1 - e^(-dt/tau))
-        usage[org] = usage[org] * keep + running[org] * tau * (1 - keep)
+        usage[org] = usage[org] * keep + running[org] * _TAU * (1 - keep)
 
 
 def _other_tiers(jobs: list[SimJob], tier: str) -> list[tuple[float, int, str]]:
