@@ -72,8 +72,8 @@ class JobAdmin(admin.ModelAdmin):
     search_fields = ["id", "prompt", "organization__slug"]
     # state moves only through the state machine, never by editing the row
     readonly_fields = ["state", "version", "enqueued_at", "started_at", "finished_at",
-                       "preemptions", "pending_code", "pending_reason", "estimated_start",
-                       "nominated_node", "nominated_gpus"]
+                       "preemptions", "pending_code", "pending_reason", "pending_what_if",
+                       "estimated_start", "nominated_node", "nominated_gpus"]
     inlines = [AttemptInline, JobEventInline]
 
 

@@ -45,7 +45,7 @@ class JobSerializer(serializers.ModelSerializer):
         if job.state != "QUEUED":
             return None
         return {"code": job.pending_code, "reason": job.pending_reason,
-                "estimated_start": job.estimated_start}
+                "estimated_start": job.estimated_start, "what_if": job.pending_what_if}
 
     def get_output_url(self, job: Job) -> str | None:
         return job.output.url if job.output else None

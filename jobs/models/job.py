@@ -43,6 +43,8 @@ class Job(models.Model):
     # why it waits (written by the scheduler tick)
     pending_code = models.CharField(max_length=40, blank=True)
     pending_reason = models.TextField(blank=True)
+    # a relaxation that would start it sooner, e.g. "would start now on A100 if ..."
+    pending_what_if = models.TextField(blank=True)
     estimated_start = models.DateTimeField(null=True, blank=True)
     # GPUs that preemption is freeing for this job, meaningful while it is QUEUED: the tick
     # binds them to it once its victims let go, and places nothing else on them before

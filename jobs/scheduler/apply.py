@@ -46,7 +46,7 @@ def place(placement: P.Placement, now: datetime) -> Attempt:
     GpuBinding.objects.bulk_create([GpuBinding(gpu=g, attempt=attempt) for g in gpus])
     transition(job, JobState.SCHEDULED, attempt=attempt,
                reason=f"placed on {node.name} GPUs {sorted(alloc.gpus)}",
-               pending_code="", pending_reason="", estimated_start=None,
+               pending_code="", pending_reason="", pending_what_if="", estimated_start=None,
                nominated_node=None, nominated_gpus=[])
     return attempt
 
@@ -79,7 +79,8 @@ def _request_preemption(pre: P.Preemption, now: datetime) -> bool:
                    reason=f"preempted for job {pre.for_job_id}; grace {pre.grace_s:.0f}s")
         Job.objects.filter(pk=pre.for_job_id, state=JobState.QUEUED).update(
             pending_code="preempting", estimated_start=now + timedelta(seconds=pre.grace_s),
-            pending_reason=f"GPUs on {attempt.node.name} are being freed for it")
+            pending_reason=f"GPUs on {attempt.node.name} are being freed for it",
+            pending_what_if="")
     return bool(updated)
 
 
@@ -95,16 +96,16 @@ def _write_reasons(pending: dict[int, P.PendingReason]) -> int:
     """
     changed: dict[tuple, list[int]] = defaultdict(list)
     current = Job.objects.filter(pk__in=list(pending), state=JobState.QUEUED).values_list(
-        "pk", "pending_code", "pending_reason", "estimated_start")
-    for pk, code, text, est in current:
+        "pk", "pending_code", "pending_reason", "pending_what_if", "estimated_start")
+    for pk, *stored in current:
         r = pending[pk]
-        new = (r.code[:40], f"{r.text} (what if: {r.what_if})" if r.what_if else r.text,
-               _when(r.estimated_start))
-        if (code, text, est) != new:
+        new = (r.code[:40], r.text, r.what_if, _when(r.estimated_start))
+        if tuple(stored) != new:
             changed[new].append(pk)
-    for (code, text, est), ids in changed.items():
+    for (code, text, what_if, est), ids in changed.items():
         Job.objects.filter(pk__in=ids, state=JobState.QUEUED).update(
-            pending_code=code, pending_reason=text, estimated_start=est)
+            pending_code=code, pending_reason=text, pending_what_if=what_if,
+            estimated_start=est)
     return sum(len(ids) for ids in changed.values())
 
 

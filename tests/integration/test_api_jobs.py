@@ -95,6 +95,24 @@ def test_the_scheduler_says_why_a_job_waits(api):
     assert "4" in pending["reason"]
 
 
+@pytest.mark.django_db(transaction=True)
+def test_the_api_names_a_relaxation_that_would_start_the_job_now(api):
+    from jobs.scheduler.tick import scheduler_tick_run
+    from tests.support.factories import make_node
+
+    make_node("h", gpus=4)
+    make_node("a", gpus=8, gpu_type="A100")
+    spec = {"prompt": "x", "gpus": 4, "gpu_types": ["H100"]}
+    first = api.post("/api/v1/jobs", spec, format="json").json()["id"]
+    scheduler_tick_run()  # the first takes the only H100 node
+    second = api.post("/api/v1/jobs", spec, format="json").json()["id"]
+    scheduler_tick_run()
+    assert api.get(f"/api/v1/jobs/{first}").json()["pending"] is None
+    pending = api.get(f"/api/v1/jobs/{second}").json()["pending"]
+    assert pending["code"] == "resources" and "A100" in pending["what_if"]
+    assert "A100" not in pending["reason"]  # the words for people stay about what it waits for
+
+
 def test_a_waiting_job_is_cancelled_at_once_and_twice_is_harmless(api):
     job_id = api.post("/api/v1/jobs", {"prompt": "x"}, format="json").json()["id"]
     for _ in range(2):
