@@ -14,6 +14,7 @@ from .types import (
     Decisions,
     NodeView,
     PendingReason,
+    PendingReasons,
     Placement,
     PolicyConfig,
     Preemption,
@@ -32,7 +33,7 @@ POLICIES: dict[str, Callable[[Snapshot], Decisions]] = {
 }
 
 __all__ = [
-    "POLICIES", "Allocation", "Decisions", "NodeView", "PendingReason", "Placement",
-    "PolicyConfig", "Preemption", "QueuedJob", "Reservation", "RunningView", "Snapshot",
-    "TierSpec", "decide", "fifo_decide", "multifactor_decide", "priority_decide",
+    "POLICIES", "Allocation", "Decisions", "NodeView", "PendingReason", "PendingReasons",
+    "Placement", "PolicyConfig", "Preemption", "QueuedJob", "Reservation", "RunningView",
+    "Snapshot", "TierSpec", "decide", "fifo_decide", "multifactor_decide", "priority_decide",
 ]

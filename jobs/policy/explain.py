@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from bisect import bisect_right
-from itertools import repeat
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
@@ -15,7 +14,6 @@ from .types import PendingReason, QueuedJob
 if TYPE_CHECKING:
     from .gpusched import _Round
 
-_JOB_ID = attrgetter("job_id")
 _ENQ = attrgetter("enqueued_at")
 
 
@@ -37,8 +35,8 @@ def what_if(index: FreeIndex, job: QueuedJob, groups: Pools) -> str:
 
 
 def explain_rest(rnd: _Round) -> None:
-    """Shared reasons for the jobs the walk never reached, filled in group by group."""
-    rest: dict[int, PendingReason] = {}
+    """Shared reasons for the jobs the walk never reached, one run per group."""
+    pending = rnd.out.pending
     by_class: dict[tuple[str, str], PendingReason] = {}
     for group in rnd.queue.groups:
         excluded = rnd.queue.org_excluded(group.tier, group.org)
@@ -48,17 +46,13 @@ def explain_rest(rnd: _Round) -> None:
             reason = by_class[cls] = _shared_reason(rnd, group)
         if group.done:
             continue
-        left = group.jobs[group.pos:]
-        rest.update(zip(map(_JOB_ID, left), repeat(reason, len(left)), strict=True))
+        pending.add_run(group.jobs, group.pos, reason)
         if reason.code not in ("org_cap", "tier_ceiling"):
             _count_late(rnd, group)
-    for job in rnd.queue.unknown:
-        rest[job.job_id] = reasons.unknown_tier(job.tier)
     # jobs started from kept reservations may lie past where the walk stopped
-    for placement in rnd.out.placements:
-        rest.pop(placement.job_id, None)
-    rest.update(rnd.out.pending)  # every job the walk reached has its own answer
-    rnd.out.pending = rest
+    pending.mark_placed(job_id for job_id, hold in rnd.kept.items() if hold is None)
+    for job in rnd.queue.unknown:
+        pending[job.job_id] = reasons.unknown_tier(job.tier)
 
 
 def _shared_reason(rnd: _Round, group: Group) -> PendingReason:

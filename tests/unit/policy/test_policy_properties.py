@@ -243,6 +243,11 @@ def test_every_queued_job_is_placed_or_has_a_reason(s: Snapshot) -> None:
         if j.job_id in d.pending:
             assert d.pending[j.job_id].code and d.pending[j.job_id].text
     assert set(d.pending) <= {j.job_id for j in s.queued}
+    # the service writes runs and single answers apart: together they are the same answers
+    run_ids = [i for ids, _ in d.pending.runs() for i in ids]
+    assert len(run_ids) == len(set(run_ids))
+    assert set(run_ids).isdisjoint(d.pending.own)
+    assert set(run_ids) | d.pending.own.keys() == set(d.pending)
 
 
 @COMMON
