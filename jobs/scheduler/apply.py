@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -13,6 +12,7 @@ from django.db import IntegrityError, transaction
 from jobs import policy as P
 from jobs.fencing import next_token
 from jobs.models import Attempt, GpuBinding, Job
+from jobs.scheduler.reasons import write_reasons
 from jobs.states import JobState
 from jobs.transitions import TransitionError, transition
 from workers.models import Gpu, Node
@@ -84,31 +84,6 @@ def _request_preemption(pre: P.Preemption, now: datetime) -> bool:
     return bool(updated)
 
 
-def _when(value: float | None) -> datetime | None:
-    return datetime.fromtimestamp(value, tz=UTC) if value is not None else None
-
-
-def _write_reasons(pending: dict[int, P.PendingReason]) -> int:
-    """Store each waiting job's reason; only rows whose reason changed are written.
-
-    Many jobs share one reason (the long tail of a queue), so changed rows are written with
-    one UPDATE per distinct reason rather than one per job.
-    """
-    changed: dict[tuple, list[int]] = defaultdict(list)
-    current = Job.objects.filter(pk__in=list(pending), state=JobState.QUEUED).values_list(
-        "pk", "pending_code", "pending_reason", "pending_what_if", "estimated_start")
-    for pk, *stored in current:
-        r = pending[pk]
-        new = (r.code[:40], r.text, r.what_if, _when(r.estimated_start))
-        if tuple(stored) != new:
-            changed[new].append(pk)
-    for (code, text, what_if, est), ids in changed.items():
-        Job.objects.filter(pk__in=ids, state=JobState.QUEUED).update(
-            pending_code=code, pending_reason=text, pending_what_if=what_if,
-            estimated_start=est)
-    return sum(len(ids) for ids in changed.values())
-
-
 def apply_decisions(decisions: P.Decisions, now: datetime) -> ApplyReport:
     report = ApplyReport()
     with transaction.atomic():
@@ -130,5 +105,5 @@ def apply_decisions(decisions: P.Decisions, now: datetime) -> ApplyReport:
         for pre in decisions.preemptions:
             with transaction.atomic():
                 report.preempted += _request_preemption(pre, now)
-        report.reasons_written = _write_reasons(decisions.pending)
+        report.reasons_written = write_reasons(decisions.pending)
     return report
