@@ -160,6 +160,8 @@ def load_queued(nominees: AbstractSet[int] = frozenset()) -> list[P.QueuedJob]:
 
 def _seconds(value) -> float | None:
     """A client's duration estimate, if it is a usable number."""
+    if value is None:  # most jobs give none; a raised TypeError costs 3 us a job
+        return None
     try:
         seconds = float(value)
     except (TypeError, ValueError):
