@@ -9,7 +9,9 @@ where level is the tier's position among the distinct priorities (0 = lowest), G
 `PolicyConfig.tier_gap`, a is `aging_per_hour`, W_oldest the wait in hours of the tier's
 oldest queued job and B `max_age_boost`.
 
-Orgs inside a tier, and projects inside an org, go lowest weighted share first:
+Tiers that share a priority age as one (by the oldest job among them) and go lowest
+weighted share first, as orgs do. Orgs inside a tier, and projects inside an org, go lowest
+weighted share first:
 
     share(org) = (decayed GPU-seconds + running GPUs * tau) / org weight,  tau = half-life / ln 2
 
@@ -118,6 +120,18 @@ def tier_levels(tiers: dict[str, TierSpec]) -> dict[str, int]:
     return {name: order.index(t.priority) for name, t in tiers.items()}
 
 
+def _tier_usage(snap: Snapshot, tiers: dict[str, _Tier]) -> dict[str, float]:
+    """Decayed usage per tier, summed over its orgs; only needed where tiers tie."""
+    levels = [t.level for t in tiers.values()]
+    if len(set(levels)) == len(levels):
+        return {}
+    orgs = {name: set(tier.orgs) for name, tier in tiers.items()}  # orgs with queued jobs
+    for run in snap.running:
+        if run.tier in orgs:
+            orgs[run.tier].add(run.org)
+    return {t: sum(snap.usage.get(o, 0.0) for o in members) for t, members in orgs.items()}
+
+
 class RankedQueue:
     """Yields queued jobs in rank order; shares are re-read after every placement."""
 
@@ -139,6 +153,8 @@ class RankedQueue:
         if any(map(gt, enq, enq[1:])):  # the tick loads oldest first; sort only if not
             queue = sorted(queue, key=_ENQ)
         self._build(queue)
+        # tier -> decayed GPU-seconds of its orgs, where tiers share a priority (else empty)
+        self._tier_usage = _tier_usage(snap, self.tiers)
 
     def _build(self, queue: list[QueuedJob]) -> None:
         buckets: dict[tuple[str, str, str], list[QueuedJob]] = defaultdict(list)
@@ -173,8 +189,14 @@ class RankedQueue:
         return used / max(self.snap.org_weights.get(org, 1.0), 1e-9)
 
     def _project_share(self, org: str, project: str) -> float:
-        used = self.snap.project_usage.get((org, project), 0.0)
-        return used + self.shares.project[(org, project)] * self.tau
+        key = (org, project)
+        used = self.snap.project_usage.get(key, 0.0) + self.shares.project[key] * self.tau
+        return used / max(self.snap.project_weights.get(key, 1.0), 1e-9)
+
+    def _tier_share(self, tier: _Tier) -> float:
+        name = tier.spec.name
+        used = self._tier_usage[name] + self.shares.tier[name] * self.tau
+        return used / max(tier.spec.weight, 1e-9)
 
     def _next(self) -> int:
         self._counter += 1
@@ -213,6 +235,8 @@ class RankedQueue:
         return tier.level * self.cfg.tier_gap + boost
 
     def _best_tier(self) -> _Tier | None:
+        if self._tier_usage:
+            return self._best_tier_weighted()
         best, best_key = None, None
         used, floors = self.shares.tier, self.floors
         for tier in self.tiers.values():
@@ -223,6 +247,28 @@ class RankedQueue:
                 continue
             name = tier.spec.name
             key = (used[name] < floors.get(name, 0.0), self.tier_rank(tier, wait_h))
+            if best_key is None or key > best_key:
+                best, best_key = tier, key
+        return best
+
+    def _best_tier_weighted(self) -> _Tier | None:
+        """As _best_tier, where some tiers share a priority: such tiers age as one (by the
+        oldest job among them) and go lowest weighted share first, as orgs do in a tier."""
+        used, floors = self.shares.tier, self.floors
+        live = []
+        for tier in self.tiers.values():
+            if not tier.excluded and tier.live > 0:
+                wait_h = self._oldest_wait_h(tier)
+                if wait_h is not None:
+                    live.append((tier, self.tier_rank(tier, wait_h)))
+        rank_of_level: dict[int, float] = {}
+        for tier, rank in live:
+            rank_of_level[tier.level] = max(rank, rank_of_level.get(tier.level, rank))
+        best, best_key = None, None
+        for tier, _ in live:
+            name = tier.spec.name
+            key = (used[name] < floors.get(name, 0.0), rank_of_level[tier.level],
+                   -self._tier_share(tier))
             if best_key is None or key > best_key:
                 best, best_key = tier, key
         return best

@@ -149,6 +149,7 @@ class Snapshot:
     usage: dict[str, float] = field(default_factory=dict)  # org -> decayed GPU-seconds
     project_usage: dict[tuple[str, str], float] = field(default_factory=dict)
     org_weights: dict[str, float] = field(default_factory=dict)  # default 1.0
+    project_weights: dict[tuple[str, str], float] = field(default_factory=dict)  # default 1.0
     org_gpu_caps: dict[str, int] = field(default_factory=dict)  # running-GPU cap per org
     # the previous round's reservations (job id -> GPUs per node): honoured before the walk,
     # so GPUs drained for a gang are not refilled by jobs ranked ahead of it (gpusched.py)

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db.models import Q
 
 from jobs import policy as P
-from jobs.models import Attempt, GpuBinding, Job, Organization, Tier
+from jobs.models import Attempt, GpuBinding, Job, Organization, Project, Tier
 from jobs.states import JobState
 from workers.models import Gpu, Node, NodeState
 
@@ -198,6 +198,12 @@ def load_org_caps() -> tuple[dict[str, float], dict[str, int]]:
     return weights, caps
 
 
+def load_project_weights() -> dict[tuple[str, str], float]:
+    """(org, project) -> fair-share weight inside its org, for weights other than 1."""
+    rows = Project.objects.exclude(weight=1.0).values_list("organization__slug", "name", "weight")
+    return {(org, name): weight for org, name, weight in rows}
+
+
 def policy_config() -> P.PolicyConfig:
     return P.PolicyConfig(usage_half_life_s=settings.GPUSCHED_USAGE_HALF_LIFE_S,
                           min_runtime_before_preempt_s=settings.GPUSCHED_PREEMPT_MIN_RUNTIME_S,
@@ -219,5 +225,5 @@ def load_snapshot(now: datetime) -> P.Snapshot:
         running=load_running(now, promised) + nominees,
         queued=load_queued({run.job_id for run in nominees}), tiers=load_tiers(),
         usage=usage, project_usage=project_usage, org_weights=weights, org_gpu_caps=caps,
-        config=config,
+        project_weights=load_project_weights(), config=config,
     )

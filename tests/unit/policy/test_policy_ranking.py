@@ -5,7 +5,7 @@ from __future__ import annotations
 from policy_builders import job, node, placed, running, snap, tiers
 
 from jobs.policy import decide
-from jobs.policy.types import PolicyConfig
+from jobs.policy.types import PolicyConfig, TierSpec
 
 
 def one_gpu_free():
@@ -104,3 +104,22 @@ def test_a_starving_job_goes_first_in_its_tier_one_a_round() -> None:
                     config=PolicyConfig(starve_after_s=3600)))
     # the oldest starving job goes first; the next one waits for fair share like any other
     assert sorted(placed(d)) == [1, 3]
+
+
+def test_projects_share_their_org_by_weight() -> None:
+    queued = [job(i, project="heavy" if i % 2 else "light", wait=100 - i) for i in range(40)]
+    d = decide(snap([node("n0", 8)], queued=queued,
+                    project_weights={("a", "heavy"): 3.0, ("a", "light"): 1.0}))
+    by_project = [queued[i].project for i in placed(d)]
+    assert sorted(by_project) == ["heavy"] * 6 + ["light"] * 2
+
+
+def test_tiers_of_one_priority_share_by_weight() -> None:
+    specs = {"gold": TierSpec("gold", 2, 3.0, 0.0, 1.0, 300.0),
+             "silver": TierSpec("silver", 2, 1.0, 0.0, 1.0, 300.0),
+             "free": TierSpec("free", 1, 1.0, 0.0, 1.0, 3600.0)}
+    queued = [job(i, tier=("silver", "gold", "free")[i % 3], org=f"o{i % 3}", wait=500 - i)
+              for i in range(60)]
+    d = decide(snap([node("n0", 8)], queued=queued, tier_specs=specs))
+    by_tier = sorted(queued[i].tier for i in placed(d))
+    assert by_tier == ["gold"] * 6 + ["silver"] * 2
