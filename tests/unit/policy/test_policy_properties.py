@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -55,7 +56,11 @@ def snapshots(draw) -> Snapshot:
                        max_reservations=draw(st.integers(0, 3)))
     floors = {t: draw(st.sampled_from([0.0, 0.0, 0.2, 0.5])) for t in TIER_NAMES}
     caps = {"a": draw(st.integers(0, 8))} if draw(st.booleans()) else {}
-    return snap(nodes, runs, queued, tiers(**floors), cfg, org_gpu_caps=caps,
+    specs = tiers(**floors)
+    if draw(st.booleans()):  # free shares paid's priority: the tiers go by weighted share
+        specs["free"] = replace(specs["free"], priority=specs["paid"].priority)
+    return snap(nodes, runs, queued, specs, cfg, org_gpu_caps=caps,
+                project_weights={("a", "p"): draw(st.sampled_from([0.5, 1.0, 3.0]))},
                 usage={"a": draw(st.floats(0, 1e6)), "b": 0.0},
                 holds=draw(kept_reservations(queued, n_nodes)))
 
