@@ -3,8 +3,8 @@
     python bench/policy_tick.py [--runs 7] [--queued 5000,50000,200000] [--late-gangs 0]
 
 Builds (seeded) 1,000 nodes x 8 GPUs of mixed types in islands of 16, 5,000 running
-attempts and N queued jobs of three tiers and 300 orgs (oldest first, as the tick loads
-them), carries the reservations of a first decision into the snapshot (as the tick does
+attempts and N queued jobs of three tiers and 300 orgs (by virtual deadline, as the tick
+loads them), carries the reservations of a first decision into the snapshot (as the tick does
 between rounds), then times `decide` (median and p90 of several runs, one process, one
 core) and `fifo_decide` on the same snapshot, the two alternated run by run.
 Target: median <= 100 ms at 50,000 queued. `--late-gangs N` adds N enterprise gangs of 16
@@ -24,9 +24,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jobs.policy import decide, fifo_decide  # noqa: E402
+from jobs.policy.ranking import virtual_deadlines  # noqa: E402
 from jobs.policy.types import (  # noqa: E402
     Allocation,
     NodeView,
+    PolicyConfig,
     QueuedJob,
     RunningView,
     Snapshot,
@@ -102,6 +104,12 @@ def _queued(rng: random.Random, orgs, count: int) -> list[QueuedJob]:
     return out
 
 
+def _tick_order(jobs: list[QueuedJob]) -> list[QueuedJob]:
+    """The order the tick loads the queue in (jobs/scheduler/snapshot.py: load_queued)."""
+    keys = virtual_deadlines(jobs, PolicyConfig().limit_weight)
+    return [jobs[i] for i in sorted(range(len(jobs)), key=keys.__getitem__)]
+
+
 def snapshot(queued: int, seed: int = 7, late_gangs: int = 0) -> Snapshot:
     rng = random.Random(seed)
     nodes = _nodes(rng)
@@ -111,7 +119,8 @@ def snapshot(queued: int, seed: int = 7, late_gangs: int = 0) -> Snapshot:
     caps = {o: 64 for o, _ in orgs[::10]}
     late = [QueuedJob(queued + i, f"late{i}", "enterprise", 16, NOW - 3600, 3600.0)
             for i in range(late_gangs)]
-    return Snapshot(NOW, nodes, running, late + _queued(rng, orgs, queued), dict(TIERS), usage,
+    return Snapshot(NOW, nodes, running, _tick_order(late + _queued(rng, orgs, queued)),
+                    dict(TIERS), usage,
                     org_weights={o: 2.0 for o, _ in orgs[::7]}, org_gpu_caps=caps)
 
 

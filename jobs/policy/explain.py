@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from itertools import compress
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
@@ -69,10 +69,9 @@ def _shared_reason(rnd: _Round, group: Group) -> PendingReason:
     return reasons.priority(tier, rnd.index.total_free)
 
 def _count_late(rnd: _Round, group: Group) -> None:
-    """Jobs already past their start SLO count toward capacity advice (FIFO prefix)."""
-    slo = rnd.snap.tiers[group.tier].start_slo_s
-    jobs = group.jobs
-    late = bisect_right(jobs, rnd.now - slo, lo=group.pos, key=_ENQ)
+    """Jobs already past their start SLO count toward capacity advice."""
+    cutoff = rnd.now - rnd.snap.tiers[group.tier].start_slo_s
+    tail = group.jobs[group.pos:]
     short = rnd.short
-    for job in jobs[group.pos : late]:
+    for job in compress(tail, map(cutoff.__ge__, map(_ENQ, tail))):
         short[job.gpu_types[0] if job.gpu_types else "any"] += job.gpus

@@ -18,7 +18,8 @@ weighted share first:
 tau turns the GPUs an org runs right now into the GPU-seconds they will weigh in steady
 state, so an org's share rises with every job it starts in this very round: one org with
 10,000 queued jobs gets one start, then the next org's turn, and cannot hold its tier.
-Inside a project, jobs go oldest first.
+Inside a project, jobs go by virtual deadline, enqueued_at + limit_weight x time limit
+(`virtual_deadlines`): shortest first among jobs of one age.
 
 Wait bound (aging). With B >= (L_max - L_t) * G, tier t's oldest job outranks every tier
 whose oldest job has waited less than W - (L_max - L_t) * G / a, so while the fleet starts
@@ -30,7 +31,8 @@ where W_top is the wait of the top tier's oldest job and T_free the time until G
 gang free up (at most the longest running time limit, and its reservation cannot be delayed
 by backfill). Inside a tier an org that gets nothing sees its share only fall (usage decays,
 it runs nothing), so it becomes the lowest share and is served next; the same holds for
-projects, and jobs of a project are FIFO. Defaults: G = 8, a = 1/h, so a free job waits at
+projects; inside a project a job is overtaken only by jobs whose virtual deadline comes
+before its own, so by none submitted after it. Defaults: G = 8, a = 1/h, so a free job waits at
 most 16 h longer than the oldest enterprise job.
 """
 
@@ -40,11 +42,13 @@ import heapq
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from operator import attrgetter, gt
+from functools import partial
+from operator import add, attrgetter, gt, mul
 
 from .types import QueuedJob, RunningView, Snapshot, TierSpec
 
 _ENQ = attrgetter("enqueued_at")
+_LIMIT = attrgetter("time_limit_s")
 
 
 @dataclass(slots=True)
@@ -114,6 +118,17 @@ class _Tier:
     starving_served: bool = False  # its oldest job, starving, went first this round
 
 
+def virtual_deadlines(queue: list[QueuedJob], limit_weight: float) -> list[float]:
+    """Each job's place inside its project: enqueued_at + limit_weight x time limit.
+
+    Among jobs of one age the shortest goes first, which shortens the mean wait; a job is
+    never overtaken by one submitted after its own virtual deadline, which bounds its wait.
+    The time limit, not the estimate, is the size: the service enforces it. (C-level maps:
+    this runs over the whole queue every round.)
+    """
+    return list(map(add, map(_ENQ, queue), map(partial(mul, limit_weight), map(_LIMIT, queue))))
+
+
 def tier_levels(tiers: dict[str, TierSpec]) -> dict[str, int]:
     """Position of each tier among the distinct priorities, 0 for the lowest."""
     order = sorted({t.priority for t in tiers.values()})
@@ -149,9 +164,9 @@ class RankedQueue:
         self._org_tiers: dict[str, list[_Tier]] = defaultdict(list)
         self._counter = 0
         queue = snap.queued
-        enq = list(map(_ENQ, queue))
-        if any(map(gt, enq, enq[1:])):  # the tick loads oldest first; sort only if not
-            queue = sorted(queue, key=_ENQ)
+        keys = virtual_deadlines(queue, self.cfg.limit_weight)
+        if any(map(gt, keys, keys[1:])):  # the tick loads them in this order; sort if not
+            queue = [queue[i] for i in sorted(range(len(queue)), key=keys.__getitem__)]
         self._build(queue)
         # tier -> decayed GPU-seconds of its orgs, where tiers share a priority (else empty)
         self._tier_usage = _tier_usage(snap, self.tiers)

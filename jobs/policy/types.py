@@ -134,6 +134,10 @@ class PolicyConfig:
     hold_move_s: float = 60.0
     # a reservation is kept across rounds once its job waited this fraction of its start SLO
     keep_after_slo_fraction: float = 1.0
+    # inside a project jobs go by virtual deadline, enqueued_at + limit_weight x time limit:
+    # the shortest first among jobs of one age, and none overtaken by a job submitted after
+    # its own deadline (0: oldest first)
+    limit_weight: float = 10.0
     # a gang larger than a node may take nodes of one island; where attempts run on one node
     # (the service), such a gang waits with reason "no_fit" instead
     span_nodes: bool = True

@@ -12,6 +12,7 @@ from django.db.models import Q
 
 from jobs import policy as P
 from jobs.models import Attempt, GpuBinding, Job, Organization, Project, Tier
+from jobs.policy.ranking import virtual_deadlines
 from jobs.states import JobState
 from workers.models import Gpu, Node, NodeState
 
@@ -133,9 +134,14 @@ def load_nominees(now: datetime) -> list[P.RunningView]:
     return out
 
 
-def load_queued(nominees: AbstractSet[int] = frozenset()) -> list[P.QueuedJob]:
+def load_queued(nominees: AbstractSet[int] = frozenset(), limit_weight: float = 0.0
+                ) -> list[P.QueuedJob]:
     """Waiting jobs, less the preemptors whose victims are stopping for them: the policy
-    must not place or preempt for them again (nominations.py starts them)."""
+    must not place or preempt for them again (nominations.py starts them).
+
+    In the order the policy walks a project (virtual deadline, `limit_weight`), so that it
+    need not sort the whole queue again.
+    """
     stopping_for = Attempt.objects.filter(ended_at__isnull=True, preempted_for__isnull=False
                                           ).values_list("preempted_for_id", flat=True)
     rows = (Job.objects.filter(state=JobState.QUEUED)
@@ -146,7 +152,7 @@ def load_queued(nominees: AbstractSet[int] = frozenset()) -> list[P.QueuedJob]:
                          "enqueued_at", "time_limit_s", "params__expected_duration_s",
                          "gpu_types", "min_gpu_memory_mb", "region", "project__name",
                          "preemptions", "checkpointable"))
-    return [
+    jobs = [
         P.QueuedJob(
             job_id=pk, org=org, tier=tier, gpus=gpus, enqueued_at=enqueued.timestamp(),
             time_limit_s=float(limit), expected_duration_s=_seconds(expected),
@@ -156,6 +162,8 @@ def load_queued(nominees: AbstractSet[int] = frozenset()) -> list[P.QueuedJob]:
         for (pk, org, tier, gpus, enqueued, limit, expected, types, memory, region, project,
              preemptions, checkpointable) in rows
     ]
+    keys = virtual_deadlines(jobs, limit_weight)
+    return [jobs[i] for i in sorted(range(len(jobs)), key=keys.__getitem__)]
 
 
 def _seconds(value) -> float | None:
@@ -223,7 +231,8 @@ def load_snapshot(now: datetime) -> P.Snapshot:
     return P.Snapshot(
         now=now.timestamp(), nodes=load_nodes(now, promised),
         running=load_running(now, promised) + nominees,
-        queued=load_queued({run.job_id for run in nominees}), tiers=load_tiers(),
+        queued=load_queued({run.job_id for run in nominees}, config.limit_weight),
+        tiers=load_tiers(),
         usage=usage, project_usage=project_usage, org_weights=weights, org_gpu_caps=caps,
         project_weights=load_project_weights(), config=config,
     )

@@ -53,9 +53,23 @@ def test_projects_inside_an_org_share_fairly() -> None:
     assert sorted(placed(d)) == [0, 9]
 
 
-def test_fifo_inside_a_project() -> None:
+def test_oldest_first_inside_a_project_among_equal_limits() -> None:
     d = decide(snap(one_gpu_free(), queued=[job(1, wait=10), job(2, wait=99), job(3, wait=50)]))
     assert list(placed(d)) == [2]
+
+
+def test_shorter_limit_first_inside_a_project() -> None:
+    long, short = job(1, wait=600, limit=3600), job(2, wait=0, limit=600)
+    assert list(placed(decide(snap(one_gpu_free(), queued=[long, short])))) == [2]
+    fifo = PolicyConfig(limit_weight=0.0)
+    assert list(placed(decide(snap(one_gpu_free(), queued=[long, short], config=fifo)))) == [1]
+
+
+def test_no_job_submitted_after_a_jobs_virtual_deadline_overtakes_it() -> None:
+    weight = PolicyConfig().limit_weight
+    long = job(1, wait=weight * 3600 + 1, limit=3600)  # its virtual deadline just passed
+    shortest = job(2, wait=0, limit=1)
+    assert list(placed(decide(snap(one_gpu_free(), queued=[shortest, long])))) == [1]
 
 
 def test_aging_bound_a_free_job_outranks_fresh_enterprise_after_its_bound() -> None:
