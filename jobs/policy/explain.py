@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from itertools import compress
 from operator import attrgetter
 from typing import TYPE_CHECKING
@@ -38,6 +39,7 @@ def explain_rest(rnd: _Round) -> None:
     """Shared reasons for the jobs the walk never reached, one run per group."""
     pending = rnd.out.pending
     by_class: dict[tuple[str, str], PendingReason] = {}
+    late: dict[tuple[str, ...], int] = defaultdict(int)  # GPUs past their SLO, unreached
     for group in rnd.queue.groups:
         excluded = rnd.queue.org_excluded(group.tier, group.org)
         cls = (group.tier, group.org if excluded else "")
@@ -48,7 +50,9 @@ def explain_rest(rnd: _Round) -> None:
             continue
         pending.add_run(group.jobs, group.pos, reason)
         if reason.code not in ("org_cap", "tier_ceiling"):
-            _count_late(rnd, group)
+            _count_late(rnd, group, late)
+    for types, gpus in late.items():  # capacity advice counts by first preferred type
+        rnd.short[types[0] if types else "any"] += gpus
     # jobs started from kept reservations may lie past where the walk stopped
     pending.mark_placed(job_id for job_id, hold in rnd.kept.items() if hold is None)
     for job in rnd.queue.unknown:
@@ -68,10 +72,9 @@ def _shared_reason(rnd: _Round, group: Group) -> PendingReason:
         return reasons.tier_share(tier, used, rnd.floors[tier], above[0])
     return reasons.priority(tier, rnd.index.total_free)
 
-def _count_late(rnd: _Round, group: Group) -> None:
-    """Jobs already past their start SLO count toward capacity advice."""
+def _count_late(rnd: _Round, group: Group, late: dict[tuple[str, ...], int]) -> None:
+    """GPUs of the group's unreached jobs already past their start SLO, per type list."""
     cutoff = rnd.now - rnd.snap.tiers[group.tier].start_slo_s
     tail = group.jobs[group.pos:]
-    short = rnd.short
     for job in compress(tail, map(cutoff.__ge__, map(_ENQ, tail))):
-        short[job.gpu_types[0] if job.gpu_types else "any"] += job.gpus
+        late[job.gpu_types] += job.gpus

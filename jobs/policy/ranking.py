@@ -164,9 +164,10 @@ class RankedQueue:
         self._org_tiers: dict[str, list[_Tier]] = defaultdict(list)
         self._counter = 0
         queue = snap.queued
-        keys = virtual_deadlines(queue, self.cfg.limit_weight)
-        if any(map(gt, keys, keys[1:])):  # the tick loads them in this order; sort if not
-            queue = [queue[i] for i in sorted(range(len(queue)), key=keys.__getitem__)]
+        if not snap.queue_sorted:
+            keys = virtual_deadlines(queue, self.cfg.limit_weight)
+            if any(map(gt, keys, keys[1:])):
+                queue = [queue[i] for i in sorted(range(len(queue)), key=keys.__getitem__)]
         self._build(queue)
         # tier -> decayed GPU-seconds of its orgs, where tiers share a priority (else empty)
         self._tier_usage = _tier_usage(snap, self.tiers)

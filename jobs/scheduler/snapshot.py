@@ -234,5 +234,5 @@ def load_snapshot(now: datetime) -> P.Snapshot:
         queued=load_queued({run.job_id for run in nominees}, config.limit_weight),
         tiers=load_tiers(),
         usage=usage, project_usage=project_usage, org_weights=weights, org_gpu_caps=caps,
-        project_weights=load_project_weights(), config=config,
+        project_weights=load_project_weights(), config=config, queue_sorted=True,
     )
