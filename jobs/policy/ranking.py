@@ -1,4 +1,4 @@
-"""The order in which queued jobs are considered: tiers, then orgs, then projects, then FIFO.
+"""The order in which queued jobs are considered: tiers, orgs, projects, then virtual deadlines.
 
 Tiers. A tier below its guaranteed floor (running GPUs < guaranteed_share x fleet) goes
 first; otherwise tiers compare by
@@ -6,8 +6,8 @@ first; otherwise tiers compare by
     rank(tier) = level(tier) * G + min(a * W_oldest, B)
 
 where level is the tier's position among the distinct priorities (0 = lowest), G is
-`PolicyConfig.tier_gap`, a is `aging_per_hour`, W_oldest the wait in hours of the tier's
-oldest queued job and B `max_age_boost`.
+`PolicyConfig.tier_gap`, a is `aging_per_hour`, W_oldest the wait in hours of the oldest
+of the tier's jobs that head their project, and B `max_age_boost`.
 
 Tiers that share a priority age as one (by the oldest job among them) and go lowest
 weighted share first, as orgs do. Orgs inside a tier, and projects inside an org, go lowest
@@ -32,8 +32,8 @@ gang free up (at most the longest running time limit, and its reservation cannot
 by backfill). Inside a tier an org that gets nothing sees its share only fall (usage decays,
 it runs nothing), so it becomes the lowest share and is served next; the same holds for
 projects; inside a project a job is overtaken only by jobs whose virtual deadline comes
-before its own, so by none submitted after it. Defaults: G = 8, a = 1/h, so a free job waits at
-most 16 h longer than the oldest enterprise job.
+before its own, so by none submitted after it. Defaults: G = 8, a = 1/h, so a free job
+waits at most 16 h longer than the oldest enterprise job.
 """
 
 from __future__ import annotations
@@ -45,42 +45,16 @@ from dataclasses import dataclass, field
 from functools import partial
 from operator import add, attrgetter, gt, mul
 
-from .types import QueuedJob, RunningView, Snapshot, TierSpec
+from .shares import Shares
+from .types import QueuedJob, Snapshot, TierSpec
 
 _ENQ = attrgetter("enqueued_at")
 _LIMIT = attrgetter("time_limit_s")
 
 
-@dataclass(slots=True)
-class Shares:
-    """GPUs running per tier, org and (org, project); updated as the round places jobs."""
-
-    tier: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    org: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    project: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
-
-    @classmethod
-    def of(cls, running: list[RunningView]) -> Shares:
-        """What the running attempts hold (one pass; a fleet may run thousands)."""
-        shares = cls()
-        tiers, orgs, projects = shares.tier, shares.org, shares.project
-        for run in running:
-            allocs = run.allocations
-            gpus = len(allocs[0].gpus) if len(allocs) == 1 else run.gpus
-            tiers[run.tier] += gpus
-            orgs[run.org] += gpus
-            projects[run.org, run.project] += gpus
-        return shares
-
-    def add(self, tier: str, org: str, project: str, gpus: int) -> None:
-        self.tier[tier] += gpus
-        self.org[org] += gpus
-        self.project[(org, project)] += gpus
-
-
 @dataclass(slots=True, eq=False)
 class Group:
-    """Queued jobs of one (tier, org, project), oldest first; pos is the next to consider."""
+    """Queued jobs of one (tier, org, project) by virtual deadline; pos is the next one."""
 
     tier: str
     org: str
@@ -174,7 +148,7 @@ class RankedQueue:
 
     def _build(self, queue: list[QueuedJob]) -> None:
         buckets: dict[tuple[str, str, str], list[QueuedJob]] = defaultdict(list)
-        for job in queue:  # oldest first
+        for job in queue:  # by virtual deadline
             buckets[job.tier, job.org, job.project].append(job)
         for (tier_name, org_name, project), jobs in buckets.items():
             tier = self.tiers.get(tier_name)
