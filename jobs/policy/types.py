@@ -124,7 +124,7 @@ class PolicyConfig:
     # (None: fair share only)
     late_fraction: float | None = None
     # a job that waited this long goes first in its tier, whatever its org's share
-    starve_after_s: float | None = None
+    starve_after_s: float | None = 12 * 3600.0
     # a preemption plan may cost (victim cost, see preemption.py) at most this times the
     # GPU-time the preemptor would otherwise wait (gpus x time to its natural start)
     preempt_loss_ratio: float = 1.0

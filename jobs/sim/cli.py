@@ -43,7 +43,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--round-interval", type=float, default=1.0,
                    help="minimum seconds between event-driven rounds")
     p.add_argument("--starve-after", type=float, default=None,
-                   help="seconds after which a tier's oldest job goes first in its tier")
+                   help="seconds after which a tier's oldest job goes first in its tier "
+                        "(default: the policy's, 12 h; 0: never)")
     p.add_argument("--max-time", type=float, default=None, help="stop at this virtual time")
     p.add_argument("--json", default=None, help="write the figures here")
     p.add_argument("--quiet", action="store_true")
@@ -58,6 +59,12 @@ def _types(spec: str) -> dict[str, float] | None:
         name, _, frac = part.partition(":")
         out[name.strip()] = float(frac or 1.0)
     return out
+
+
+def _config(args: argparse.Namespace) -> PolicyConfig:
+    if args.starve_after is None:
+        return PolicyConfig()
+    return PolicyConfig(starve_after_s=args.starve_after or None)
 
 
 def workload(args: argparse.Namespace, gpus: int) -> list[SimJob]:
@@ -76,7 +83,7 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
         jobs = workload(args, gpus)  # fresh job objects: the engine mutates them
         t0 = time.perf_counter()
         sim = Simulator(fleet, jobs, policy, default_tiers(),
-                        config=PolicyConfig(starve_after_s=args.starve_after),
+                        config=_config(args),
                         checkpoint_interval=args.checkpoint_interval,
                         restore_cost=args.restore_cost, node_failure_rate=args.node_failures,
                         repair_s=args.repair_time, seed=args.seed, period=period,

@@ -137,3 +137,11 @@ def test_tiers_of_one_priority_share_by_weight() -> None:
     d = decide(snap([node("n0", 8)], queued=queued, tier_specs=specs))
     by_tier = sorted(queued[i].tier for i in placed(d))
     assert by_tier == ["gold"] * 6 + ["silver"] * 2
+
+
+def test_by_default_a_job_waiting_twelve_hours_goes_first_in_its_tier() -> None:
+    usage = {"heavy": 1e9}
+    for waited_h, first in ((11.9, 2), (12.1, 1)):
+        queued = [job(1, org="heavy", wait=waited_h * 3600), job(2, org="light")]
+        d = decide(snap(one_gpu_free(), queued=queued, usage=usage))
+        assert list(placed(d)) == [first]
