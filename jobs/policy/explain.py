@@ -72,6 +72,7 @@ def _shared_reason(rnd: _Round, group: Group) -> PendingReason:
         return reasons.tier_share(tier, used, rnd.floors[tier], above[0])
     return reasons.priority(tier, rnd.index.total_free)
 
+
 def _count_late(rnd: _Round, group: Group, late: dict[tuple[str, ...], int]) -> None:
     """GPUs of the group's unreached jobs already past their start SLO, per type list."""
     cutoff = rnd.now - rnd.snap.tiers[group.tier].start_slo_s
