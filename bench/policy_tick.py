@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jobs.policy import decide, fifo_decide  # noqa: E402
-from jobs.policy.ranking import virtual_deadlines  # noqa: E402
+from jobs.policy.ranking import in_deadline_order  # noqa: E402
 from jobs.policy.types import (  # noqa: E402
     Allocation,
     NodeView,
@@ -108,8 +108,7 @@ def _queued(rng: random.Random, orgs, count: int) -> list[QueuedJob]:
 
 def _tick_order(jobs: list[QueuedJob]) -> list[QueuedJob]:
     """The order the tick loads the queue in (jobs/scheduler/snapshot.py: load_queued)."""
-    keys = virtual_deadlines(jobs, PolicyConfig().limit_weight)
-    return [jobs[i] for i in sorted(range(len(jobs)), key=keys.__getitem__)]
+    return in_deadline_order(jobs, PolicyConfig().limit_weight)
 
 
 def snapshot(queued: int, seed: int = 7, late_gangs: int = 0) -> Snapshot:

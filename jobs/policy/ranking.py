@@ -103,6 +103,12 @@ def virtual_deadlines(queue: list[QueuedJob], limit_weight: float) -> list[float
     return list(map(add, map(_ENQ, queue), map(partial(mul, limit_weight), map(_LIMIT, queue))))
 
 
+def in_deadline_order(queue: list[QueuedJob], limit_weight: float) -> list[QueuedJob]:
+    """The queue by virtual deadline; jobs with equal deadlines keep their order."""
+    keys = virtual_deadlines(queue, limit_weight)
+    return [queue[i] for i in sorted(range(len(queue)), key=keys.__getitem__)]
+
+
 def tier_levels(tiers: dict[str, TierSpec]) -> dict[str, int]:
     """Position of each tier among the distinct priorities, 0 for the lowest."""
     order = sorted({t.priority for t in tiers.values()})
@@ -141,7 +147,7 @@ class RankedQueue:
         if not snap.queue_sorted:
             keys = virtual_deadlines(queue, self.cfg.limit_weight)
             if any(map(gt, keys, keys[1:])):
-                queue = [queue[i] for i in sorted(range(len(queue)), key=keys.__getitem__)]
+                queue = in_deadline_order(queue, self.cfg.limit_weight)
         self._build(queue)
         # tier -> decayed GPU-seconds of its orgs, where tiers share a priority (else empty)
         self._tier_usage = _tier_usage(snap, self.tiers)

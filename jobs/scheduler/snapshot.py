@@ -12,7 +12,7 @@ from django.db.models import Q
 
 from jobs import policy as P
 from jobs.models import Attempt, GpuBinding, Job, Organization, Project, Tier
-from jobs.policy.ranking import virtual_deadlines
+from jobs.policy.ranking import in_deadline_order
 from jobs.states import JobState
 from workers.models import Gpu, Node, NodeState
 
@@ -162,8 +162,7 @@ def load_queued(nominees: AbstractSet[int] = frozenset(), limit_weight: float = 
         for (pk, org, tier, gpus, enqueued, limit, expected, types, memory, region, project,
              preemptions, checkpointable) in rows
     ]
-    keys = virtual_deadlines(jobs, limit_weight)
-    return [jobs[i] for i in sorted(range(len(jobs)), key=keys.__getitem__)]
+    return in_deadline_order(jobs, limit_weight)
 
 
 def _seconds(value) -> float | None:
