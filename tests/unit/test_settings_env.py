@@ -13,6 +13,7 @@ from tests.support.processes import ROOT
     ("DEBUG", "maybe"),
     ("GPUSCHED_TICK_SECONDS", "soon"),
     ("GPUSCHED_LEASE_SECONDS", "-3"),
+    ("GPUSCHED_LIMIT_WEIGHT", "-1"),
     ("DATABASE_URL", "mysql://x/y"),
 ])
 def test_a_bad_value_fails_at_start_naming_the_variable(name, value):
