@@ -105,7 +105,10 @@ def virtual_deadlines(queue: list[QueuedJob], limit_weight: float) -> list[float
 
 def in_deadline_order(queue: list[QueuedJob], limit_weight: float) -> list[QueuedJob]:
     """The queue by virtual deadline; jobs with equal deadlines keep their order."""
-    keys = virtual_deadlines(queue, limit_weight)
+    return _by_keys(queue, virtual_deadlines(queue, limit_weight))
+
+
+def _by_keys(queue: list[QueuedJob], keys: list[float]) -> list[QueuedJob]:
     return [queue[i] for i in sorted(range(len(queue)), key=keys.__getitem__)]
 
 
@@ -147,7 +150,7 @@ class RankedQueue:
         if not snap.queue_sorted:
             keys = virtual_deadlines(queue, self.cfg.limit_weight)
             if any(map(gt, keys, keys[1:])):
-                queue = in_deadline_order(queue, self.cfg.limit_weight)
+                queue = _by_keys(queue, keys)
         self._build(queue)
         # tier -> decayed GPU-seconds of its orgs, where tiers share a priority (else empty)
         self._tier_usage = _tier_usage(snap, self.tiers)

@@ -49,13 +49,12 @@ def _by_reason(pending: P.PendingReasons) -> dict[Stored, list[int]]:
     groups: dict[Stored, list[int]] = defaultdict(list)
     for ids, reason in pending.runs():
         groups[_stored(reason)].extend(ids)
-    by_object: dict[int, list[int]] = defaultdict(list)  # many jobs share one reason object
-    objects: dict[int, P.PendingReason] = {}
+    # many jobs share one reason object: convert each object once, not once per job
+    by_object: dict[int, tuple[P.PendingReason, list[int]]] = {}
     for job_id, reason in pending.own.items():
-        by_object[id(reason)].append(job_id)
-        objects[id(reason)] = reason
-    for key, ids in by_object.items():
-        groups[_stored(objects[key])].extend(ids)
+        by_object.setdefault(id(reason), (reason, []))[1].append(job_id)
+    for reason, ids in by_object.values():
+        groups[_stored(reason)].extend(ids)
     return groups
 
 
