@@ -89,7 +89,6 @@ class _Tier:
     excluded: bool = False
     late_after: float | None = None  # jobs enqueued before this are late
     late: list[tuple[float, float, int, int, Group]] = field(default_factory=list)
-    starving_served: bool = False  # its oldest job, starving, went first this round
 
 
 def virtual_deadlines(queue: list[QueuedJob], limit_weight: float) -> list[float]:
@@ -300,15 +299,16 @@ class RankedQueue:
         """The group of the tier's oldest job once it waited `starve_after_s`, if any.
 
         Fair share alone lets a heavy org's jobs wait as long as lighter orgs keep its tier
-        busy; past this wait a job goes first in its tier, whatever its org's share.
+        busy; past this wait a job goes first in its tier, whatever its org's share. Every
+        starving job does, oldest first: served one a round, a burst of them waited on for
+        the GPUs that lighter orgs took in between (docs/policy.md).
         """
         limit = self.cfg.starve_after_s
-        if limit is None or tier.starving_served:
+        if limit is None:
             return None
         wait_h = self._oldest_wait_h(tier)  # also drops stale heap entries
         if wait_h is None or wait_h * 3600.0 < limit:
             return None
-        tier.starving_served = True
         return tier.oldest[0][3]
 
     def _late_group(self, tier: _Tier) -> Group | None:

@@ -107,17 +107,18 @@ def test_tier_ceiling_stops_bursting() -> None:
     assert {r.code for r in d.pending.values()} == {"tier_ceiling"}
 
 
-def test_a_starving_job_goes_first_in_its_tier_one_a_round() -> None:
-    nodes = [node("n0", 2)]
-    queued = [job(1, org="heavy", wait=7200), job(2, org="heavy2", wait=5000),
-              job(3, org="light", wait=10)]
+def test_starving_jobs_go_first_in_their_tier_oldest_first() -> None:
+    queued = [job(1, org="heavy", wait=5000), job(2, org="heavy2", wait=7200),
+              job(3, org="light", wait=10), job(4, org="heavy", wait=3000)]
     usage = {"heavy": 1e7, "heavy2": 1e7}
-    d = decide(snap(nodes, queued=queued, usage=usage))
+    d = decide(snap([node("n0", 2)], queued=queued, usage=usage))
     assert list(placed(d))[0] == 3  # fair share alone: the light org first
-    d = decide(snap(nodes, queued=queued, usage=usage,
-                    config=PolicyConfig(starve_after_s=3600)))
-    # the oldest starving job goes first; the next one waits for fair share like any other
-    assert sorted(placed(d)) == [1, 3]
+    guard = PolicyConfig(starve_after_s=3600)
+    # every starving job goes before fair share, the oldest first; job 4 is not starving
+    d = decide(snap([node("n0", 2)], queued=queued, usage=usage, config=guard))
+    assert list(placed(d)) == [2, 1]
+    d = decide(snap([node("n0", 1)], queued=queued, usage=usage, config=guard))
+    assert list(placed(d)) == [2]
 
 
 def test_projects_share_their_org_by_weight() -> None:
