@@ -59,6 +59,15 @@ def explain_rest(rnd: _Round) -> None:
         pending[job.job_id] = reasons.unknown_tier(job.tier)
 
 
+def no_capacity(rnd: _Round) -> None:
+    """Every queued job's reason while no node takes work (all down, cordoned or silent)."""
+    reason = reasons.no_capacity()
+    for group in rnd.queue.groups:
+        rnd.out.pending.add_run(group.jobs, 0, reason)
+    for job in rnd.queue.unknown:
+        rnd.out.pending[job.job_id] = reasons.unknown_tier(job.tier)
+
+
 def _shared_reason(rnd: _Round, group: Group) -> PendingReason:
     tier, org = group.tier, group.org
     if rnd.queue.org_excluded(tier, org):

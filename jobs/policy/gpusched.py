@@ -63,7 +63,7 @@ class _Round:
         self.snap, self.cfg, self.now = snap, snap.config, snap.now
         self.out = Decisions()
         self.index = FreeIndex(snap.nodes)
-        fleet = sum(n.total_gpus for n in snap.nodes if n.schedulable)
+        self.fleet = fleet = sum(n.total_gpus for n in snap.nodes if n.schedulable)
         self.levels = tier_levels(snap.tiers)
         # floors are whole GPUs: a fraction of a GPU protects nothing a gang could use
         self.floors = {
@@ -105,6 +105,9 @@ class _Round:
     # -- the walk ---------------------------------------------------------------------------
 
     def run(self) -> Decisions:
+        if self.fleet == 0:  # no node takes work: every job waits for one, no walk needed
+            explain.no_capacity(self)
+            return self.out
         if self.snap.holds:
             kept.keep_holds(self)
         while not self._exhausted():

@@ -109,5 +109,9 @@ def no_fit(job: QueuedJob) -> PendingReason:
     return PendingReason("no_fit", f"no schedulable node or island can hold {gpu_words(job)}")
 
 
+def no_capacity() -> PendingReason:
+    return PendingReason("no_fit", "no node takes work now (all down, cordoned or silent)")
+
+
 def unknown_tier(tier: str) -> PendingReason:
     return PendingReason("unknown_tier", f"tier {tier!r} is not configured")

@@ -39,6 +39,18 @@ def test_gang_larger_than_a_node_stays_in_one_island() -> None:
     assert d.placements == [] and d.pending[1].code == "no_fit"
 
 
+def test_while_no_node_takes_work_every_job_waits_with_a_reason() -> None:
+    nodes = [node("down", schedulable=False), node("cordoned", 8, free=(), schedulable=False)]
+    runs = [running(1, {"cordoned": tuple(range(8))})]
+    queued = [job(i, tier=("enterprise", "paid", "free")[i % 3], org=f"o{i % 5}", wait=i)
+              for i in range(60)] + [job(99, tier="gold")]
+    d = decide(snap(nodes, runs, queued))
+    assert d.placements == [] and d.preemptions == [] and d.reservations == []
+    assert {j: r.code for j, r in d.pending.items()} == {
+        **{i: "no_fit" for i in range(60)}, 99: "unknown_tier"}
+    assert "no node takes work" in d.pending[0].text
+
+
 def test_without_spanning_a_gang_larger_than_every_node_never_fits() -> None:
     nodes = [node("b0", island="b"), node("b1", island="b")]
     single_node = PolicyConfig(span_nodes=False)
