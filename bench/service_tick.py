@@ -1,11 +1,15 @@
 """Time one scheduler tick of the service on a real database, phase by phase.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/gpusched_bench \
-        python bench/service_tick.py [--nodes 200] [--queued 20000] [--rounds 3]
+        python bench/service_tick.py [--nodes 200] [--queued 20000] [--rounds 3] [--history 0]
 
 Fills the database (it must be a scratch one: its jobs and nodes are replaced) with nodes of
 8 GPUs, a full fleet of running 1-GPU attempts and a queue, then times the snapshot load, the
 policy and the commit of several ticks, and the same snapshot under `fifo` for the ratio.
+`--history N` adds N attempts that ended over the last 40 hours (a fleet of 500 GPUs running
+video jobs ends about 5,000 an hour): the tick folds them into the usage accounts once, then
+reads the accounts; the baseline is the sum over every recent attempt that the tick computed
+before, timed on the same database.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "gpusched.settings")
 
 
-def _fill(nodes: int, queued: int) -> None:
+def _fill(nodes: int, queued: int, history: int = 0) -> None:
     from django.utils import timezone
 
     from jobs.fencing import next_token
@@ -56,6 +60,60 @@ def _fill(nodes: int, queued: int) -> None:
     Job.objects.bulk_create(
         [Job(organization=orgs[i % 30], project=orgs[i % 30].projects.first(),
              **{**spec, "gpus": (1, 2, 4, 8)[i % 4]}) for i in range(queued)], batch_size=2000)
+    _fill_history(history, orgs, gpus[0].node, now)
+    from django.db import connection
+
+    if connection.vendor == "postgresql":  # as autovacuum would after such a load
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+    # the nodes heartbeat as live ones do: a long fill must not leave them stale
+    Node.objects.update(last_heartbeat=timezone.now())
+
+
+def _fill_history(count: int, orgs, node, now) -> None:
+    """`count` finished jobs of one attempt each, ended over the last 40 hours."""
+    import random
+    from datetime import timedelta
+
+    from jobs.models import Attempt, Job
+
+    rng = random.Random(7)
+    projects = [org.projects.first() for org in orgs]
+    for first in range(0, count, 10_000):
+        size = min(10_000, count - first)
+        done = Job.objects.bulk_create(
+            [Job(organization=orgs[i % 30], project=projects[i % 30],
+                 state="SUCCEEDED", prompt="bench", gpus=1, time_limit_s=3600, enqueued_at=now)
+             for i in range(size)])
+        ends = [now - timedelta(seconds=rng.uniform(0, 40 * 3600)) for _ in done]
+        # negative tokens: the fencing sequence never hands them out, and one call a row
+        # would dominate the fill
+        Attempt.objects.bulk_create(
+            [Attempt(job=j, node=node, gpu_indices=[rng.randrange(8)], token=-(first + i + 1),
+                     status="ENDED", outcome="SUCCEEDED", ended_at=end,
+                     started_at=end - timedelta(seconds=rng.uniform(20, 600)))
+             for i, (j, end) in enumerate(zip(done, ends, strict=True))])
+
+
+def _scan_usage(now, half_life_s: float) -> dict[str, float]:
+    """The baseline: decayed usage summed over every attempt of the last six half-lives."""
+    import math
+    from datetime import timedelta
+
+    from django.db.models import Q
+
+    from jobs.models import Attempt
+
+    horizon = now - timedelta(seconds=6 * half_life_s)
+    usage: dict[str, float] = {}
+    for org, gpus, started, ended in Attempt.objects.filter(
+        Q(ended_at__isnull=True) | Q(ended_at__gte=horizon), started_at__isnull=False
+    ).values_list("job__organization__slug", "gpu_indices", "started_at", "ended_at"):
+        end = ended or now
+        used = len(gpus) * (end - started).total_seconds()
+        usage[org] = usage.get(org, 0.0) + used * math.pow(
+            0.5, (now - end).total_seconds() / half_life_s)
+    return usage
 
 
 def _timed(fn):
@@ -64,11 +122,37 @@ def _timed(fn):
     return value, (time.perf_counter() - started) * 1000
 
 
+def _time_usage() -> None:
+    from django.conf import settings
+    from django.utils import timezone
+
+    from jobs.scheduler.usage import fold_ended_attempts, load_usage
+
+    half_life = settings.GPUSCHED_USAGE_HALF_LIFE_S
+    now = timezone.now()
+    _, backlog_ms = _timed(lambda: _fold_all(now, half_life, fold_ended_attempts))
+    print(f"first fold of the whole history (once, after an upgrade): {backlog_ms:.0f} ms")
+    reads, scans = [], []
+    for _ in range(3):
+        now = timezone.now()
+        reads.append(_timed(lambda now=now: load_usage(now, half_life))[1])
+        scans.append(_timed(lambda now=now: _scan_usage(now, half_life))[1])
+    read, scan = statistics.median(reads), statistics.median(scans)
+    print(f"usage read: accounts {read:.1f} ms, scan of recent attempts {scan:.0f} ms, "
+          f"ratio {read / scan:.3f}")
+
+
+def _fold_all(now, half_life, fold) -> None:
+    while fold(now, half_life):
+        pass
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=200)
     parser.add_argument("--queued", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--history", type=int, default=0)
     args = parser.parse_args()
 
     import django
@@ -82,8 +166,11 @@ def main() -> None:
     from jobs.scheduler.snapshot import load_snapshot
 
     call_command("migrate", verbosity=0)
-    _fill(args.nodes, args.queued)
-    print(f"{args.nodes} nodes x 8 GPUs, all busy; {args.queued} queued")
+    _fill(args.nodes, args.queued, args.history)
+    print(f"{args.nodes} nodes x 8 GPUs, all busy; {args.queued} queued; "
+          f"{args.history} attempts ended in the last 40 h")
+    if args.history:
+        _time_usage()
     print("round  load_ms  gpusched_ms  fifo_ms  ratio  commit_ms  reasons_written")
     loads, decides = [], []
     for r in range(args.rounds):

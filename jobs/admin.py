@@ -11,6 +11,7 @@ from jobs.models import (
     Organization,
     Project,
     Tier,
+    UsageAccount,
 )
 
 
@@ -32,6 +33,18 @@ class ProjectAdmin(admin.ModelAdmin):
     list_display = ["name", "organization", "weight"]
     list_filter = ["organization__tier"]
     search_fields = ["name", "organization__slug"]
+
+
+@admin.register(UsageAccount)
+class UsageAccountAdmin(admin.ModelAdmin):
+    """What fair share reads: written by the scheduler tick only."""
+
+    list_display = ["project", "gpu_seconds", "as_of"]
+    search_fields = ["project__name", "project__organization__slug"]
+    readonly_fields = ["project", "gpu_seconds", "as_of"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
 
 
 @admin.register(Membership)

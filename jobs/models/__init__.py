@@ -2,8 +2,9 @@ from .attempt import Attempt, AttemptStatus, GpuBinding
 from .job import Job, JobEvent
 from .sequence import Counter
 from .tenancy import ApiKey, Membership, Organization, Project, Tier
+from .usage import UsageAccount
 
 __all__ = [
     "ApiKey", "Attempt", "AttemptStatus", "Counter", "GpuBinding", "Job", "JobEvent", "Membership",
-    "Organization", "Project", "Tier",
+    "Organization", "Project", "Tier", "UsageAccount",
 ]

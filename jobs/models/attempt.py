@@ -43,6 +43,8 @@ class Attempt(models.Model):
     outcome = models.CharField(max_length=10, choices=Outcome.choices, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     stderr_tail = models.TextField(blank=True)
+    # folded into its project's UsageAccount (jobs/scheduler/usage.py), once it has ended
+    usage_counted = models.BooleanField(default=False)
 
     class Meta:
         constraints = [
@@ -54,6 +56,9 @@ class Attempt(models.Model):
             # the reaper reads exactly the live leases
             models.Index(fields=["lease_expires_at"], name="attempt_live_lease_idx",
                          condition=Q(ended_at__isnull=True)),
+            # the tick folds exactly the ended attempts not yet in a usage account
+            models.Index(fields=["id"], name="attempt_usage_due_idx",
+                         condition=Q(ended_at__isnull=False, usage_counted=False)),
         ]
 
     def __str__(self) -> str:

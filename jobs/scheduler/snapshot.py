@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Set as AbstractSet
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Q
 
 from jobs import policy as P
 from jobs.models import Attempt, GpuBinding, Job, Organization, Project, Tier
 from jobs.policy.ranking import in_deadline_order
+from jobs.scheduler.usage import load_usage
 from jobs.states import JobState
 from workers.models import Gpu, Node, NodeState
 
@@ -174,24 +173,6 @@ def _seconds(value) -> float | None:
     except (TypeError, ValueError):
         return None
     return seconds if seconds > 0 else None
-
-
-def load_usage(now: datetime, half_life_s: float) -> tuple[dict, dict]:
-    """Decayed GPU-seconds per org and per (org, project) over recent attempts."""
-    horizon = now - timedelta(seconds=6 * half_life_s)
-    org_usage: dict[str, float] = defaultdict(float)
-    project_usage: dict[tuple[str, str], float] = defaultdict(float)
-    recent = Attempt.objects.filter(
-        Q(ended_at__isnull=True) | Q(ended_at__gte=horizon), started_at__isnull=False
-    ).values_list("job__organization__slug", "job__project__name", "gpu_indices",
-                  "started_at", "ended_at")
-    for org, project, gpus, started, ended in recent:
-        end = (ended or now).timestamp()
-        age = now.timestamp() - end  # decay from the end of use: simple and monotone
-        used = len(gpus) * max(0.0, end - started.timestamp()) * math.pow(0.5, age / half_life_s)
-        org_usage[org] += used
-        project_usage[(org, project)] += used
-    return dict(org_usage), dict(project_usage)
 
 
 def load_org_caps() -> tuple[dict[str, float], dict[str, int]]:

@@ -16,6 +16,7 @@ from jobs.scheduler.holds import kept_holds, remember_holds
 from jobs.scheduler.lock import tick_lock
 from jobs.scheduler.nominations import NomineeReport, start_nominees
 from jobs.scheduler.snapshot import load_snapshot
+from jobs.scheduler.usage import fold_ended_attempts
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,7 @@ def scheduler_tick_run() -> TickReport:
         reap_expired_attempts(now=now)
         release_due_retries(now=now)
         nominees = start_nominees(now)
+        fold_ended_attempts(now, settings.GPUSCHED_USAGE_HALF_LIFE_S)
         snapshot = load_snapshot(now)
         snapshot.holds = kept_holds(snapshot.queued)
         started = time.perf_counter()

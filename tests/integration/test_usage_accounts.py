@@ -1,0 +1,93 @@
+"""Decayed usage: every ended attempt is counted once, decayed from its end, however often
+and however many processes fold; the tick ranks organizations by it."""
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from jobs.fencing import next_token
+from jobs.models import Attempt, Job, UsageAccount
+from jobs.scheduler.tick import scheduler_tick_run
+from jobs.scheduler.usage import fold_ended_attempts, load_usage
+from jobs.services.tenancy import organization_create
+from tests.support.factories import make_job, make_node
+from workers.models import Node, NodeState
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+HOUR = 3600.0
+
+
+def _attempt(job: Job, gpus: int, started, ended=None) -> Attempt:
+    """An attempt as history has it, on a node of its own that takes no more work."""
+    node = make_node(f"u{Attempt.objects.count()}", gpus=gpus)
+    Node.objects.filter(pk=node.pk).update(state=NodeState.DOWN)
+    return Attempt.objects.create(job=job, node=node, gpu_indices=list(range(gpus)),
+                                  token=next_token(), status="ENDED" if ended else "RUNNING",
+                                  started_at=started, ended_at=ended)
+
+
+def test_each_attempt_counts_once_decayed_from_its_end(alice):
+    now = timezone.now()
+    job = make_job(alice)
+    _attempt(job, 2, now - timedelta(hours=7), now - timedelta(hours=6))  # 7200 GPU-s, halved
+    _attempt(job, 1, now - timedelta(seconds=100), now)  # 100
+    _attempt(make_job(alice), 4, now - timedelta(seconds=50))  # running: 200, not decayed
+    assert fold_ended_attempts(now, 6 * HOUR) == 2
+    assert fold_ended_attempts(now, 6 * HOUR) == 0  # already counted
+    usage, per_project = load_usage(now, 6 * HOUR)
+    assert usage["alice"] == pytest.approx(3600 + 100 + 200)
+    assert per_project[("alice", job.project.name)] == pytest.approx(3900)
+    # an hour later, one more attempt has ended: the account is decayed, then added to
+    later = now + timedelta(hours=6)
+    _attempt(job, 1, later - timedelta(seconds=10), later)
+    assert fold_ended_attempts(later, 6 * HOUR) == 1
+    usage, _ = load_usage(later, 6 * HOUR)
+    assert usage["alice"] == pytest.approx(1800 + 50 + 10 + 4 * (6 * HOUR + 50))
+
+
+def test_racing_folds_count_every_attempt_exactly_once(alice):
+    now = timezone.now()
+    job = make_job(alice)
+    node = make_node("n1", gpus=1)
+    Attempt.objects.bulk_create(
+        Attempt(job=job, node=node, gpu_indices=[0], token=next_token(), status="ENDED",
+                started_at=now - timedelta(seconds=10), ended_at=now) for _ in range(400))
+    barrier, errors = threading.Barrier(4), []
+
+    def fold():
+        barrier.wait()
+        try:
+            while fold_ended_attempts(now, 6 * HOUR, batch=25):
+                pass
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=fold) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert not Attempt.objects.filter(usage_counted=False).exists()
+    assert UsageAccount.objects.get().gpu_seconds == pytest.approx(4000)
+
+
+def test_the_tick_serves_the_org_that_used_less_first(tiers):
+    bob, carol = (organization_create(slug=s, tier="paid") for s in ("bob-paid", "carol"))
+    heavy = make_job(bob)
+    now = timezone.now()
+    _attempt(heavy, 8, now - timedelta(hours=2), now - timedelta(minutes=10))
+    Job.objects.filter(pk=heavy.pk).update(state="SUCCEEDED")
+    old = make_job(bob)  # older than carol's: it would go first without bob's usage
+    Job.objects.filter(pk=old.pk).update(enqueued_at=now - timedelta(minutes=5))
+    new = make_job(carol)
+    make_node("n1", gpus=1)
+    scheduler_tick_run()
+    assert Job.objects.get(pk=new.pk).state == "SCHEDULED"
+    assert Job.objects.get(pk=old.pk).state == "QUEUED"
