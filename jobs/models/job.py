@@ -58,6 +58,9 @@ class Job(models.Model):
             models.Index(fields=["enqueued_at"], name="job_queued_idx",
                          condition=models.Q(state=JobState.QUEUED)),
             models.Index(fields=["organization", "-created_at"], name="job_org_recent_idx"),
+            # every tick releases the jobs whose retry wait is over
+            models.Index(fields=["retry_at"], name="job_retry_due_idx",
+                         condition=models.Q(state=JobState.RETRY_WAIT)),
             # every tick looks up the few queued jobs holding a nomination
             models.Index(fields=["nominated_node"], name="job_nominated_idx",
                          condition=models.Q(state=JobState.QUEUED,
