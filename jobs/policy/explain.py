@@ -72,14 +72,13 @@ def _shared_reason(rnd: _Round, group: Group) -> PendingReason:
     tier, org = group.tier, group.org
     if rnd.queue.org_excluded(tier, org):
         return reasons.org_cap(org, rnd.snap.org_gpu_caps.get(org, 0))
-    used = rnd.shares.tier[tier]
     if rnd.queue.tier_excluded(tier):
-        return reasons.tier_ceiling(tier, used, rnd.ceilings[tier])
+        return reasons.tier_ceiling(tier, rnd.ceilings[tier])
     level = rnd.levels[tier]
     above = [t for lv, t in sorted(rnd.waiting_levels.items(), reverse=True) if lv > level]
-    if above and used > rnd.floors[tier]:
-        return reasons.tier_share(tier, used, rnd.floors[tier], above[0])
-    return reasons.priority(tier, rnd.index.total_free)
+    if above and rnd.shares.tier[tier] > rnd.floors[tier]:
+        return reasons.tier_share(tier, rnd.floors[tier], above[0])
+    return reasons.priority(tier)
 
 
 def _count_late(rnd: _Round, group: Group, late: dict[tuple[str, ...], int]) -> None:

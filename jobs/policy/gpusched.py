@@ -168,8 +168,7 @@ class _Round:
             ceiling, tier_used = self.ceilings[job.tier], self.shares.tier[job.tier]
             if tier_used >= ceiling - 1e-9:
                 self.queue.exclude_tier(job.tier)
-            reason = reasons.tier_ceiling(job.tier, tier_used, ceiling)
-            self._pending(job, reason, count_short=False)
+            self._pending(job, reasons.tier_ceiling(job.tier, ceiling), count_short=False)
             return True
         return False
 

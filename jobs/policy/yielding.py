@@ -63,5 +63,4 @@ def reason(rnd: _Round, job: QueuedJob) -> PendingReason:
     level = rnd.levels[job.tier]
     above = max((lv for lv in rnd.blocked_k if lv > level), default=None)
     waiting = rnd.blocked_tier[above] if above is not None else "a higher tier"
-    used = rnd.shares.tier[job.tier]
-    return reasons.tier_share(job.tier, used, rnd.floors[job.tier], waiting)
+    return reasons.tier_share(job.tier, rnd.floors[job.tier], waiting)
