@@ -1,4 +1,4 @@
-"""The tick loads the queue in the order the policy walks a project: by virtual deadline."""
+"""The tick loads the queue as the policy needs it: every field, by virtual deadline."""
 
 import pytest
 
@@ -29,3 +29,23 @@ def test_the_limit_weight_setting_reaches_the_tick(alice, settings, weight, star
     jobs = {"long": _submit(alice, 3600), "short": _submit(alice, 60)}
     scheduler_tick_run()
     assert Job.objects.get(pk=jobs[starts]).state == "SCHEDULED"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("estimate,seconds", [(None, None), (90, 90.0), ("120", 120.0),
+                                              ("soon", None), (-5, None), ({"s": 1}, None)])
+def test_a_queued_job_loads_with_its_spec(alice, estimate, seconds):
+    params = {} if estimate is None else {"expected_duration_s": estimate}
+    spec = JobSpec(prompt="a cat", gpus=2, params=params, gpu_types=("A100", "H100"),
+                   min_gpu_memory_mb=40_000, region="eu", time_limit_s=600,
+                   checkpointable=True)
+    pk = job_submit(organization=alice, spec=spec).pk
+    plain = job_submit(organization=alice, spec=JobSpec(prompt="a dog")).pk
+    loaded = {j.job_id: j for j in load_queued()}
+    job = loaded[pk]
+    assert (job.org, job.tier, job.project, job.gpus, job.time_limit_s) == (
+        "alice", "paid", "default", 2, 600.0)
+    assert job.expected_duration_s == seconds
+    assert job.gpu_types == ("A100", "H100") and loaded[plain].gpu_types == ()
+    assert (job.min_gpu_memory_mb, job.region, job.checkpointable) == (40_000, "eu", True)
+    assert job.enqueued_at == pytest.approx(Job.objects.get(pk=pk).enqueued_at.timestamp())
