@@ -6,9 +6,9 @@ An attempt's GPU-seconds count from its end, halved every `half_life_s` after it
 
 with h = `half_life_s`, and running attempts counted up to now, undecayed. Summing that over
 the attempts of the last days on every tick grew with history (2.3-3.8 s a tick with 200,000
-attempts in 40 h, what 500 GPUs of video jobs run). Instead each
-ended attempt is folded once into its project's `UsageAccount`, which is a sum of the same
-terms decayed to its `as_of`, so a tick reads one row per project plus the live attempts.
+attempts in 40 h, what 500 GPUs of video jobs run). Instead each ended attempt is folded
+once into its project's `UsageAccount`, which is a sum of the same terms decayed to its
+`as_of`, so a tick reads one row per project plus the live attempts.
 The fold runs in the tick and marks the attempts it folds in the same transaction: a crash
 folds all of them or none, and a concurrent fold skips the rows this one holds.
 """

@@ -9,6 +9,7 @@ from jobs.models import Attempt, GpuBinding
 from jobs.scheduler.lock import tick_lock
 from jobs.scheduler.tick import scheduler_tick_run
 from tests.support.factories import make_job, make_node
+from tests.support.threads import race
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -40,19 +41,7 @@ def test_racing_ticks_place_each_job_once_and_each_gpu_once(alice):
         make_node(f"n{i}", gpus=4)
     for i in range(30):
         make_job(alice, gpus=1 + i % 4)
-    barrier = threading.Barrier(4)
-
-    def tick():
-        barrier.wait()
-        for _ in range(3):
-            scheduler_tick_run()
-        connection.close()
-
-    threads = [threading.Thread(target=tick) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    race(lambda: [scheduler_tick_run() for _ in range(3)], 4)
     live = GpuBinding.objects.filter(released_at__isnull=True)
     assert live.count() == len(set(live.values_list("gpu_id", flat=True))) == 12
     assert Attempt.objects.values("job").distinct().count() == Attempt.objects.count()

@@ -1,11 +1,9 @@
 """Decayed usage: every ended attempt is counted once, decayed from its end, however often
 and however many processes fold; the tick ranks organizations by it."""
 
-import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 
 from jobs.fencing import next_token
@@ -14,6 +12,7 @@ from jobs.scheduler.tick import scheduler_tick_run
 from jobs.scheduler.usage import fold_ended_attempts, load_usage
 from jobs.services.tenancy import organization_create
 from tests.support.factories import make_job, make_node
+from tests.support.threads import race
 from workers.models import Node, NodeState
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -56,23 +55,16 @@ def test_racing_folds_count_every_attempt_exactly_once(alice):
     Attempt.objects.bulk_create(
         Attempt(job=job, node=node, gpu_indices=[0], token=next_token(), status="ENDED",
                 started_at=now - timedelta(seconds=10), ended_at=now) for _ in range(400))
-    barrier, errors = threading.Barrier(4), []
+    errors = []
 
     def fold():
-        barrier.wait()
         try:
             while fold_ended_attempts(now, 6 * HOUR, batch=25):
                 pass
         except Exception as exc:  # noqa: BLE001 - reported by the assertion below
             errors.append(exc)
-        finally:
-            connection.close()
 
-    threads = [threading.Thread(target=fold) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    race(fold, 4)
     assert errors == []
     assert not Attempt.objects.filter(usage_counted=False).exists()
     assert UsageAccount.objects.get().gpu_seconds == pytest.approx(4000)
