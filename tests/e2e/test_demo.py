@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -29,7 +30,8 @@ def _call(url: str, key: str, body: dict | None = None) -> dict:
         return json.loads(response.read())
 
 
-def test_the_demo_runs_a_job_without_any_server(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill"])
+def test_the_demo_runs_a_job_without_any_server(tmp_path, stop):
     env = {k: v for k, v in os.environ.items()
            if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL")}
     env["GPUSCHED_VAR_DIR"] = str(tmp_path)
@@ -37,7 +39,9 @@ def test_the_demo_runs_a_job_without_any_server(tmp_path):
     demo = subprocess.Popen(
         [sys.executable, "manage.py", "demo", "--port", str(port), "--for-seconds", "120"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True)
+        start_new_session=True,
+        # as a shell that starts it in the background: with SIGINT ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     try:
         key_file = tmp_path / "demo-api-key"
         wait_for(key_file.exists, 60, "the demo's API key")
@@ -49,9 +53,11 @@ def test_the_demo_runs_a_job_without_any_server(tmp_path):
                  "the demo job to succeed")
         assert _call(f"{base}/{job['id']}", key)["result"]["size"] > 0
     finally:
-        os.killpg(demo.pid, 2)  # Ctrl-C, as a person would
+        os.kill(demo.pid, stop)  # Ctrl-C or `kill`, as a person would
+        # its processes write to the same pipe: the output ends once all of them are gone
         out, _ = demo.communicate(timeout=60)
     assert f"running at http://127.0.0.1:{port}" in out
+    assert demo.returncode == 0
 
 
 def _reachable(url: str) -> bool:

@@ -37,6 +37,11 @@ class Command(BaseCommand):
             f"try: curl -s -X POST {url}/api/v1/jobs -H 'Authorization: Bearer {key}' "
             "-H 'Content-Type: application/json' -d '{\"prompt\": \"a red fox\", \"gpus\": 2}'")
         self.stdout.flush()
+        # Ctrl-C and `kill` both stop the demo and its processes (they run in sessions of
+        # their own, so nothing else would); set explicitly, since a shell that starts the
+        # demo in the background hands it SIGINT ignored
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, _interrupt)
         try:
             self._wait(procs, opts["for_seconds"])
         finally:
@@ -80,6 +85,10 @@ class Command(BaseCommand):
                 time.sleep(0.5)
         except KeyboardInterrupt:
             pass
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def _stop(procs: list[subprocess.Popen]) -> None:
