@@ -83,7 +83,7 @@ def _running(rng, nodes, orgs, count=5000) -> tuple[list[RunningView], list[Node
         out.append(RunningView(a, 10_000_000 + a, org, tier, (Allocation(node, tuple(taken)),),
                                start, end, end + 600, ckpt, ckpt is not None,
                                preemptions=rng.choice([0, 0, 0, 1, 3]),
-                               project=f"p{a % 3}"))
+                               project=f"p{a % 3}", user=f"u{a % 7}"))
     views = [NodeView(n.name, n.gpu_type, n.gpu_memory_mb, n.total_gpus, tuple(free[n.name]),
                       n.region, n.island) for n in nodes]
     return out, views

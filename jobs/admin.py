@@ -39,9 +39,10 @@ class ProjectAdmin(admin.ModelAdmin):
 class UsageAccountAdmin(admin.ModelAdmin):
     """What fair share reads: written by the scheduler tick only."""
 
-    list_display = ["project", "gpu_seconds", "as_of"]
-    search_fields = ["project__name", "project__organization__slug"]
-    readonly_fields = ["project", "gpu_seconds", "as_of"]
+    list_display = ["project", "user", "gpu_seconds", "as_of"]
+    list_select_related = ["project__organization", "user"]
+    search_fields = ["project__name", "project__organization__slug", "user__username"]
+    readonly_fields = ["project", "user", "gpu_seconds", "as_of"]
 
     def has_add_permission(self, request) -> bool:
         return False

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from itertools import compress
+from collections.abc import Iterable
+from itertools import chain, compress, islice
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from . import reasons
 from .placement import FreeIndex, Pools
-from .ranking import Group
 from .types import PendingReason, QueuedJob
 
 if TYPE_CHECKING:
@@ -36,23 +36,21 @@ def what_if(index: FreeIndex, job: QueuedJob, groups: Pools) -> str:
 
 
 def explain_rest(rnd: _Round) -> None:
-    """Shared reasons for the jobs the walk never reached, one run per group."""
+    """Shared reasons for the jobs the walk never reached, a run per user of each project."""
     pending = rnd.out.pending
     by_class: dict[tuple[str, str], PendingReason] = {}
-    late: dict[tuple[str, ...], int] = defaultdict(int)  # GPUs past their SLO, unreached
-    for group in rnd.queue.groups:
-        excluded = rnd.queue.org_excluded(group.tier, group.org)
-        cls = (group.tier, group.org if excluded else "")
+    # tier -> its unreached jobs that count for capacity advice (not capped), as runs
+    counted: dict[str, list[Iterable[QueuedJob]]] = defaultdict(list)
+    for tier, org, jobs, first in rnd.queue.unreached():
+        excluded = rnd.queue.org_excluded(tier, org)
+        cls = (tier, org if excluded else "")
         reason = by_class.get(cls)
         if reason is None:
-            reason = by_class[cls] = _shared_reason(rnd, group)
-        if group.done:
-            continue
-        pending.add_run(group.jobs, group.pos, reason)
+            reason = by_class[cls] = _shared_reason(rnd, tier, org)
+        pending.add_run(jobs, first, reason)
         if reason.code not in ("org_cap", "tier_ceiling"):
-            _count_late(rnd, group, late)
-    for types, gpus in late.items():  # capacity advice counts by first preferred type
-        rnd.short[types[0] if types else "any"] += gpus
+            counted[tier].append(islice(jobs, first, None) if first else jobs)
+    _count_late(rnd, counted)
     # jobs started from kept reservations may lie past where the walk stopped
     pending.mark_placed(job_id for job_id, hold in rnd.kept.items() if hold is None)
     for job in rnd.queue.unknown:
@@ -62,14 +60,13 @@ def explain_rest(rnd: _Round) -> None:
 def no_capacity(rnd: _Round) -> None:
     """Every queued job's reason while no node takes work (all down, cordoned or silent)."""
     reason = reasons.no_capacity()
-    for group in rnd.queue.groups:
-        rnd.out.pending.add_run(group.jobs, 0, reason)
+    for _, _, jobs, first in rnd.queue.unreached():
+        rnd.out.pending.add_run(jobs, first, reason)
     for job in rnd.queue.unknown:
         rnd.out.pending[job.job_id] = reasons.unknown_tier(job.tier)
 
 
-def _shared_reason(rnd: _Round, group: Group) -> PendingReason:
-    tier, org = group.tier, group.org
+def _shared_reason(rnd: _Round, tier: str, org: str) -> PendingReason:
     if rnd.queue.org_excluded(tier, org):
         return reasons.org_cap(org, rnd.snap.org_gpu_caps.get(org, 0))
     if rnd.queue.tier_excluded(tier):
@@ -81,9 +78,14 @@ def _shared_reason(rnd: _Round, group: Group) -> PendingReason:
     return reasons.priority(tier)
 
 
-def _count_late(rnd: _Round, group: Group, late: dict[tuple[str, ...], int]) -> None:
-    """GPUs of the group's unreached jobs already past their start SLO, per type list."""
-    cutoff = rnd.now - rnd.snap.tiers[group.tier].start_slo_s
-    tail = group.jobs[group.pos:]
-    for job in compress(tail, map(cutoff.__ge__, map(_ENQ, tail))):
-        late[job.gpu_types] += job.gpus
+def _count_late(rnd: _Round, counted: dict[str, list[Iterable[QueuedJob]]]) -> None:
+    """Capacity advice: GPUs of unreached jobs already past their tier's start SLO, by first
+    preferred type (one pass per tier over thousands of runs)."""
+    late: dict[tuple[str, ...], int] = defaultdict(int)  # type list -> GPUs
+    for tier, runs in counted.items():
+        cutoff = rnd.now - rnd.snap.tiers[tier].start_slo_s
+        tail = list(chain.from_iterable(runs))
+        for job in compress(tail, map(cutoff.__ge__, map(_ENQ, tail))):
+            late[job.gpu_types] += job.gpus
+    for types, gpus in late.items():
+        rnd.short[types[0] if types else "any"] += gpus

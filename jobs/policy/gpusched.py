@@ -244,7 +244,7 @@ class _Round:
 
     def _commit(self, job: QueuedJob, alloc: tuple[Allocation, ...], preempted=False) -> None:
         self.out.placements.append(Placement(job.job_id, alloc, preempted))
-        self.shares.add(job.tier, job.org, job.project, job.gpus)
+        self.shares.add(job, job.gpus)
         end = self.now + (job.expected_duration_s or job.time_limit_s)
         level = self.levels[job.tier]
         for a in alloc:
@@ -377,7 +377,7 @@ class _Round:
             run = v.run
             grace = grace_s(run, self.now, self.cfg, slack)
             self.out.preemptions.append(Preemption(run.attempt_id, run.job_id, job.job_id, grace))
-            self.shares.add(run.tier, run.org, run.project, -run.gpus)
+            self.shares.add(run, -run.gpus)
             self.timeline.release_early(run, self.now + grace, taken)
             self.queue.charged_org(run.org)
         self.budget_used[job.org] += len(plan.victims)

@@ -1,4 +1,5 @@
-"""The order in which queued jobs are considered: tiers, orgs, projects, then virtual deadlines.
+"""The order in which queued jobs are considered: tiers, orgs, projects, users, then virtual
+deadlines.
 
 Tiers. A tier below its guaranteed floor (running GPUs < guaranteed_share x fleet) goes
 first; otherwise tiers compare by
@@ -7,19 +8,21 @@ first; otherwise tiers compare by
 
 where level is the tier's position among the distinct priorities (0 = lowest), G is
 `PolicyConfig.tier_gap`, a is `aging_per_hour`, W_oldest the wait in hours of the oldest
-of the tier's jobs that head their project, and B `max_age_boost`.
+of the tier's jobs that head their user's jobs in a project, and B `max_age_boost`.
 
 Tiers that share a priority age as one (by the oldest job among them) and go lowest
-weighted share first, as orgs do. Orgs inside a tier, and projects inside an org, go lowest
-weighted share first:
+weighted share first, as orgs do. Orgs inside a tier, projects inside an org and users
+inside a project go lowest weighted share first:
 
     share(org) = (decayed GPU-seconds + running GPUs * tau) / org weight,  tau = half-life / ln 2
+
+(projects divide by their own weight; users of a project weigh the same).
 
 tau turns the GPUs an org runs right now into the GPU-seconds they will weigh in steady
 state, so an org's share rises with every job it starts in this very round: one org with
 10,000 queued jobs gets one start, then the next org's turn, and cannot hold its tier.
-Inside a project, jobs go by virtual deadline, enqueued_at + limit_weight x time limit
-(`virtual_deadlines`): shortest first among jobs of one age.
+Inside a user's share of a project, jobs go by virtual deadline, enqueued_at +
+limit_weight x time limit (`virtual_deadlines`): shortest first among jobs of one age.
 
 Wait bound (aging). With B >= (L_max - L_t) * G, tier t's oldest job outranks every tier
 whose oldest job has waited less than W - (L_max - L_t) * G / a, so while the fleet starts
@@ -31,9 +34,9 @@ where W_top is the wait of the top tier's oldest job and T_free the time until G
 gang free up (at most the longest running time limit, and its reservation cannot be delayed
 by backfill). Inside a tier an org that gets nothing sees its share only fall (usage decays,
 it runs nothing), so it becomes the lowest share and is served next; the same holds for
-projects; inside a project a job is overtaken only by jobs whose virtual deadline comes
-before its own, so by none submitted after it. Defaults: G = 8, a = 1/h, so a free job
-waits at most 16 h longer than the oldest enterprise job.
+projects and users; among a user's jobs of a project a job is overtaken only by jobs whose
+virtual deadline comes before its own, so by none submitted after it. Defaults: G = 8,
+a = 1/h, so a free job waits at most 16 h longer than the oldest enterprise job.
 """
 
 from __future__ import annotations
@@ -41,8 +44,10 @@ from __future__ import annotations
 import heapq
 import math
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import chain, count
 from operator import add, attrgetter, gt, mul
 
 from .shares import Shares
@@ -54,11 +59,12 @@ _LIMIT = attrgetter("time_limit_s")
 
 @dataclass(slots=True, eq=False)
 class Group:
-    """Queued jobs of one (tier, org, project) by virtual deadline; pos is the next one."""
+    """Queued jobs of one (tier, org, project, user) by virtual deadline; pos is the next one."""
 
     tier: str
     org: str
     project: str
+    user: str
     jobs: list[QueuedJob]
     pos: int = 0
 
@@ -68,9 +74,31 @@ class Group:
 
 
 @dataclass(slots=True, eq=False)
+class _Project:
+    """A project's queued jobs in one tier, and per user once split (RankedQueue._split).
+
+    Most projects of a 50,000-job queue are never reached in a round: their users get a
+    Group and a place in the users' heap only when the walk first reaches them.
+    """
+
+    tier: str
+    org: str
+    name: str
+    lists: dict[str, list[QueuedJob]]  # user -> its jobs, by virtual deadline
+    live: int  # users with jobs left
+    users: dict[str, Group] = field(default_factory=dict)  # filled by the split
+    heap: list[tuple[float, int, str]] = field(default_factory=list)  # (share, seq, user)
+    seq: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def split(self) -> bool:
+        return bool(self.users)
+
+
+@dataclass(slots=True, eq=False)
 class _Org:
     name: str
-    projects: dict[str, Group]
+    projects: dict[str, _Project]
     heap: list[tuple[float, int, str]] = field(default_factory=list)  # (share, seq, project)
     seq: dict[str, int] = field(default_factory=dict)
     live: int = 0  # projects with jobs left
@@ -84,7 +112,8 @@ class _Tier:
     orgs: dict[str, _Org] = field(default_factory=dict)
     heap: list[tuple[float, int, str]] = field(default_factory=list)  # (share, seq, org)
     seq: dict[str, int] = field(default_factory=dict)
-    oldest: list[tuple[float, int, int, Group]] = field(default_factory=list)
+    # (enqueued_at, seq, pos, project, user) of the jobs that head a user's list
+    oldest: list[tuple[float, int, int, _Project, str]] = field(default_factory=list)
     live: int = 0  # orgs with jobs left
     excluded: bool = False
     late_after: float | None = None  # jobs enqueued before this are late
@@ -137,14 +166,14 @@ class RankedQueue:
         self.cfg = snap.config
         self.tau = snap.config.usage_half_life_s / math.log(2)
         self.unknown: list[QueuedJob] = []  # jobs of tiers the snapshot does not define
-        self.groups: list[Group] = []
+        self.projects: list[_Project] = []
         levels = tier_levels(snap.tiers)
         self.tiers = {n: _Tier(t, levels[n]) for n, t in snap.tiers.items()}
         if self.cfg.late_fraction is not None:
             for tier in self.tiers.values():
                 tier.late_after = snap.now - self.cfg.late_fraction * tier.spec.start_slo_s
         self._org_tiers: dict[str, list[_Tier]] = defaultdict(list)
-        self._counter = 0
+        self._seq = count(1)
         queue = snap.queued
         if not snap.queue_sorted:
             keys = virtual_deadlines(queue, self.cfg.limit_weight)
@@ -155,30 +184,61 @@ class RankedQueue:
         self._tier_usage = _tier_usage(snap, self.tiers)
 
     def _build(self, queue: list[QueuedJob]) -> None:
-        buckets: dict[tuple[str, str, str], list[QueuedJob]] = defaultdict(list)
+        buckets: dict[tuple[str, str, str, str], list[QueuedJob]] = defaultdict(list)
         for job in queue:  # by virtual deadline
-            buckets[job.tier, job.org, job.project].append(job)
-        for (tier_name, org_name, project), jobs in buckets.items():
+            buckets[job.tier, job.org, job.project, job.user].append(job)
+        projects: dict[tuple[str, str, str], dict[str, list[QueuedJob]]] = defaultdict(dict)
+        for (tier_name, org_name, project_name, user), jobs in buckets.items():
+            projects[tier_name, org_name, project_name][user] = jobs
+        seq, every_head = self._seq, self.cfg.late_fraction is not None
+        for (tier_name, org_name, project_name), lists in projects.items():
             tier = self.tiers.get(tier_name)
             if tier is None:
-                self.unknown.extend(jobs)
+                self.unknown.extend(job for jobs in lists.values() for job in jobs)
                 continue
-            group = Group(tier_name, org_name, project, jobs)
-            self.groups.append(group)
             org = tier.orgs.get(org_name)
             if org is None:
                 org = tier.orgs[org_name] = _Org(org_name, {})
                 tier.live += 1
                 self._org_tiers[org_name].append(tier)
-            org.projects[project] = group
+            project = _Project(tier_name, org_name, project_name, lists, len(lists))
+            org.projects[project_name] = project
             org.live += 1
-            self._push_oldest(tier, group)
-            self._push_late(tier, group)
+            self.projects.append(project)
+            # a project of one user is split at once; late jobs (opt-in) need every user's
+            # head; other projects wait until the walk reaches them
+            if len(lists) == 1 or every_head:
+                self._split(project)
+                for group in project.users.values():
+                    self._push_oldest(tier, project, group, heap=False)
+            else:
+                enq, user = min((jobs[0].enqueued_at, user) for user, jobs in lists.items())
+                tier.oldest.append((enq, next(seq), 0, project, user))
         for tier in self.tiers.values():
+            heapq.heapify(tier.oldest)  # one pass: thousands of entries, pushed one by one
             for org in tier.orgs.values():
-                for project in org.projects:
-                    self._push_project(org, project)
+                for project in org.projects.values():
+                    self._push_project(org, project.name)
                 self._push_org(tier, org.name)
+
+    def _split(self, project: _Project) -> None:
+        """A Group per user of the project and, for more than one, the users' heap."""
+        tier, org, name = project.tier, project.org, project.name
+        if len(project.lists) == 1:
+            for user, jobs in project.lists.items():
+                project.users[user] = Group(tier, org, name, user, jobs)
+            return
+        for user, user_jobs in project.lists.items():
+            project.users[user] = Group(tier, org, name, user, user_jobs)
+            project.seq[user] = seq = next(self._seq)
+            project.heap.append((self._user_share((org, name, user)), seq, user))
+        heapq.heapify(project.heap)
+
+    def _split_reached(self, tier: _Tier, project: _Project) -> None:
+        """Split a project the walk reaches first: its other users' heads join the tier's."""
+        self._split(project)
+        for group in project.users.values():
+            self._push_oldest(tier, project, group)
 
     # -- shares -----------------------------------------------------------------------------
 
@@ -191,14 +251,16 @@ class RankedQueue:
         used = self.snap.project_usage.get(key, 0.0) + self.shares.project[key] * self.tau
         return used / max(self.snap.project_weights.get(key, 1.0), 1e-9)
 
+    def _user_share(self, key: tuple[str, str, str]) -> float:
+        return self.snap.user_usage.get(key, 0.0) + self.shares.user.get(key, 0) * self.tau
+
     def _tier_share(self, tier: _Tier) -> float:
         name = tier.spec.name
         used = self._tier_usage[name] + self.shares.tier[name] * self.tau
         return used / max(tier.spec.weight, 1e-9)
 
     def _next(self) -> int:
-        self._counter += 1
-        return self._counter
+        return next(self._seq)
 
     def _push_org(self, tier: _Tier, org: str) -> None:
         seq = tier.seq[org] = self._next()
@@ -208,10 +270,22 @@ class RankedQueue:
         seq = org.seq[project] = self._next()
         heapq.heappush(org.heap, (self._project_share(org.name, project), seq, project))
 
-    def _push_oldest(self, tier: _Tier, group: Group) -> None:
+    def _push_user(self, org: str, project: _Project, user: str) -> None:
+        seq = project.seq[user] = self._next()
+        share = self._user_share((org, project.name, user))
+        heapq.heappush(project.heap, (share, seq, user))
+
+    def _push_oldest(self, tier: _Tier, project: _Project, group: Group,
+                     heap: bool = True) -> None:
         if not group.done:
-            job = group.jobs[group.pos]
-            heapq.heappush(tier.oldest, (job.enqueued_at, self._next(), group.pos, group))
+            entry = (group.jobs[group.pos].enqueued_at, self._next(), group.pos, project,
+                     group.user)
+            if heap:
+                heapq.heappush(tier.oldest, entry)
+            else:  # heapified after the build
+                tier.oldest.append(entry)
+            if tier.late_after is not None:
+                self._push_late(tier, group)
 
     # -- tier choice ------------------------------------------------------------------------
 
@@ -221,9 +295,10 @@ class RankedQueue:
     def _oldest_wait_h(self, tier: _Tier) -> float | None:
         heap = tier.oldest
         while heap:
-            enq, _, pos, group = heap[0]
-            # an entry is pushed only for a job left to consider: pos < len(group.jobs)
-            if group.pos == pos and not tier.orgs[group.org].excluded:
+            enq, _, pos, project, user = heap[0]
+            # an entry is pushed only for a job left to consider: pos < len(its list)
+            head = project.users[user].pos if project.users else 0  # 0 before the split
+            if head == pos and not tier.orgs[project.org].excluded:
                 return max(0.0, self.snap.now - enq) / 3600.0
             heapq.heappop(heap)
         return None
@@ -281,18 +356,23 @@ class RankedQueue:
         group = self._starving_group(tier) or self._late_group(tier)
         if group is not None:
             org = tier.orgs[group.org]
+            project = org.projects[group.project]
         else:
             org = self._top_org(tier)
-            group = self._top_project(org)
+            project = self._top_project(org)
+            if not project.split:
+                self._split_reached(tier, project)
+            group = self._top_user(project)
         job = group.jobs[group.pos]
         group.pos += 1
         if group.done:
-            org.live -= 1
-            if org.live == 0:
-                tier.live -= 1
+            project.live -= 1
+            if project.live == 0:
+                org.live -= 1
+                if org.live == 0:
+                    tier.live -= 1
         else:
-            self._push_oldest(tier, group)
-            self._push_late(tier, group)
+            self._push_oldest(tier, project, group)
         return job
 
     def _starving_group(self, tier: _Tier) -> Group | None:
@@ -309,7 +389,10 @@ class RankedQueue:
         wait_h = self._oldest_wait_h(tier)  # also drops stale heap entries
         if wait_h is None or wait_h * 3600.0 < limit:
             return None
-        return tier.oldest[0][3]
+        project, user = tier.oldest[0][3:]
+        if not project.split:
+            self._split_reached(tier, project)
+        return project.users[user]
 
     def _late_group(self, tier: _Tier) -> Group | None:
         """The group of the lowest-share org that has a late head job (oldest first), if any.
@@ -350,23 +433,38 @@ class RankedQueue:
                 return org
             heapq.heappop(heap)
 
-    def _top_project(self, org: _Org) -> Group:
+    def _top_project(self, org: _Org) -> _Project:
         heap = org.heap
         while True:
             _, seq, name = heap[0]
-            group = org.projects[name]
-            if org.seq[name] == seq and not group.done:
+            project = org.projects[name]
+            if org.seq[name] == seq and project.live > 0:
+                return project
+            heapq.heappop(heap)
+
+    @staticmethod
+    def _top_user(project: _Project) -> Group:
+        if not project.heap:  # one user
+            return next(iter(project.users.values()))
+        heap = project.heap
+        while True:
+            _, seq, name = heap[0]
+            group = project.users[name]
+            if project.seq[name] == seq and not group.done:
                 return group
             heapq.heappop(heap)
 
     def charged(self, job: QueuedJob) -> None:
-        """Re-rank the job's org (in every tier) and project after it got GPUs."""
+        """Re-rank the job's org (in every tier), project and user after it got GPUs."""
         self.charged_org(job.org)
         tier = self.tiers.get(job.tier)
         if tier is not None and job.org in tier.orgs:
             org = tier.orgs[job.org]
-            if not org.projects[job.project].done:
+            project = org.projects[job.project]
+            if project.live > 0:
                 self._push_project(org, job.project)
+                if project.heap and not project.users[job.user].done:
+                    self._push_user(job.org, project, job.user)
 
     def charged_org(self, org_name: str) -> None:
         """Re-rank an org in every tier after its running GPUs changed."""
@@ -374,6 +472,19 @@ class RankedQueue:
             org = tier.orgs[org_name]
             if org.live > 0 and not org.excluded:
                 self._push_org(tier, org_name)
+
+    def unreached(self) -> Iterator[tuple[str, str, list[QueuedJob], int]]:
+        """(tier, org, jobs, first): the jobs the round has not considered, a run per project
+        the walk did not reach and per user of those it reached."""
+        for project in self.projects:
+            if not project.split:  # one run (a copy in C costs less than a run per user)
+                lists = project.lists.values()
+                jobs = next(iter(lists)) if len(lists) == 1 else list(chain.from_iterable(lists))
+                yield project.tier, project.org, jobs, 0
+                continue
+            for group in project.users.values():
+                if not group.done:
+                    yield group.tier, group.org, group.jobs, group.pos
 
     def exclude_org(self, tier: str, org: str) -> None:
         """Stop considering an org's jobs in a tier (it is at its cap); reasons come later."""

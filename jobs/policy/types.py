@@ -58,6 +58,7 @@ class RunningView:
     preemptions: int = 0  # how often this job was preempted so far
     project: str = ""
     checkpoint_interval_s: float | None = None  # known cadence of checkpoints, if any
+    user: str = ""  # who submitted the job ("" where nobody is known)
 
     @property
     def gpus(self) -> int:
@@ -87,7 +88,7 @@ class QueuedJob:
     min_gpu_memory_mb: int = 0
     region: str = ""  # empty: any region
     project: str = ""
-    user: str = ""
+    user: str = ""  # who submitted the job ("" where nobody is known)
     preemptions: int = 0
     checkpointable: bool = False
     min_gpus: int | None = None  # the job accepts fewer GPUs, down to this (what-if only)
@@ -152,6 +153,8 @@ class Snapshot:
     tiers: dict[str, TierSpec]
     usage: dict[str, float] = field(default_factory=dict)  # org -> decayed GPU-seconds
     project_usage: dict[tuple[str, str], float] = field(default_factory=dict)
+    # (org, project, user) -> decayed GPU-seconds; users of a project share it equally
+    user_usage: dict[tuple[str, str, str], float] = field(default_factory=dict)
     org_weights: dict[str, float] = field(default_factory=dict)  # default 1.0
     project_weights: dict[tuple[str, str], float] = field(default_factory=dict)  # default 1.0
     org_gpu_caps: dict[str, int] = field(default_factory=dict)  # running-GPU cap per org

@@ -8,14 +8,14 @@ from collections.abc import Set as AbstractSet
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import TextField
+from django.db.models import TextField, Value
 from django.db.models.fields.json import KT
-from django.db.models.functions import Cast
+from django.db.models.functions import Cast, Coalesce
 
 from jobs import policy as P
 from jobs.models import Attempt, GpuBinding, Job, Organization, Project, Tier
 from jobs.policy.ranking import in_deadline_order
-from jobs.scheduler.usage import load_usage
+from jobs.scheduler.usage import load_usage, user_key
 from jobs.states import JobState
 from workers.models import Gpu, Node, NodeState
 
@@ -81,10 +81,10 @@ def load_running(now: datetime, promised: Promised = frozenset()) -> list[P.Runn
         "job__project__name", "node__name", "gpu_indices", "started_at", "created_at",
         "job__time_limit_s", "job__params__expected_duration_s", "stop_requested",
         "stop_deadline", "last_checkpoint_at", "job__checkpointable", "job__preemptible",
-        "job__preemptions")
+        "job__preemptions", "job__submitted_by_id")
     out = []
     for (pk, job_id, org, tier, project, node, gpus, started, created, limit, estimate, stop,
-         stop_deadline, checkpoint, checkpointable, preemptible, preemptions) in rows:
+         stop_deadline, checkpoint, checkpointable, preemptible, preemptions, user) in rows:
         start = (started or created).timestamp()
         limit_end = start + limit
         kept = tuple(g for g in gpus if (node, g) not in promised)
@@ -100,7 +100,7 @@ def load_running(now: datetime, promised: Promised = frozenset()) -> list[P.Runn
             # an attempt already asked to stop is not a victim twice, and one that has not
             # started cannot be asked (apply._request_preemption stops running jobs only)
             preemptible=preemptible and not stop and started is not None,
-            preemptions=preemptions,
+            preemptions=preemptions, user=user_key(user),
         ))
     return out
 
@@ -115,7 +115,7 @@ def load_nominees(now: datetime) -> list[P.RunningView]:
                 .values_list("pk", "organization__slug", "organization__tier__name",
                              "project__name", "nominated_node__name", "nominated_gpus",
                              "time_limit_s", "params__expected_duration_s", "checkpointable",
-                             "preemptions"))
+                             "preemptions", "submitted_by_id"))
     stops: dict[int, float] = defaultdict(lambda: now.timestamp())
     for job_id, deadline in Attempt.objects.filter(
         ended_at__isnull=True, preempted_for_id__in=[r[0] for r in rows],
@@ -124,7 +124,7 @@ def load_nominees(now: datetime) -> list[P.RunningView]:
         stops[job_id] = max(stops[job_id], deadline.timestamp())
     out = []
     for (pk, org, tier, project, node, gpus, limit, estimate, checkpointable,
-         preemptions) in rows:
+         preemptions, user) in rows:
         begin = stops[pk]
         limit_end = begin + limit
         out.append(P.RunningView(
@@ -132,7 +132,7 @@ def load_nominees(now: datetime) -> list[P.RunningView]:
             allocations=(P.Allocation(node, tuple(sorted(gpus))),), started_at=begin,
             expected_end=_expected_end(begin, limit_end, estimate, None),
             time_limit_end=limit_end, checkpointable=checkpointable, preemptible=False,
-            preemptions=preemptions,
+            preemptions=preemptions, user=user_key(user),
         ))
     return out
 
@@ -153,20 +153,22 @@ def load_queued(nominees: AbstractSet[int] = frozenset(), limit_weight: float = 
             # the JSON values as text: decoding them as JSON was half of the load at 20,000
             # queued, and most jobs give no estimate and accept any GPU type ("[]")
             .annotate(expected=KT("params__expected_duration_s"),
-                      types=Cast("gpu_types", TextField()))
+                      types=Cast("gpu_types", TextField()),
+                      user=Coalesce(Cast("submitted_by_id", TextField()), Value(""),
+                               output_field=TextField()))
             # plain tuples, not model instances: this runs every second over the whole queue
             .values_list("pk", "organization__slug", "organization__tier__name", "gpus",
                          "enqueued_at", "time_limit_s", "expected", "types",
-                         "min_gpu_memory_mb", "region", "project__name", "preemptions",
-                         "checkpointable"))
+                         "min_gpu_memory_mb", "region", "project__name", "user",
+                         "preemptions", "checkpointable"))
     jobs = [
         P.QueuedJob(  # positional, in field order: a keyword call costs a third more
             pk, org, tier, gpus, enqueued.timestamp(), float(limit), _seconds(expected),
-            () if types == "[]" else tuple(json.loads(types)), memory, region, project, "",
+            () if types == "[]" else tuple(json.loads(types)), memory, region, project, user,
             preemptions, checkpointable,
         )
         for (pk, org, tier, gpus, enqueued, limit, expected, types, memory, region, project,
-             preemptions, checkpointable) in rows
+             user, preemptions, checkpointable) in rows
     ]
     return in_deadline_order(jobs, limit_weight)
 
@@ -212,7 +214,7 @@ def policy_config() -> P.PolicyConfig:
 
 def load_snapshot(now: datetime) -> P.Snapshot:
     config = policy_config()
-    usage, project_usage = load_usage(now, config.usage_half_life_s)
+    usage = load_usage(now, config.usage_half_life_s)
     weights, caps = load_org_caps()
     nominees = load_nominees(now)
     promised = {(a.node, g) for run in nominees for a in run.allocations for g in a.gpus}
@@ -221,6 +223,7 @@ def load_snapshot(now: datetime) -> P.Snapshot:
         running=load_running(now, promised) + nominees,
         queued=load_queued({run.job_id for run in nominees}, config.limit_weight),
         tiers=load_tiers(),
-        usage=usage, project_usage=project_usage, org_weights=weights, org_gpu_caps=caps,
+        usage=usage.org, project_usage=usage.project, user_usage=usage.user,
+        org_weights=weights, org_gpu_caps=caps,
         project_weights=load_project_weights(), config=config, queue_sorted=True,
     )

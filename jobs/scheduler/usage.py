@@ -1,4 +1,4 @@
-"""Decayed GPU usage per organization and project: what fair share ranks by.
+"""Decayed GPU usage per organization, project and user: what fair share ranks by.
 
 An attempt's GPU-seconds count from its end, halved every `half_life_s` after it:
 
@@ -7,8 +7,8 @@ An attempt's GPU-seconds count from its end, halved every `half_life_s` after it
 with h = `half_life_s`, and running attempts counted up to now, undecayed. Summing that over
 the attempts of the last days on every tick grew with history (2.3-3.8 s a tick with 200,000
 attempts in 40 h, what 500 GPUs of video jobs run). Instead each ended attempt is folded
-once into its project's `UsageAccount`, which is a sum of the same terms decayed to its
-`as_of`, so a tick reads one row per project plus the live attempts.
+once into the `UsageAccount` of its project and submitter, which is a sum of the same terms
+decayed to its `as_of`, so a tick reads one row per project and user plus the live attempts.
 The fold runs in the tick and marks the attempts it folds in the same transaction: a crash
 folds all of them or none, and a concurrent fold skips the rows this one holds.
 """
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
@@ -26,6 +27,11 @@ from jobs.models import Attempt, UsageAccount
 # ended attempts folded per tick at most: a backlog (after an upgrade) drains over a few
 # ticks rather than stalling one
 FOLD_BATCH = 10_000
+
+
+def user_key(user_id: int | None) -> str:
+    """A submitter as the policy keys users: the id as text, "" for nobody known."""
+    return "" if user_id is None else str(user_id)
 
 
 def decay(seconds: float, half_life_s: float) -> float:
@@ -39,26 +45,31 @@ def used_gpu_seconds(gpus: list, started: datetime | None, ended: datetime) -> f
 
 
 def fold_ended_attempts(now: datetime, half_life_s: float, batch: int = FOLD_BATCH) -> int:
-    """Add the attempts that ended since the last fold to their projects' accounts."""
+    """Add the attempts that ended since the last fold to their accounts (project, user)."""
     with transaction.atomic():
         # locked and skipped by a concurrent fold, so that no attempt is counted twice
         due = (Attempt.objects.filter(ended_at__isnull=False, usage_counted=False)
                .select_for_update(skip_locked=True, of=("self",)).order_by("pk"))
-        rows = list(due.values_list("pk", "job__project_id", "gpu_indices", "started_at",
-                                    "ended_at")[:batch])
+        rows = list(due.values_list("pk", "job__project_id", "job__submitted_by_id",
+                                    "gpu_indices", "started_at", "ended_at")[:batch])
         if not rows:
             return 0
-        added: dict[int, float] = defaultdict(float)
-        for _, project, gpus, started, ended in rows:
+        added: dict[tuple[int, int | None], float] = defaultdict(float)
+        for _, project, user, gpus, started, ended in rows:
             used = used_gpu_seconds(gpus, started, ended)
             if used:
-                added[project] += used * decay((now - ended).total_seconds(), half_life_s)
-        # a project's first account may be made by a concurrent fold too: whichever inserts
-        # first wins, and both then add to it under its row lock
+                added[project, user] += used * decay((now - ended).total_seconds(), half_life_s)
+        # an account may be made by a concurrent fold too: whichever inserts first wins, and
+        # both then add to it under its row lock
         UsageAccount.objects.bulk_create(
-            [UsageAccount(project_id=p, as_of=now) for p in added], ignore_conflicts=True)
-        for account in UsageAccount.objects.select_for_update().filter(project_id__in=added):
-            value = added[account.project_id]
+            [UsageAccount(project_id=p, user_id=u, as_of=now) for p, u in added],
+            ignore_conflicts=True)
+        accounts = UsageAccount.objects.select_for_update().filter(
+            project_id__in={p for p, _ in added}).order_by("pk")
+        for account in accounts:
+            value = added.get((account.project_id, account.user_id))
+            if value is None:  # another user's account of the same project
+                continue
             age = (now - account.as_of).total_seconds()
             account.gpu_seconds = account.gpu_seconds * decay(age, half_life_s) + value
             account.as_of = max(now, account.as_of)
@@ -67,24 +78,35 @@ def fold_ended_attempts(now: datetime, half_life_s: float, batch: int = FOLD_BAT
         return len(rows)
 
 
-def load_usage(now: datetime, half_life_s: float) -> tuple[dict, dict]:
-    """Decayed GPU-seconds per org and per (org, project), as of now.
+def load_usage(now: datetime, half_life_s: float) -> Usage:
+    """Decayed GPU-seconds per org, (org, project) and (org, project, user), as of now.
 
-    Attempts that ended but are not folded yet are left out until the next fold.
+    Users are keyed by id as text, as the queue loads them; jobs without a known submitter
+    count as one user, "". Attempts that ended but are not folded yet are left out until the
+    next fold.
     """
-    org_usage: dict[str, float] = defaultdict(float)
-    project_usage: dict[tuple[str, str], float] = defaultdict(float)
-    for org, project, value, as_of in UsageAccount.objects.values_list(
-        "project__organization__slug", "project__name", "gpu_seconds", "as_of"
+    usage = Usage(defaultdict(float), defaultdict(float), defaultdict(float))
+    for org, project, user, value, as_of in UsageAccount.objects.values_list(
+        "project__organization__slug", "project__name", "user_id", "gpu_seconds", "as_of"
     ):
-        used = value * decay((now - as_of).total_seconds(), half_life_s)
-        org_usage[org] += used
-        project_usage[(org, project)] += used
-    for org, project, gpus, started in Attempt.objects.filter(
+        usage.add(org, project, user, value * decay((now - as_of).total_seconds(), half_life_s))
+    for org, project, user, gpus, started in Attempt.objects.filter(
         ended_at__isnull=True, started_at__isnull=False
-    ).values_list("job__organization__slug", "job__project__name", "gpu_indices",
-                  "started_at"):
-        used = used_gpu_seconds(gpus, started, now)
-        org_usage[org] += used
-        project_usage[(org, project)] += used
-    return dict(org_usage), dict(project_usage)
+    ).values_list("job__organization__slug", "job__project__name", "job__submitted_by_id",
+                  "gpu_indices", "started_at"):
+        usage.add(org, project, user, used_gpu_seconds(gpus, started, now))
+    return usage
+
+
+@dataclass(slots=True)
+class Usage:
+    """Decayed GPU-seconds at the three levels fair share ranks by (jobs/policy/ranking.py)."""
+
+    org: dict[str, float]
+    project: dict[tuple[str, str], float]
+    user: dict[tuple[str, str, str], float]
+
+    def add(self, org: str, project: str, user: int | None, used: float) -> None:
+        self.org[org] += used
+        self.project[org, project] += used
+        self.user[org, project, user_key(user)] += used

@@ -37,15 +37,15 @@ def test_each_attempt_counts_once_decayed_from_its_end(alice):
     _attempt(make_job(alice), 4, now - timedelta(seconds=50))  # running: 200, not decayed
     assert fold_ended_attempts(now, 6 * HOUR) == 2
     assert fold_ended_attempts(now, 6 * HOUR) == 0  # already counted
-    usage, per_project = load_usage(now, 6 * HOUR)
-    assert usage["alice"] == pytest.approx(3600 + 100 + 200)
-    assert per_project[("alice", job.project.name)] == pytest.approx(3900)
+    usage = load_usage(now, 6 * HOUR)
+    assert usage.org["alice"] == pytest.approx(3600 + 100 + 200)
+    assert usage.project[("alice", job.project.name)] == pytest.approx(3900)
     # an hour later, one more attempt has ended: the account is decayed, then added to
     later = now + timedelta(hours=6)
     _attempt(job, 1, later - timedelta(seconds=10), later)
     assert fold_ended_attempts(later, 6 * HOUR) == 1
-    usage, _ = load_usage(later, 6 * HOUR)
-    assert usage["alice"] == pytest.approx(1800 + 50 + 10 + 4 * (6 * HOUR + 50))
+    usage = load_usage(later, 6 * HOUR)
+    assert usage.org["alice"] == pytest.approx(1800 + 50 + 10 + 4 * (6 * HOUR + 50))
 
 
 def test_racing_folds_count_every_attempt_exactly_once(alice):
@@ -79,6 +79,45 @@ def test_the_tick_serves_the_org_that_used_less_first(tiers):
     old = make_job(bob)  # older than carol's: it would go first without bob's usage
     Job.objects.filter(pk=old.pk).update(enqueued_at=now - timedelta(minutes=5))
     new = make_job(carol)
+    make_node("n1", gpus=1)
+    scheduler_tick_run()
+    assert Job.objects.get(pk=new.pk).state == "SCHEDULED"
+    assert Job.objects.get(pk=old.pk).state == "QUEUED"
+
+
+def _submitted_by(job: Job, user) -> Job:
+    Job.objects.filter(pk=job.pk).update(submitted_by=user)
+    job.refresh_from_db()
+    return job
+
+
+def test_each_submitter_of_a_project_has_an_account(alice, django_user_model):
+    now = timezone.now()
+    ann, ben = (django_user_model.objects.create_user(name) for name in ("ann", "ben"))
+    for user, gpus in ((ann, 1), (ben, 2), (ann, 3), (None, 4)):
+        _attempt(_submitted_by(make_job(alice), user), gpus, now - timedelta(seconds=10), now)
+    assert fold_ended_attempts(now, 6 * HOUR) == 4
+    accounts = {a.user_id: a.gpu_seconds for a in UsageAccount.objects.all()}
+    assert accounts == {ann.pk: 40.0, ben.pk: 20.0, None: 40.0}
+    _attempt(_submitted_by(make_job(alice), ben), 1, now - timedelta(seconds=50))  # running
+    usage = load_usage(now, 6 * HOUR)
+    project = make_job(alice).project.name
+    assert usage.project[("alice", project)] == pytest.approx(150)
+    assert usage.user == pytest.approx({("alice", project, str(ann.pk)): 40,
+                                        ("alice", project, str(ben.pk)): 70,
+                                        ("alice", project, ""): 40})
+
+
+def test_the_tick_serves_the_user_that_used_less_first(alice, django_user_model):
+    heavy, light = (django_user_model.objects.create_user(name) for name in ("hal", "lea"))
+    now = timezone.now()
+    used = _submitted_by(make_job(alice), heavy)
+    _attempt(used, 8, now - timedelta(hours=2), now - timedelta(minutes=10))
+    Job.objects.filter(pk=used.pk).update(state="SUCCEEDED")
+    old = _submitted_by(make_job(alice), heavy)  # older: it would go first without the usage
+    Job.objects.filter(pk=old.pk).update(enqueued_at=now - timedelta(minutes=5))
+    new = _submitted_by(make_job(alice), light)
+    assert old.project_id == new.project_id
     make_node("n1", gpus=1)
     scheduler_tick_run()
     assert Job.objects.get(pk=new.pk).state == "SCHEDULED"

@@ -33,6 +33,7 @@ def snapshots(draw) -> Snapshot:
             gpus, busy = tuple(busy[:take]), busy[take:]
             runs.append(running(aid, {f"n{i}": gpus}, tier=draw(st.sampled_from(TIER_NAMES)),
                                 org=draw(st.sampled_from("xyz")),
+                                user=draw(st.sampled_from(["", "u"])),
                                 ran=draw(st.sampled_from([5.0, 100.0, 3000.0])),
                                 ends_in=draw(st.sampled_from([-60.0, 30.0, 500.0, 7200.0])),
                                 preemptible=draw(st.booleans()),
@@ -46,6 +47,7 @@ def snapshots(draw) -> Snapshot:
             limit=draw(st.sampled_from([60.0, 600.0, 7200.0])),
             gpu_types=draw(st.sampled_from([(), ("H100",), ("A100", "H100")])),
             project=draw(st.sampled_from(["p", "q"])),
+            user=draw(st.sampled_from(["", "u", "v"])),
             min_gpus=draw(st.sampled_from([None, 1])))
         for j in range(draw(st.integers(0, 25)))
     ]
@@ -62,6 +64,7 @@ def snapshots(draw) -> Snapshot:
     return snap(nodes, runs, queued, specs, cfg, org_gpu_caps=caps,
                 project_weights={("a", "p"): draw(st.sampled_from([0.5, 1.0, 3.0]))},
                 usage={"a": draw(st.floats(0, 1e6)), "b": 0.0},
+                user_usage={("a", "p", "u"): draw(st.floats(0, 1e6))},
                 holds=draw(kept_reservations(queued, n_nodes)))
 
 

@@ -1,4 +1,4 @@
-"""Rank order: tiers, floors, fair share across orgs and projects, aging."""
+"""Rank order: tiers, floors, fair share across orgs, projects and users, aging."""
 
 from __future__ import annotations
 
@@ -51,6 +51,29 @@ def test_projects_inside_an_org_share_fairly() -> None:
     queued = [job(i, project="p", wait=100 - i) for i in range(5)] + [job(9, project="q")]
     d = decide(snap([node("n0", 2)], queued=queued, project_usage={("a", "p"): 50.0}))
     assert sorted(placed(d)) == [0, 9]
+
+
+def test_a_user_with_many_queued_jobs_cannot_hold_the_project() -> None:
+    queued = [job(i, user="bulk", wait=1000 - i) for i in range(40)]
+    queued += [job(100 + i, user="one", wait=10 - i) for i in range(2)]
+    d = decide(snap([node("n0", 4)], queued=queued))
+    assert sorted(placed(d)) == [0, 1, 100, 101]
+
+
+def test_users_of_a_project_go_by_decayed_usage_and_running_gpus() -> None:
+    queued = [job(1, user="u", wait=900), job(2, user="v")]
+    d = decide(snap(one_gpu_free(), queued=queued, user_usage={("a", "", "u"): 1e6}))
+    assert list(placed(d)) == [2]
+    runs = [running(1, {"n1": (0, 1)}, tier="paid", org="a", user="v")]
+    d = decide(snap(one_gpu_free() + [node("n1", 2, free=())], runs, queued))
+    assert list(placed(d)) == [1]
+
+
+def test_a_users_share_inside_one_project_leaves_other_projects_alone() -> None:
+    queued = [job(i, project="p", user="u", wait=100 - i) for i in range(5)]
+    queued += [job(50, project="q", user="u"), job(60, project="p", user="v")]
+    d = decide(snap([node("n0", 3)], queued=queued, user_usage={("a", "p", "u"): 1e6}))
+    assert sorted(placed(d)) == [0, 50, 60]
 
 
 def test_oldest_first_inside_a_project_among_equal_limits() -> None:
@@ -146,3 +169,14 @@ def test_by_default_a_job_waiting_twelve_hours_goes_first_in_its_tier() -> None:
         queued = [job(1, org="heavy", wait=waited_h * 3600), job(2, org="light")]
         d = decide(snap(one_gpu_free(), queued=queued, usage=usage))
         assert list(placed(d)) == [first]
+
+
+def test_a_starving_job_behind_another_users_first_job_still_goes_first() -> None:
+    # the project's first job by virtual deadline is user u's fresh one; user v's job, older
+    # than 12 h, heads only v's list: it is the tier's oldest head all the same
+    queued = [job(1, org="heavy", user="u", limit=60.0),
+              job(2, org="heavy", user="v", wait=13 * 3600, limit=14 * 3600),
+              job(3, org="light")]
+    d = decide(snap(one_gpu_free(), queued=queued, usage={"heavy": 1e9}))
+    assert list(placed(d)) == [2]
+    assert {1, 3} <= set(d.pending)
