@@ -50,7 +50,7 @@ class UsageAccountAdmin(admin.ModelAdmin):
 
 @admin.register(Membership)
 class MembershipAdmin(admin.ModelAdmin):
-    list_display = ["user", "organization", "role"]
+    list_display = ["user", "organization", "role", "weight"]
     list_filter = ["role"]
 
 

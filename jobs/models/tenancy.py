@@ -91,10 +91,15 @@ class Membership(models.Model):
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE,
                                      related_name="memberships")
     role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    # fair-share weight of the user's jobs inside each project of the organization
+    weight = models.FloatField(default=1.0)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["user", "organization"], name="one_membership")
+            models.UniqueConstraint(fields=["user", "organization"], name="one_membership"),
+            models.CheckConstraint(condition=models.Q(weight__gt=0),
+                                   name="membership_weight_positive",
+                                   violation_error_message="A member's weight must be above 0."),
         ]
 
     def __str__(self) -> str:

@@ -16,7 +16,7 @@ inside a project go lowest weighted share first:
 
     share(org) = (decayed GPU-seconds + running GPUs * tau) / org weight,  tau = half-life / ln 2
 
-(projects divide by their own weight; users of a project weigh the same).
+(projects divide by their own weight, users by theirs in the org).
 
 tau turns the GPUs an org runs right now into the GPU-seconds they will weigh in steady
 state, so an org's share rises with every job it starts in this very round: one org with
@@ -252,7 +252,8 @@ class RankedQueue:
         return used / max(self.snap.project_weights.get(key, 1.0), 1e-9)
 
     def _user_share(self, key: tuple[str, str, str]) -> float:
-        return self.snap.user_usage.get(key, 0.0) + self.shares.user.get(key, 0) * self.tau
+        used = self.snap.user_usage.get(key, 0.0) + self.shares.user.get(key, 0) * self.tau
+        return used / max(self.snap.user_weights.get((key[0], key[2]), 1.0), 1e-9)
 
     def _tier_share(self, tier: _Tier) -> float:
         name = tier.spec.name

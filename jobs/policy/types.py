@@ -153,10 +153,12 @@ class Snapshot:
     tiers: dict[str, TierSpec]
     usage: dict[str, float] = field(default_factory=dict)  # org -> decayed GPU-seconds
     project_usage: dict[tuple[str, str], float] = field(default_factory=dict)
-    # (org, project, user) -> decayed GPU-seconds; users of a project share it equally
+    # (org, project, user) -> decayed GPU-seconds; users share a project by `user_weights`
     user_usage: dict[tuple[str, str, str], float] = field(default_factory=dict)
     org_weights: dict[str, float] = field(default_factory=dict)  # default 1.0
     project_weights: dict[tuple[str, str], float] = field(default_factory=dict)  # default 1.0
+    # (org, user) -> weight of the user's share inside each project of the org (default 1.0)
+    user_weights: dict[tuple[str, str], float] = field(default_factory=dict)
     org_gpu_caps: dict[str, int] = field(default_factory=dict)  # running-GPU cap per org
     # the previous round's reservations (job id -> GPUs per node): honoured before the walk,
     # so GPUs drained for a gang are not refilled by jobs ranked ahead of it (gpusched.py)

@@ -13,7 +13,7 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
 
 from jobs import policy as P
-from jobs.models import Attempt, GpuBinding, Job, Organization, Project, Tier
+from jobs.models import Attempt, GpuBinding, Job, Membership, Organization, Project, Tier
 from jobs.policy.ranking import in_deadline_order
 from jobs.scheduler.usage import load_usage, user_key
 from jobs.states import JobState
@@ -201,6 +201,13 @@ def load_project_weights() -> dict[tuple[str, str], float]:
     return {(org, name): weight for org, name, weight in rows}
 
 
+def load_user_weights() -> dict[tuple[str, str], float]:
+    """(org, user) -> fair-share weight of the user inside the org's projects, if not 1."""
+    rows = Membership.objects.exclude(weight=1.0).values_list("organization__slug", "user_id",
+                                                             "weight")
+    return {(org, user_key(user)): weight for org, user, weight in rows}
+
+
 def policy_config() -> P.PolicyConfig:
     return P.PolicyConfig(usage_half_life_s=settings.GPUSCHED_USAGE_HALF_LIFE_S,
                           min_runtime_before_preempt_s=settings.GPUSCHED_PREEMPT_MIN_RUNTIME_S,
@@ -225,5 +232,6 @@ def load_snapshot(now: datetime) -> P.Snapshot:
         tiers=load_tiers(),
         usage=usage.org, project_usage=usage.project, user_usage=usage.user,
         org_weights=weights, org_gpu_caps=caps,
-        project_weights=load_project_weights(), config=config, queue_sorted=True,
+        project_weights=load_project_weights(), user_weights=load_user_weights(),
+        config=config, queue_sorted=True,
     )

@@ -4,7 +4,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from jobs.models import Organization, Project, Tier
+from jobs.models import Membership, Organization, Project, Tier
 
 pytestmark = pytest.mark.django_db
 
@@ -24,7 +24,8 @@ def test_a_tier_with_values_out_of_range_is_refused(tiers, values):
         tier.save()
 
 
-def test_weights_of_organizations_and_projects_must_be_positive(tiers):
+def test_weights_of_organizations_projects_and_members_must_be_positive(tiers,
+                                                                      django_user_model):
     org = Organization(name="Zero", slug="zero", tier=Tier.objects.get(name="free"), weight=0)
     with pytest.raises(IntegrityError), transaction.atomic():
         org.save()
@@ -32,6 +33,9 @@ def test_weights_of_organizations_and_projects_must_be_positive(tiers):
     org.save()
     with pytest.raises(IntegrityError), transaction.atomic():
         Project.objects.create(organization=org, name="p", weight=-1)
+    user = django_user_model.objects.create_user("zed")
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Membership.objects.create(user=user, organization=org, weight=0)
 
 
 def test_the_default_tiers_pass(tiers):

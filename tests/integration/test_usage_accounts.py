@@ -122,3 +122,23 @@ def test_the_tick_serves_the_user_that_used_less_first(alice, django_user_model)
     scheduler_tick_run()
     assert Job.objects.get(pk=new.pk).state == "SCHEDULED"
     assert Job.objects.get(pk=old.pk).state == "QUEUED"
+
+
+def test_the_tick_weighs_users_by_their_membership_weight(alice, django_user_model):
+    from jobs.models import Membership
+
+    lead, intern = (django_user_model.objects.create_user(name) for name in ("lee", "ina"))
+    Membership.objects.create(user=lead, organization=alice, weight=3.0)
+    Membership.objects.create(user=intern, organization=alice)
+    now = timezone.now()
+    for user in (lead, intern):  # the same GPU-time used by each
+        used = _submitted_by(make_job(alice), user)
+        _attempt(used, 4, now - timedelta(hours=1), now - timedelta(minutes=5))
+        Job.objects.filter(pk=used.pk).update(state="SUCCEEDED")
+    old = _submitted_by(make_job(alice), intern)  # older: it would go first without weights
+    Job.objects.filter(pk=old.pk).update(enqueued_at=now - timedelta(minutes=5))
+    new = _submitted_by(make_job(alice), lead)
+    make_node("n1", gpus=1)
+    scheduler_tick_run()
+    assert Job.objects.get(pk=new.pk).state == "SCHEDULED"
+    assert Job.objects.get(pk=old.pk).state == "QUEUED"

@@ -63,6 +63,7 @@ def snapshots(draw) -> Snapshot:
         specs["free"] = replace(specs["free"], priority=specs["paid"].priority)
     return snap(nodes, runs, queued, specs, cfg, org_gpu_caps=caps,
                 project_weights={("a", "p"): draw(st.sampled_from([0.5, 1.0, 3.0]))},
+                user_weights={("a", "u"): draw(st.sampled_from([0.5, 1.0, 3.0]))},
                 usage={"a": draw(st.floats(0, 1e6)), "b": 0.0},
                 user_usage={("a", "p", "u"): draw(st.floats(0, 1e6))},
                 holds=draw(kept_reservations(queued, n_nodes)))

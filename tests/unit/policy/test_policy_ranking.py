@@ -152,6 +152,14 @@ def test_projects_share_their_org_by_weight() -> None:
     assert sorted(by_project) == ["heavy"] * 6 + ["light"] * 2
 
 
+def test_users_share_a_project_by_their_weight_in_the_org() -> None:
+    queued = [job(i, user="lead" if i % 2 else "intern", wait=100 - i) for i in range(40)]
+    d = decide(snap([node("n0", 8)], queued=queued,
+                    user_weights={("a", "lead"): 3.0}))
+    by_user = [queued[i].user for i in placed(d)]
+    assert sorted(by_user) == ["intern"] * 2 + ["lead"] * 6
+
+
 def test_tiers_of_one_priority_share_by_weight() -> None:
     specs = {"gold": TierSpec("gold", 2, 3.0, 0.0, 1.0, 300.0),
              "silver": TierSpec("silver", 2, 1.0, 0.0, 1.0, 300.0),
