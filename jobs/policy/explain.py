@@ -36,7 +36,8 @@ def what_if(index: FreeIndex, job: QueuedJob, groups: Pools) -> str:
 
 
 def explain_rest(rnd: _Round) -> None:
-    """Shared reasons for the jobs the walk never reached, a run per user of each project."""
+    """Shared reasons for the jobs the walk never reached: a run per project it did not
+    reach, a run per user of those it did."""
     pending = rnd.out.pending
     by_class: dict[tuple[str, str], PendingReason] = {}
     # tier -> its unreached jobs that count for capacity advice (not capped), as runs
