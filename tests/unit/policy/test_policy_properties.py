@@ -55,7 +55,10 @@ def snapshots(draw) -> Snapshot:
                        hysteresis_s=draw(st.sampled_from([0.0, 60.0])),
                        preemption_budget_per_org=draw(st.integers(0, 4)),
                        backfill_depth=draw(st.sampled_from([1, 5, 2000])),
-                       max_reservations=draw(st.integers(0, 3)))
+                       max_reservations=draw(st.integers(0, 3)),
+                       # late and starving jobs take other paths through the ranking
+                       late_fraction=draw(st.sampled_from([None, None, 1.0])),
+                       starve_after_s=draw(st.sampled_from([43_200.0, 43_200.0, 200.0])))
     floors = {t: draw(st.sampled_from([0.0, 0.0, 0.2, 0.5])) for t in TIER_NAMES}
     caps = {"a": draw(st.integers(0, 8))} if draw(st.booleans()) else {}
     specs = tiers(**floors)
