@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jobs.policy import decide, fifo_decide  # noqa: E402
-from jobs.policy.ranking import in_deadline_order  # noqa: E402
+from jobs.policy.deadlines import in_deadline_order  # noqa: E402
 from jobs.policy.types import (  # noqa: E402
     Allocation,
     NodeView,

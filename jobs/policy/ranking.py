@@ -45,99 +45,13 @@ import heapq
 import math
 from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from functools import partial
 from itertools import chain, count
-from operator import add, attrgetter, gt, mul
+from operator import gt
 
+from .deadlines import by_keys, virtual_deadlines
+from .queues import Group, OrgQueue, ProjectQueue, TierQueue
 from .shares import Shares
 from .types import QueuedJob, Snapshot, TierSpec
-
-_ENQ = attrgetter("enqueued_at")
-_LIMIT = attrgetter("time_limit_s")
-
-
-@dataclass(slots=True, eq=False)
-class Group:
-    """Queued jobs of one (tier, org, project, user) by virtual deadline; pos is the next one."""
-
-    tier: str
-    org: str
-    project: str
-    user: str
-    jobs: list[QueuedJob]
-    pos: int = 0
-
-    @property
-    def done(self) -> bool:
-        return self.pos >= len(self.jobs)
-
-
-@dataclass(slots=True, eq=False)
-class _Project:
-    """A project's queued jobs in one tier, and per user once split (RankedQueue._split).
-
-    Most projects of a 50,000-job queue are never reached in a round: their users get a
-    Group and a place in the users' heap only when the walk first reaches them.
-    """
-
-    tier: str
-    org: str
-    name: str
-    lists: dict[str, list[QueuedJob]]  # user -> its jobs, by virtual deadline
-    live: int  # users with jobs left
-    users: dict[str, Group] = field(default_factory=dict)  # filled by the split
-    heap: list[tuple[float, int, str]] = field(default_factory=list)  # (share, seq, user)
-    seq: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def split(self) -> bool:
-        return bool(self.users)
-
-
-@dataclass(slots=True, eq=False)
-class _Org:
-    name: str
-    projects: dict[str, _Project]
-    heap: list[tuple[float, int, str]] = field(default_factory=list)  # (share, seq, project)
-    seq: dict[str, int] = field(default_factory=dict)
-    live: int = 0  # projects with jobs left
-    excluded: bool = False
-
-
-@dataclass(slots=True, eq=False)
-class _Tier:
-    spec: TierSpec
-    level: int
-    orgs: dict[str, _Org] = field(default_factory=dict)
-    heap: list[tuple[float, int, str]] = field(default_factory=list)  # (share, seq, org)
-    seq: dict[str, int] = field(default_factory=dict)
-    # (enqueued_at, seq, pos, project, user) of the jobs that head a user's list
-    oldest: list[tuple[float, int, int, _Project, str]] = field(default_factory=list)
-    live: int = 0  # orgs with jobs left
-    excluded: bool = False
-    late_after: float | None = None  # jobs enqueued before this are late
-    late: list[tuple[float, float, int, int, Group]] = field(default_factory=list)
-
-
-def virtual_deadlines(queue: list[QueuedJob], limit_weight: float) -> list[float]:
-    """Each job's place inside its project: enqueued_at + limit_weight x time limit.
-
-    Among jobs of one age the shortest goes first, which shortens the mean wait; a job is
-    never overtaken by one submitted after its own virtual deadline, which bounds its wait.
-    The time limit, not the estimate, is the size: the service enforces it. (C-level maps:
-    this runs over the whole queue every round.)
-    """
-    return list(map(add, map(_ENQ, queue), map(partial(mul, limit_weight), map(_LIMIT, queue))))
-
-
-def in_deadline_order(queue: list[QueuedJob], limit_weight: float) -> list[QueuedJob]:
-    """The queue by virtual deadline; jobs with equal deadlines keep their order."""
-    return _by_keys(queue, virtual_deadlines(queue, limit_weight))
-
-
-def _by_keys(queue: list[QueuedJob], keys: list[float]) -> list[QueuedJob]:
-    return [queue[i] for i in sorted(range(len(queue)), key=keys.__getitem__)]
 
 
 def tier_levels(tiers: dict[str, TierSpec]) -> dict[str, int]:
@@ -146,7 +60,7 @@ def tier_levels(tiers: dict[str, TierSpec]) -> dict[str, int]:
     return {name: order.index(t.priority) for name, t in tiers.items()}
 
 
-def _tier_usage(snap: Snapshot, tiers: dict[str, _Tier]) -> dict[str, float]:
+def _tier_usage(snap: Snapshot, tiers: dict[str, TierQueue]) -> dict[str, float]:
     """Decayed usage per tier, summed over its orgs; only needed where tiers tie."""
     levels = [t.level for t in tiers.values()]
     if len(set(levels)) == len(levels):
@@ -166,19 +80,19 @@ class RankedQueue:
         self.cfg = snap.config
         self.tau = snap.config.usage_half_life_s / math.log(2)
         self.unknown: list[QueuedJob] = []  # jobs of tiers the snapshot does not define
-        self.projects: list[_Project] = []
+        self.projects: list[ProjectQueue] = []
         levels = tier_levels(snap.tiers)
-        self.tiers = {n: _Tier(t, levels[n]) for n, t in snap.tiers.items()}
+        self.tiers = {n: TierQueue(t, levels[n]) for n, t in snap.tiers.items()}
         if self.cfg.late_fraction is not None:
             for tier in self.tiers.values():
                 tier.late_after = snap.now - self.cfg.late_fraction * tier.spec.start_slo_s
-        self._org_tiers: dict[str, list[_Tier]] = defaultdict(list)
+        self._org_tiers: dict[str, list[TierQueue]] = defaultdict(list)
         self._seq = count(1)
         queue = snap.queued
         if not snap.queue_sorted:
             keys = virtual_deadlines(queue, self.cfg.limit_weight)
             if any(map(gt, keys, keys[1:])):
-                queue = _by_keys(queue, keys)
+                queue = by_keys(queue, keys)
         self._build(queue)
         # tier -> decayed GPU-seconds of its orgs, where tiers share a priority (else empty)
         self._tier_usage = _tier_usage(snap, self.tiers)
@@ -198,10 +112,10 @@ class RankedQueue:
                 continue
             org = tier.orgs.get(org_name)
             if org is None:
-                org = tier.orgs[org_name] = _Org(org_name, {})
+                org = tier.orgs[org_name] = OrgQueue(org_name, {})
                 tier.live += 1
                 self._org_tiers[org_name].append(tier)
-            project = _Project(tier_name, org_name, project_name, lists, len(lists))
+            project = ProjectQueue(tier_name, org_name, project_name, lists, len(lists))
             org.projects[project_name] = project
             org.live += 1
             self.projects.append(project)
@@ -221,7 +135,7 @@ class RankedQueue:
                     self._push_project(org, project.name)
                 self._push_org(tier, org.name)
 
-    def _split(self, project: _Project) -> None:
+    def _split(self, project: ProjectQueue) -> None:
         """A Group per user of the project and, for more than one, the users' heap."""
         tier, org, name = project.tier, project.org, project.name
         if len(project.lists) == 1:
@@ -234,7 +148,7 @@ class RankedQueue:
             project.heap.append((self._user_share((org, name, user)), seq, user))
         heapq.heapify(project.heap)
 
-    def _split_reached(self, tier: _Tier, project: _Project) -> None:
+    def _split_reached(self, tier: TierQueue, project: ProjectQueue) -> None:
         """Split a project the walk reaches first: its other users' heads join the tier's."""
         self._split(project)
         for group in project.users.values():
@@ -255,7 +169,7 @@ class RankedQueue:
         used = self.snap.user_usage.get(key, 0.0) + self.shares.user.get(key, 0) * self.tau
         return used / max(self.snap.user_weights.get((key[0], key[2]), 1.0), 1e-9)
 
-    def _tier_share(self, tier: _Tier) -> float:
+    def _tier_share(self, tier: TierQueue) -> float:
         name = tier.spec.name
         used = self._tier_usage[name] + self.shares.tier[name] * self.tau
         return used / max(tier.spec.weight, 1e-9)
@@ -263,20 +177,20 @@ class RankedQueue:
     def _next(self) -> int:
         return next(self._seq)
 
-    def _push_org(self, tier: _Tier, org: str) -> None:
+    def _push_org(self, tier: TierQueue, org: str) -> None:
         seq = tier.seq[org] = self._next()
         heapq.heappush(tier.heap, (self.org_share(org), seq, org))
 
-    def _push_project(self, org: _Org, project: str) -> None:
+    def _push_project(self, org: OrgQueue, project: str) -> None:
         seq = org.seq[project] = self._next()
         heapq.heappush(org.heap, (self._project_share(org.name, project), seq, project))
 
-    def _push_user(self, org: str, project: _Project, user: str) -> None:
+    def _push_user(self, org: str, project: ProjectQueue, user: str) -> None:
         seq = project.seq[user] = self._next()
         share = self._user_share((org, project.name, user))
         heapq.heappush(project.heap, (share, seq, user))
 
-    def _push_oldest(self, tier: _Tier, project: _Project, group: Group,
+    def _push_oldest(self, tier: TierQueue, project: ProjectQueue, group: Group,
                      heap: bool = True) -> None:
         if not group.done:
             entry = (group.jobs[group.pos].enqueued_at, self._next(), group.pos, project,
@@ -293,7 +207,7 @@ class RankedQueue:
     def below_floor(self, tier: str) -> bool:
         return self.shares.tier[tier] < self.floors.get(tier, 0.0)
 
-    def _oldest_wait_h(self, tier: _Tier) -> float | None:
+    def _oldest_wait_h(self, tier: TierQueue) -> float | None:
         heap = tier.oldest
         while heap:
             enq, _, pos, project, user = heap[0]
@@ -304,11 +218,11 @@ class RankedQueue:
             heapq.heappop(heap)
         return None
 
-    def tier_rank(self, tier: _Tier, wait_h: float) -> float:
+    def tier_rank(self, tier: TierQueue, wait_h: float) -> float:
         boost = min(self.cfg.aging_per_hour * wait_h, self.cfg.max_age_boost)
         return tier.level * self.cfg.tier_gap + boost
 
-    def _best_tier(self) -> _Tier | None:
+    def _best_tier(self) -> TierQueue | None:
         if self._tier_usage:
             return self._best_tier_weighted()
         best, best_key = None, None
@@ -325,7 +239,7 @@ class RankedQueue:
                 best, best_key = tier, key
         return best
 
-    def _best_tier_weighted(self) -> _Tier | None:
+    def _best_tier_weighted(self) -> TierQueue | None:
         """As _best_tier, where some tiers share a priority: such tiers age as one (by the
         oldest job among them) and go lowest weighted share first, as orgs do in a tier."""
         used, floors = self.shares.tier, self.floors
@@ -376,7 +290,7 @@ class RankedQueue:
             self._push_oldest(tier, project, group)
         return job
 
-    def _starving_group(self, tier: _Tier) -> Group | None:
+    def _starving_group(self, tier: TierQueue) -> Group | None:
         """The group of the tier's oldest job once it waited `starve_after_s`, if any.
 
         Fair share alone lets a heavy org's jobs wait as long as lighter orgs keep its tier
@@ -395,7 +309,7 @@ class RankedQueue:
             self._split_reached(tier, project)
         return project.users[user]
 
-    def _late_group(self, tier: _Tier) -> Group | None:
+    def _late_group(self, tier: TierQueue) -> Group | None:
         """The group of the lowest-share org that has a late head job (oldest first), if any.
 
         A job that waited `late_fraction` of its tier's start SLO goes before the jobs of its
@@ -417,7 +331,7 @@ class RankedQueue:
             return group
         return None
 
-    def _push_late(self, tier: _Tier, group: Group) -> None:
+    def _push_late(self, tier: TierQueue, group: Group) -> None:
         if tier.late_after is None or group.done:
             return
         enq = group.jobs[group.pos].enqueued_at
@@ -425,7 +339,7 @@ class RankedQueue:
             item = (self.org_share(group.org), enq, self._next(), group.pos, group)
             heapq.heappush(tier.late, item)
 
-    def _top_org(self, tier: _Tier) -> _Org:
+    def _top_org(self, tier: TierQueue) -> OrgQueue:
         heap = tier.heap
         while True:
             _, seq, name = heap[0]
@@ -434,7 +348,7 @@ class RankedQueue:
                 return org
             heapq.heappop(heap)
 
-    def _top_project(self, org: _Org) -> _Project:
+    def _top_project(self, org: OrgQueue) -> ProjectQueue:
         heap = org.heap
         while True:
             _, seq, name = heap[0]
@@ -444,7 +358,7 @@ class RankedQueue:
             heapq.heappop(heap)
 
     @staticmethod
-    def _top_user(project: _Project) -> Group:
+    def _top_user(project: ProjectQueue) -> Group:
         if not project.heap:  # one user
             return next(iter(project.users.values()))
         heap = project.heap

@@ -165,7 +165,7 @@ class Snapshot:
     holds: dict[int, dict[str, int]] = field(default_factory=dict)
     config: PolicyConfig = field(default_factory=PolicyConfig)
     # `queued` is already in virtual-deadline order for config.limit_weight (the tick loads
-    # it so): the round need not compute 50,000 keys to check it (ranking.virtual_deadlines)
+    # it so): the round need not compute 50,000 keys to check it (deadlines.virtual_deadlines)
     queue_sorted: bool = False
 
 

@@ -14,7 +14,7 @@ from django.db.models.functions import Cast, Coalesce
 
 from jobs import policy as P
 from jobs.models import Attempt, GpuBinding, Job, Membership, Organization, Project, Tier
-from jobs.policy.ranking import in_deadline_order
+from jobs.policy.deadlines import in_deadline_order
 from jobs.scheduler.usage import load_usage, user_key
 from jobs.states import JobState
 from workers.models import Gpu, Node, NodeState

@@ -1,0 +1,71 @@
+"""The queue a round walks, level by level: a tier's orgs, an org's projects, a project's
+users, and each user's jobs (`Group`). `ranking.RankedQueue` keeps them in rank order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .types import QueuedJob, TierSpec
+
+
+@dataclass(slots=True, eq=False)
+class Group:
+    """Queued jobs of one (tier, org, project, user) by virtual deadline; pos is the next one."""
+
+    tier: str
+    org: str
+    project: str
+    user: str
+    jobs: list[QueuedJob]
+    pos: int = 0
+
+    @property
+    def done(self) -> bool:
+        return self.pos >= len(self.jobs)
+
+
+@dataclass(slots=True, eq=False)
+class ProjectQueue:
+    """A project's queued jobs in one tier, and per user once split (RankedQueue._split).
+
+    Most projects of a 50,000-job queue are never reached in a round: their users get a
+    Group and a place in the users' heap only when the walk first reaches them.
+    """
+
+    tier: str
+    org: str
+    name: str
+    lists: dict[str, list[QueuedJob]]  # user -> its jobs, by virtual deadline
+    live: int  # users with jobs left
+    users: dict[str, Group] = field(default_factory=dict)  # filled by the split
+    heap: list[tuple[float, int, str]] = field(default_factory=list)  # (share, seq, user)
+    seq: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def split(self) -> bool:
+        return bool(self.users)
+
+
+@dataclass(slots=True, eq=False)
+class OrgQueue:
+    name: str
+    projects: dict[str, ProjectQueue]
+    heap: list[tuple[float, int, str]] = field(default_factory=list)  # (share, seq, project)
+    seq: dict[str, int] = field(default_factory=dict)
+    live: int = 0  # projects with jobs left
+    excluded: bool = False
+
+
+@dataclass(slots=True, eq=False)
+class TierQueue:
+    spec: TierSpec
+    level: int
+    orgs: dict[str, OrgQueue] = field(default_factory=dict)
+    heap: list[tuple[float, int, str]] = field(default_factory=list)  # (share, seq, org)
+    seq: dict[str, int] = field(default_factory=dict)
+    # (enqueued_at, seq, pos, project, user) of the jobs that head a user's list
+    oldest: list[tuple[float, int, int, ProjectQueue, str]] = field(default_factory=list)
+    live: int = 0  # orgs with jobs left
+    excluded: bool = False
+    late_after: float | None = None  # jobs enqueued before this are late
+    late: list[tuple[float, float, int, int, Group]] = field(default_factory=list)
