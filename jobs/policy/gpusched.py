@@ -29,7 +29,8 @@ from . import explain, kept, reasons, yielding
 from .backfill import Hold, Timeline
 from .placement import FreeIndex, Pools
 from .preemption import Plan, VictimIndex, grace_s
-from .ranking import RankedQueue, tier_levels
+from .queues import tier_levels
+from .ranking import RankedQueue
 from .shares import Shares
 from .types import (
     Allocation,

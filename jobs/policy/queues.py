@@ -1,11 +1,12 @@
 """The queue a round walks, level by level: a tier's orgs, an org's projects, a project's
-users, and each user's jobs (`Group`). `ranking.RankedQueue` keeps them in rank order."""
+users, and each user's jobs (`Group`), with the tiers' levels and usage they are ranked by.
+`ranking.RankedQueue` keeps them in rank order."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .types import QueuedJob, TierSpec
+from .types import QueuedJob, Snapshot, TierSpec
 
 
 @dataclass(slots=True, eq=False)
@@ -69,3 +70,21 @@ class TierQueue:
     excluded: bool = False
     late_after: float | None = None  # jobs enqueued before this are late
     late: list[tuple[float, float, int, int, Group]] = field(default_factory=list)
+
+
+def tier_levels(tiers: dict[str, TierSpec]) -> dict[str, int]:
+    """Position of each tier among the distinct priorities, 0 for the lowest."""
+    order = sorted({t.priority for t in tiers.values()})
+    return {name: order.index(t.priority) for name, t in tiers.items()}
+
+
+def tier_usage(snap: Snapshot, tiers: dict[str, TierQueue]) -> dict[str, float]:
+    """Decayed usage per tier, summed over its orgs; only needed where tiers tie."""
+    levels = [t.level for t in tiers.values()]
+    if len(set(levels)) == len(levels):
+        return {}
+    orgs = {name: set(tier.orgs) for name, tier in tiers.items()}  # orgs with queued jobs
+    for run in snap.running:
+        if run.tier in orgs:
+            orgs[run.tier].add(run.org)
+    return {t: sum(snap.usage.get(o, 0.0) for o in members) for t, members in orgs.items()}

@@ -24,19 +24,8 @@ state, so an org's share rises with every job it starts in this very round: one 
 Inside a user's share of a project, jobs go by virtual deadline, enqueued_at +
 limit_weight x time limit (`virtual_deadlines`): shortest first among jobs of one age.
 
-Wait bound (aging). With B >= (L_max - L_t) * G, tier t's oldest job outranks every tier
-whose oldest job has waited less than W - (L_max - L_t) * G / a, so while the fleet starts
-anyone, that job waits at most
-
-    W_max(t) <= W_top + (L_max - L_t) * G / a  +  T_free
-
-where W_top is the wait of the top tier's oldest job and T_free the time until GPUs for its
-gang free up (at most the longest running time limit, and its reservation cannot be delayed
-by backfill). Inside a tier an org that gets nothing sees its share only fall (usage decays,
-it runs nothing), so it becomes the lowest share and is served next; the same holds for
-projects and users; among a user's jobs of a project a job is overtaken only by jobs whose
-virtual deadline comes before its own, so by none submitted after it. Defaults: G = 8,
-a = 1/h, so a free job waits at most 16 h longer than the oldest enterprise job.
+Wait bound (aging): W_max(t) <= W_top + (L_max - L_t) * G / a + T_free while the fleet
+starts anyone; the argument and its terms are in docs/policy.md ("Wait bound (aging)").
 """
 
 from __future__ import annotations
@@ -49,27 +38,9 @@ from itertools import chain, count
 from operator import gt
 
 from .deadlines import by_keys, virtual_deadlines
-from .queues import Group, OrgQueue, ProjectQueue, TierQueue
+from .queues import Group, OrgQueue, ProjectQueue, TierQueue, tier_levels, tier_usage
 from .shares import Shares
-from .types import QueuedJob, Snapshot, TierSpec
-
-
-def tier_levels(tiers: dict[str, TierSpec]) -> dict[str, int]:
-    """Position of each tier among the distinct priorities, 0 for the lowest."""
-    order = sorted({t.priority for t in tiers.values()})
-    return {name: order.index(t.priority) for name, t in tiers.items()}
-
-
-def _tier_usage(snap: Snapshot, tiers: dict[str, TierQueue]) -> dict[str, float]:
-    """Decayed usage per tier, summed over its orgs; only needed where tiers tie."""
-    levels = [t.level for t in tiers.values()]
-    if len(set(levels)) == len(levels):
-        return {}
-    orgs = {name: set(tier.orgs) for name, tier in tiers.items()}  # orgs with queued jobs
-    for run in snap.running:
-        if run.tier in orgs:
-            orgs[run.tier].add(run.org)
-    return {t: sum(snap.usage.get(o, 0.0) for o in members) for t, members in orgs.items()}
+from .types import QueuedJob, Snapshot
 
 
 class RankedQueue:
@@ -95,7 +66,7 @@ class RankedQueue:
                 queue = by_keys(queue, keys)
         self._build(queue)
         # tier -> decayed GPU-seconds of its orgs, where tiers share a priority (else empty)
-        self._tier_usage = _tier_usage(snap, self.tiers)
+        self._tier_usage = tier_usage(snap, self.tiers)
 
     def _build(self, queue: list[QueuedJob]) -> None:
         buckets: dict[tuple[str, str, str, str], list[QueuedJob]] = defaultdict(list)
