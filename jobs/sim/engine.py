@@ -336,7 +336,7 @@ class Simulator:
                 continue
             if kind == "arrival":
                 self.arrivals_left -= 1
-                self.ledger.usage_at(payload.org, t)
+                self.ledger.org_usage.at(payload.org, t)
                 self._enqueue(payload, t)
             elif kind == "end":
                 att = self.attempts.get(payload)

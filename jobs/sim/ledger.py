@@ -7,6 +7,7 @@ that `metrics.py` turns into the report.
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 
 from .fairness import water_fill
 from .model import SimJob
@@ -16,7 +17,7 @@ STAT_KEYS = ("busy_time", "cap_time", "wait_window", "busy_wait", "cap_wait", "p
              "missing_reasons", "nonpreemptible_victims", "stalled")
 
 
-def _count(table: dict[str, int], key: str, delta: int) -> None:
+def _count(table: dict, key: Hashable, delta: int) -> None:
     v = table.get(key, 0) + delta
     if v:
         table[key] = v
@@ -32,6 +33,33 @@ def _acc(table: dict[str, dict[str, float]], key: str) -> dict[str, float]:
     return row
 
 
+class DecayedUsage:
+    """GPU-seconds per key (an org, or an org's project), decayed with the policy's
+    half-life: what the service's usage accounts hold (jobs/scheduler/usage.py)."""
+
+    def __init__(self, half_life_s: float) -> None:
+        self.running: dict[Hashable, int] = {}  # key -> GPUs running now
+        self._value: dict[Hashable, list[float]] = {}  # key -> [decayed GPU-s, at time]
+        self._k = math.log(2) / half_life_s
+
+    def at(self, key: Hashable, t: float) -> float:
+        """The key's decayed GPU-seconds at time t (usage accrues while GPUs run)."""
+        u = self._value.setdefault(key, [0.0, t])
+        dt = t - u[1]
+        if dt > 0:
+            e = math.exp(-self._k * dt)
+            u[0] = u[0] * e + self.running.get(key, 0) * (1.0 - e) / self._k
+            u[1] = t
+        return u[0]
+
+    def add(self, key: Hashable, gpus: int, t: float) -> None:
+        self.at(key, t)  # settle what accrued at the old count first
+        _count(self.running, key, gpus)
+
+    def all_at(self, t: float) -> dict[Hashable, float]:
+        return {key: self.at(key, t) for key in list(self._value)}
+
+
 class Ledger:
     def __init__(self, healthy: int, window_end: float, org_weights: dict[str, float],
                  usage_half_life_s: float) -> None:
@@ -39,13 +67,13 @@ class Ledger:
         self.window_end = window_end  # windowed figures stop at the last arrival
         self.org_weights = org_weights
         self.busy = 0
-        self.org_run: dict[str, int] = {}
+        self.org_usage = DecayedUsage(usage_half_life_s)  # its running counts: org_run
+        self.org_run: dict[str, int] = self.org_usage.running
+        self.project_usage = DecayedUsage(usage_half_life_s)  # key (org, project)
         self.tier_run: dict[str, int] = {}
         self.wait_org: dict[str, int] = {}
         self.wait_tier: dict[str, int] = {}
         self.demand: dict[str, dict[str, int]] = {}  # tier -> org -> GPUs running + waiting
-        self.usage: dict[str, list[float]] = {}  # org -> [decayed GPU-s, at time]
-        self._k = math.log(2) / usage_half_life_s
         self.stats: dict[str, float] = dict.fromkeys(STAT_KEYS, 0.0)
         self.tier_acc: dict[str, dict[str, float]] = {}
         self.org_acc: dict[str, dict[str, float]] = {}
@@ -87,20 +115,10 @@ class Ledger:
                 if org in self.wait_org:
                     _acc(self.org_acc, org)["fair_gpu"] += dt * fair.get(org, 0.0)
 
-    def usage_at(self, org: str, t: float) -> float:
-        """The org's GPU-seconds, decayed with the policy's half-life, at time t."""
-        u = self.usage.setdefault(org, [0.0, t])
-        dt = t - u[1]
-        if dt > 0:
-            e = math.exp(-self._k * dt)
-            u[0] = u[0] * e + self.org_run.get(org, 0) * (1.0 - e) / self._k
-            u[1] = t
-        return u[0]
-
     def running_delta(self, job: SimJob, delta: int, now: float) -> None:
-        self.usage_at(job.org, now)
+        self.org_usage.add(job.org, delta, now)
+        self.project_usage.add((job.org, job.project), delta, now)
         _count(self.demand.setdefault(job.tier, {}), job.org, delta)
-        _count(self.org_run, job.org, delta)
         _count(self.tier_run, job.tier, delta)
         self.busy += delta
 

@@ -17,9 +17,10 @@ def build_snapshot(sim: Simulator) -> Snapshot:
                       tuple(sorted(n.free - n.nominated)) if n.up else (), "",
                       n.spec.island, n.up) for n in sim.nodes.values()]
     running = _attempt_views(sim, t) + _nominee_views(sim, t)
-    usage = {org: sim.ledger.usage_at(org, t) for org in list(sim.ledger.usage)}
+    ledger = sim.ledger
     holds = {j: h for j, h in sim.holds.items() if j in sim.qviews}
-    return Snapshot(t, nodes, running, list(sim.qviews.values()), sim.tiers, usage,
+    return Snapshot(t, nodes, running, list(sim.qviews.values()), sim.tiers,
+                    ledger.org_usage.all_at(t), ledger.project_usage.all_at(t),
                     org_weights=sim.org_weights, holds=holds, config=sim.config)
 
 

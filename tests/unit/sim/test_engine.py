@@ -148,3 +148,31 @@ def test_a_gang_spanning_nodes_preempts_and_starts_on_the_freed_island():
     fig = summarize(res)
     assert fig["invalid_placements"] == 0
     assert round(fig["preempted_gpu_hours"] * 3600, 6) == 2 * 4 * 100
+
+
+def test_projects_of_an_org_rank_by_decayed_usage_as_in_the_service():
+    """Project a used the GPU for 1,000 s, project b never ran. When both queue a job while
+    neither runs, b goes first, as in the service, whose usage accounts remember a's use
+    (ranking by running GPUs alone would take a's job, submitted first)."""
+    from jobs.policy import decide
+
+    def part(i, submit, project, org="o1"):
+        return SimJob(i, org, "paid", 1, submit, 100, time_limit=1000, project=project)
+
+    seen = []
+
+    def policy(snap):
+        seen.append(snap)
+        return decide(snap)
+
+    jobs = [SimJob(1, "o1", "paid", 1, 0, 1000, time_limit=2000, project="a"),
+            SimJob(2, "o2", "paid", 1, 900, 1000, time_limit=2000, project="x"),
+            part(3, 1500, "a"), part(4, 1501, "b")]
+    res = Simulator([NodeSpec("n0", 1)], jobs, policy).run()
+    by = {j.job_id: j for j in res.jobs}
+    assert by[4].first_start == 2000 and by[3].first_start == 2100
+    snap = next(s for s in seen if s.now == 2000)
+    used = snap.project_usage[("o1", "a")]
+    assert 800 < used < 1000  # 1,000 GPU-s, decayed over 1,000 to 2,000 s (half-life 6 h)
+    assert snap.project_usage.get(("o1", "b"), 0.0) == 0.0
+    assert snap.usage["o1"] == used  # the org's usage is the sum of its projects'
