@@ -131,7 +131,7 @@ class Simulator:
         self.qviews[job.job_id] = QueuedJob(
             job.job_id, job.org, job.tier, job.gpus, t, job.time_limit,
             expected_duration_s=job.expected_duration, gpu_types=job.gpu_types,
-            min_gpu_memory_mb=job.min_gpu_memory_mb, project=job.project,
+            min_gpu_memory_mb=job.min_gpu_memory_mb, project=job.project, user=job.user,
             preemptions=job.preemptions, checkpointable=self.ckpt > 0)
         self.ledger.waiting_delta(job, +1)
 

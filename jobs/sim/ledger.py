@@ -34,8 +34,8 @@ def _acc(table: dict[str, dict[str, float]], key: str) -> dict[str, float]:
 
 
 class DecayedUsage:
-    """GPU-seconds per key (an org, or an org's project), decayed with the policy's
-    half-life: what the service's usage accounts hold (jobs/scheduler/usage.py)."""
+    """GPU-seconds per key (an org, a project, a user in a project), decayed with the
+    policy's half-life: what the service's usage accounts hold (jobs/scheduler/usage.py)."""
 
     def __init__(self, half_life_s: float) -> None:
         self.running: dict[Hashable, int] = {}  # key -> GPUs running now
@@ -70,6 +70,7 @@ class Ledger:
         self.org_usage = DecayedUsage(usage_half_life_s)  # its running counts: org_run
         self.org_run: dict[str, int] = self.org_usage.running
         self.project_usage = DecayedUsage(usage_half_life_s)  # key (org, project)
+        self.user_usage = DecayedUsage(usage_half_life_s)  # key (org, project, user)
         self.tier_run: dict[str, int] = {}
         self.wait_org: dict[str, int] = {}
         self.wait_tier: dict[str, int] = {}
@@ -118,6 +119,7 @@ class Ledger:
     def running_delta(self, job: SimJob, delta: int, now: float) -> None:
         self.org_usage.add(job.org, delta, now)
         self.project_usage.add((job.org, job.project), delta, now)
+        self.user_usage.add((job.org, job.project, job.user), delta, now)
         _count(self.demand.setdefault(job.tier, {}), job.org, delta)
         _count(self.tier_run, job.tier, delta)
         self.busy += delta

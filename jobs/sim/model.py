@@ -61,6 +61,7 @@ class SimJob:
     gpu_types: tuple[str, ...] = ()
     min_gpu_memory_mb: int = 0
     project: str = ""
+    user: str = ""  # who submitted it inside the project ("" where the workload names nobody)
     # state, filled by the engine
     saved: float = 0.0  # checkpointed work
     first_start: float | None = None

@@ -21,6 +21,7 @@ def build_snapshot(sim: Simulator) -> Snapshot:
     holds = {j: h for j, h in sim.holds.items() if j in sim.qviews}
     return Snapshot(t, nodes, running, list(sim.qviews.values()), sim.tiers,
                     ledger.org_usage.all_at(t), ledger.project_usage.all_at(t),
+                    ledger.user_usage.all_at(t),
                     org_weights=sim.org_weights, holds=holds, config=sim.config)
 
 
@@ -54,7 +55,7 @@ def _attempt_views(sim: Simulator, t: float) -> list[RunningView]:
                 last = att.start + att.restore + k * sim.ckpt
         views.append(RunningView(att.id, job.job_id, job.org, job.tier, allocs,
                                  att.start, exp, tle, last, sim.ckpt > 0, True,
-                                 job.preemptions, job.project, sim.ckpt or None))
+                                 job.preemptions, job.project, sim.ckpt or None, job.user))
     return views
 
 
@@ -76,5 +77,5 @@ def _nominee_views(sim: Simulator, t: float) -> list[RunningView]:
         views.append(RunningView(-job.job_id, job.job_id, job.org, job.tier, allocs,
                                  job.extra.get("nominated_at", t), exp, tle,
                                  begin if job.saved > 0 else None, sim.ckpt > 0, False,
-                                 job.preemptions, job.project))
+                                 job.preemptions, job.project, user=job.user))
     return views

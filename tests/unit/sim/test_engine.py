@@ -1,5 +1,7 @@
 """Engine correctness on scenarios small enough to compute by hand."""
 
+import pytest
+
 from jobs.policy.fifo import decide as fifo_decide
 from jobs.policy.types import Allocation, Decisions, PendingReason, Placement, Preemption
 from jobs.sim import Simulator
@@ -150,14 +152,17 @@ def test_a_gang_spanning_nodes_preempts_and_starts_on_the_freed_island():
     assert round(fig["preempted_gpu_hours"] * 3600, 6) == 2 * 4 * 100
 
 
-def test_projects_of_an_org_rank_by_decayed_usage_as_in_the_service():
-    """Project a used the GPU for 1,000 s, project b never ran. When both queue a job while
-    neither runs, b goes first, as in the service, whose usage accounts remember a's use
-    (ranking by running GPUs alone would take a's job, submitted first)."""
+@pytest.mark.parametrize("level", ["project", "user"])
+def test_projects_and_users_rank_by_decayed_usage_as_in_the_service(level):
+    """Tenant a (a project of o1, or a user of its project p) used the GPU for 1,000 s, b
+    never ran. When both queue a job while neither runs, b goes first, as in the service,
+    whose usage accounts remember a's use (ranking by running GPUs alone would take a's
+    job, submitted first)."""
     from jobs.policy import decide
 
-    def part(i, submit, project, org="o1"):
-        return SimJob(i, org, "paid", 1, submit, 100, time_limit=1000, project=project)
+    def part(i, submit, tenant, duration=100, limit=1000):
+        where = {"project": tenant} if level == "project" else {"project": "p", "user": tenant}
+        return SimJob(i, "o1", "paid", 1, submit, duration, time_limit=limit, **where)
 
     seen = []
 
@@ -165,14 +170,16 @@ def test_projects_of_an_org_rank_by_decayed_usage_as_in_the_service():
         seen.append(snap)
         return decide(snap)
 
-    jobs = [SimJob(1, "o1", "paid", 1, 0, 1000, time_limit=2000, project="a"),
+    jobs = [part(1, 0, "a", 1000, 2000),
             SimJob(2, "o2", "paid", 1, 900, 1000, time_limit=2000, project="x"),
             part(3, 1500, "a"), part(4, 1501, "b")]
     res = Simulator([NodeSpec("n0", 1)], jobs, policy).run()
     by = {j.job_id: j for j in res.jobs}
     assert by[4].first_start == 2000 and by[3].first_start == 2100
     snap = next(s for s in seen if s.now == 2000)
-    used = snap.project_usage[("o1", "a")]
+    usage = snap.project_usage if level == "project" else snap.user_usage
+    key = ("o1", "a") if level == "project" else ("o1", "p", "a")
+    used = usage[key]
     assert 800 < used < 1000  # 1,000 GPU-s, decayed over 1,000 to 2,000 s (half-life 6 h)
-    assert snap.project_usage.get(("o1", "b"), 0.0) == 0.0
-    assert snap.usage["o1"] == used  # the org's usage is the sum of its projects'
+    assert usage.get(key[:-1] + ("b",), 0.0) == 0.0
+    assert snap.usage["o1"] == used  # the org's usage is the sum of its tenants'
