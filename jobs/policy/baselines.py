@@ -18,12 +18,10 @@
 
   - age = min(1, wait / PriorityMaxAge), PriorityMaxAge = 7 days (Slurm's default); the wait
     is counted from `QueuedJob.enqueued_at`.
-  - fairshare: the classic algorithm (PriorityFlags=NO_FAIR_TREE), F = 2 ** (-U / S): U is the
-    org's decayed usage over all orgs' decayed usage (`Snapshot.usage`, decayed with
-    `PolicyConfig.usage_half_life_s`, which plays PriorityDecayHalfLife), S its normalized
-    shares: tier account shares = `TierSpec.weight`, org shares inside the tier =
-    `Snapshot.org_weights` (default 1), S = tier share * org share among the orgs the
-    snapshot knows (usage, running or queued).
+  - fairshare: the classic algorithm (PriorityFlags=NO_FAIR_TREE), F = 2 ** (-UE / S), over
+    the association tree root -> tier -> organization -> project -> user, the job charging
+    its user (`classic_fairshare.py`: effective usage UE and normalized shares S as Slurm
+    computes them, from decayed usage and the tier, organization, project and user weights).
   - qos = tier priority / highest tier priority (Slurm's QOS factor, priority / max priority).
   - size: PriorityWeightJobSize = 0 by default (Slurm's default too); set W_JOBSIZE to favor
     big jobs as Slurm does without PriorityFavorSmall.
@@ -46,6 +44,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from .classic_fairshare import classic_fairshare
 from .types import (
     Allocation,
     Decisions,
@@ -193,24 +192,7 @@ def multifactor_priority(snapshot: Snapshot) -> dict[int, float]:
     """Slurm multifactor priority of each queued job (formula in the module docstring)."""
     now = snapshot.now
     max_tier = max((t.priority for t in snapshot.tiers.values()), default=1) or 1
-    orgs_tier: dict[str, str] = {}
-    for r in snapshot.running:
-        orgs_tier.setdefault(r.org, r.tier)
-    for j in snapshot.queued:
-        orgs_tier.setdefault(j.org, j.tier)
-    tier_orgs: dict[str, list[str]] = defaultdict(list)
-    for org, tier in orgs_tier.items():
-        tier_orgs[tier].append(org)
-    tier_w = {t: (snapshot.tiers[t].weight if t in snapshot.tiers else 1.0) for t in tier_orgs}
-    tier_total = sum(tier_w.values()) or 1.0
-    total_usage = sum(snapshot.usage.values())
-    fairshare: dict[str, float] = {}
-    for tier, orgs in tier_orgs.items():
-        org_total = sum(snapshot.org_weights.get(o, 1.0) for o in orgs) or 1.0
-        for org in orgs:
-            shares = (tier_w[tier] / tier_total) * (snapshot.org_weights.get(org, 1.0) / org_total)
-            usage = snapshot.usage.get(org, 0.0) / total_usage if total_usage > 0 else 0.0
-            fairshare[org] = 2.0 ** (-usage / shares) if shares > 0 else 0.0
+    fairshare = classic_fairshare(snapshot)
     total_gpus = sum(n.total_gpus for n in snapshot.nodes) or 1
     prio: dict[int, float] = {}
     for j in snapshot.queued:
@@ -218,8 +200,8 @@ def multifactor_priority(snapshot: Snapshot) -> dict[int, float]:
         spec = snapshot.tiers.get(j.tier)
         qos = (spec.priority / max_tier) if spec else 0.0
         size = min(1.0, j.gpus / total_gpus)
-        prio[j.job_id] = (W_AGE * age + W_FAIRSHARE * fairshare.get(j.org, 0.0)
-                          + W_QOS * qos + W_JOBSIZE * size)
+        fs = fairshare.get((j.org, j.project, j.user), 0.0)
+        prio[j.job_id] = W_AGE * age + W_FAIRSHARE * fs + W_QOS * qos + W_JOBSIZE * size
     return prio
 
 

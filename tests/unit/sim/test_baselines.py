@@ -11,6 +11,7 @@ from jobs.policy.baselines import (
     multifactor_priority,
     priority_decide,
 )
+from jobs.policy.classic_fairshare import classic_fairshare
 from jobs.policy.types import Allocation, NodeView, QueuedJob, RunningView, Snapshot
 from jobs.sim.model import default_tiers
 
@@ -67,9 +68,10 @@ def test_multifactor_priority_formula():
     snap = Snapshot(now, [node("n0")], [], jobs, TIERS, usage=usage)
     prio = multifactor_priority(snap)
     # shares: enterprise weight 4, free weight 1 (two orgs) -> a 0.8, b 0.1, c 0.1
+    # effective usage: UE = UN + (UE_tier - UN) * 1/2 in free (UE_tier 0.25): b 0.25, c 0.125
     expect_a = W_AGE * 86400 / PRIORITY_MAX_AGE_S + W_FAIRSHARE * 2 ** (-0.75 / 0.8) + W_QOS
     expect_b = W_FAIRSHARE * 2 ** (-0.25 / 0.1) + W_QOS / 3
-    expect_c = W_FAIRSHARE * 1.0 + W_QOS / 3
+    expect_c = W_FAIRSHARE * 2 ** (-0.125 / 0.1) + W_QOS / 3
     assert abs(prio[1] - expect_a) < 1e-6
     assert abs(prio[2] - expect_b) < 1e-6 and abs(prio[3] - expect_c) < 1e-6
     assert expect_a > expect_c > expect_b
@@ -135,3 +137,43 @@ def test_multifactor_easy_backfill_never_delays_the_reservation():
         assert _earliest(after, top) <= res.start_at
         checked += 1
     assert checked > 50
+
+
+def test_classic_fairshare_descends_to_projects_and_users():
+    """Slurm's classic effective usage, by hand: root -> paid -> o1 -> {p1: {u1, u2}, p2}.
+
+    Usage: u1 300, u2 0 (p1 300), p2 100 (o1 400), o2 (paid too) 0; root 400.
+    UE: paid 1.0; o1 1.0 + (1.0 - 1.0) / 2 = 1.0; o2 0 + 1.0 / 2 = 0.5;
+    p1 0.75 + (1.0 - 0.75) / 2 = 0.875; p2 0.25 + 0.75 / 2 = 0.625;
+    u1 0.75 + (0.875 - 0.75) / 2 = 0.8125; u2 0 + 0.875 / 2 = 0.4375.
+    S (paid alone): o1 1/2, p1 and p2 1/4, u1 and u2 1/8; o2's single user 1/2.
+    """
+    def job(i, org, project, user):
+        return QueuedJob(i, org, "paid", 1, 0.0, 600.0, project=project, user=user)
+
+    jobs = [job(1, "o1", "p1", "u1"), job(2, "o1", "p1", "u2"), job(3, "o1", "p2", ""),
+            job(4, "o2", "", "")]
+    snap = Snapshot(0.0, [node("n0")], [], jobs, TIERS, usage={"o1": 400.0, "o2": 0.0},
+                    project_usage={("o1", "p1"): 300.0, ("o1", "p2"): 100.0},
+                    user_usage={("o1", "p1", "u1"): 300.0, ("o1", "p1", "u2"): 0.0,
+                                ("o1", "p2", ""): 100.0})
+    fs = classic_fairshare(snap)
+    expect = {("o1", "p1", "u1"): 2 ** (-0.8125 * 8), ("o1", "p1", "u2"): 2 ** (-0.4375 * 8),
+              ("o1", "p2", ""): 2 ** (-0.625 * 4), ("o2", "", ""): 2 ** (-0.5 * 2)}
+    assert fs.keys() == expect.keys()
+    for key, value in expect.items():
+        assert abs(fs[key] - value) < 1e-12, key
+    # o2, which used nothing, first; u2 before u1, though its project's usage ranks it
+    # after p2 (effective usage carries the parent's)
+    order = sorted(jobs, key=lambda j: -multifactor_priority(snap)[j.job_id])
+    assert [j.job_id for j in order] == [4, 3, 2, 1]
+
+
+def test_classic_fairshare_of_a_snapshot_with_usage_per_organization_only():
+    """One project and one user per org: they inherit the org's usage and factor."""
+    jobs = [q(1, "paid", org="a"), q(2, "paid", org="b")]
+    snap = Snapshot(0.0, [node("n0")], [], jobs, TIERS, usage={"a": 300.0, "b": 100.0})
+    fs = classic_fairshare(snap)
+    # UE: a 0.75 + (1 - 0.75) / 2 = 0.875, b 0.25 + 0.75 / 2 = 0.625; S 1/2 each
+    assert abs(fs["a", "", ""] - 2 ** (-1.75)) < 1e-12
+    assert abs(fs["b", "", ""] - 2 ** (-1.25)) < 1e-12
