@@ -15,6 +15,7 @@ the top and pushed back. Finding a reservation costs a few heap operations, not 
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -88,8 +89,8 @@ class Timeline:
                 return end, gpus[:k]
         return float("inf"), []
 
-    def time_k(self, node: str, k: int) -> float:
-        """Earliest time the node has k GPUs; profiles are cached per node version."""
+    def profile(self, node: str) -> list[float]:
+        """When each of the node's GPUs is free, earliest first (cached per node version)."""
         ver = self.version[node]
         cached = self._profiles.get(node)
         if cached is None or cached[0] != ver:
@@ -97,7 +98,11 @@ class Timeline:
             for end, released in sorted(self.releases.get(node, ())):
                 times.extend([end] * len(released))
             cached = self._profiles[node] = (ver, times)
-        times = cached[1]
+        return cached[1]
+
+    def time_k(self, node: str, k: int) -> float:
+        """Earliest time the node has k GPUs."""
+        times = self.profile(node)
         return times[k - 1] if k <= len(times) else float("inf")
 
     def _heap(self, pool: Pool, k: int) -> list[tuple[float, int, str]]:
@@ -139,7 +144,8 @@ class Timeline:
         return best
 
     def earliest_island(self, groups: Pools, k: int) -> tuple[float, dict[str, int]] | None:
-        """Earliest time whole nodes of one island hold a gang larger than a node.
+        """Earliest time nodes of one island hold a gang larger than a node, and the plan:
+        the nodes with the most GPUs free by then, as the gang would be placed.
 
         Rare and small (a few big gangs), so this one scans the pool's nodes.
         """
@@ -148,24 +154,30 @@ class Timeline:
             for pool in group:
                 if k <= pool.size:
                     continue
-                need, rest = divmod(k, pool.size)
-                need += 1 if rest else 0
-                by_island: dict[str, list[tuple[float, str]]] = defaultdict(list)
+                by_island: dict[str, list[str]] = defaultdict(list)
                 for node in pool.nodes:
                     if node not in self.reserved:
-                        t = self.time_k(node, pool.size)
-                        by_island[self.index.node[node].island].append((t, node))
-                for items in by_island.values():
-                    if len(items) < need:
+                        by_island[self.index.node[node].island].append(node)
+                for nodes in by_island.values():
+                    times = sorted(t for n in nodes for t in self.profile(n))
+                    if len(times) < k or times[k - 1] == float("inf"):
                         continue
-                    items.sort()
-                    t = items[need - 1][0]
-                    if t != float("inf") and (best is None or t < best[0]):
-                        plan = {n: pool.size for _, n in items[:need]}
-                        if rest:
-                            plan[items[need - 1][1]] = rest
-                        best = (t, plan)
+                    t = times[k - 1]
+                    if best is None or t < best[0]:
+                        best = (t, self._island_plan(nodes, k, t))
         return best
+
+    def _island_plan(self, nodes: list[str], k: int, t: float) -> dict[str, int]:
+        ready = sorted(((bisect_right(self.profile(n), t), n) for n in nodes), reverse=True)
+        plan, need = {}, k
+        for count, node in ready:
+            take = min(count, need)
+            if take:
+                plan[node] = take
+                need -= take
+            if not need:
+                break
+        return plan
 
     # -- reserving --------------------------------------------------------------------------
 

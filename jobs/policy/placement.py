@@ -11,9 +11,9 @@ with the highest tier level running on it), a job first looks at nodes of its ow
 at nodes of a higher label, then at any partly used node, and only then at a whole free node;
 best fit inside each step. Preemptible work thus gathers on nodes of its own tier, and whole
 nodes of lower-tier work exist for a higher tier to reclaim with few, cheap victims.
-A gang larger than a node takes whole free nodes inside one island (NVLink island /
-rack) plus, for the remainder, one best-fit node of that island. A gang gets all its GPUs
-or nothing.
+A gang larger than a node takes free GPUs of one island (NVLink island / rack), nodes with
+the most free GPUs first, so whole free nodes go first and the gang spans as few nodes as
+it can. A gang gets all its GPUs or nothing.
 """
 
 from __future__ import annotations
@@ -222,7 +222,7 @@ class FreeIndex:
     # -- multi-node gangs -------------------------------------------------------------------
 
     def island_fit(self, groups: Pools, k: int) -> list[tuple[str, int]] | None:
-        """Whole free nodes of one island plus one best-fit node for the rest, or None.
+        """k free GPUs on nodes of one island, whole free nodes first, or None.
 
         Among islands that can hold the gang, the one with the fewest whole free nodes
         wins, so big islands stay open for bigger gangs.
@@ -240,30 +240,27 @@ class FreeIndex:
         return None
 
     def _island_plan(self, pool: Pool, k: int) -> tuple[int, list[tuple[str, int]]] | None:
-        whole: dict[str, list[str]] = {}
-        for name in pool.buckets[pool.size]:
-            whole.setdefault(self.node[name].island, []).append(name)
-        need_whole, rest = divmod(k, pool.size)
-        best = None
-        for island, names in sorted(whole.items()):
-            if len(names) < need_whole or (best is not None and len(names) >= best[0]):
-                continue
-            plan = [(n, pool.size) for n in names[:need_whole]]
-            if rest:
-                used = set(names[:need_whole])
-                part = self._partial_in_island(pool, island, rest, used)
-                if part is None:
-                    continue
-                plan.append((part, rest))
-            best = (len(names), plan)
-        return best
-
-    def _partial_in_island(self, pool: Pool, island: str, k: int, used: set[str]) -> str | None:
-        for c in range(k, pool.size + 1):
+        """(whole free nodes, plan) of the island of the pool that holds k GPUs with the
+        fewest whole free nodes; nodes with the most free GPUs first, so the gang spans
+        as few nodes as it can."""
+        free: dict[str, list[tuple[int, str]]] = {}
+        for c in range(pool.size, 0, -1):  # most free first
             for name in pool.buckets[c]:
-                if name not in used and self.node[name].island == island:
-                    return name
-        return None
+                free.setdefault(self.node[name].island, []).append((c, name))
+        best = None
+        for _, nodes in sorted(free.items()):
+            whole = sum(1 for c, _ in nodes if c == pool.size)
+            if sum(c for c, _ in nodes) < k or (best is not None and whole >= best[0]):
+                continue
+            plan, need = [], k
+            for c, name in nodes:
+                take = min(c, need)
+                plan.append((name, take))
+                need -= take
+                if not need:
+                    break
+            best = (whole, plan)
+        return best
 
     def allocate(
         self, groups: Pools, k: int, level: int | None = None

@@ -39,6 +39,32 @@ def test_gang_larger_than_a_node_stays_in_one_island() -> None:
     assert d.placements == [] and d.pending[1].code == "no_fit"
 
 
+def test_a_gang_larger_than_a_node_takes_free_gpus_of_one_island_most_free_first() -> None:
+    """No island has two whole free nodes, but island b holds 16 free GPUs on three nodes:
+    the gang starts there, on the nodes with the most free GPUs, as the baselines place it."""
+    nodes = [node("a0", free=tuple(range(7)), island="a"), node("a1", free=(0,), island="a"),
+             node("b0", free=tuple(range(6)), island="b"), node("b1", free=tuple(range(7)),
+                                                              island="b"),
+             node("b2", free=tuple(range(4)), island="b")]
+    runs = [running(1, {"a0": (7,), "a1": tuple(range(1, 8)), "b0": (6, 7), "b1": (7,),
+                        "b2": (4, 5, 6, 7)})]
+    d = decide(snap(nodes, runs, [job(1, gpus=16)]))
+    assert {a.node: len(a.gpus) for a in placed(d)[1]} == {"b1": 7, "b0": 6, "b2": 3}
+
+
+def test_a_gang_larger_than_a_node_reserves_the_earliest_gpus_of_one_island() -> None:
+    """Island i0: 8 GPUs are free now, n0 frees 4 more at +100 s and n1 2 at +200 s and its
+    last 2 at +900 s: a 14-GPU gang can start at +200 s on GPUs of both nodes, not when two
+    nodes are whole (+900 s)."""
+    nodes = [node("n0", free=(0, 1, 2, 3)), node("n1", free=(0, 1, 2, 3))]
+    runs = [running(1, {"n0": (4, 5, 6, 7)}, ends_in=100),
+            running(2, {"n1": (4, 5)}, ends_in=200), running(3, {"n1": (6, 7)}, ends_in=900)]
+    d = decide(snap(nodes, runs, [job(1, gpus=14)]))
+    [reservation] = d.reservations
+    assert reservation.start_at == NOW + 200
+    assert {a.node: len(a.gpus) for a in reservation.allocations} == {"n0": 8, "n1": 6}
+
+
 def test_while_no_node_takes_work_every_job_waits_with_a_reason() -> None:
     nodes = [node("down", schedulable=False), node("cordoned", 8, free=(), schedulable=False)]
     runs = [running(1, {"cordoned": tuple(range(8))})]
