@@ -192,6 +192,8 @@ class Timeline:
             if free_now:
                 self.index.take_exact(node, free_now)
                 self.idle_reserved += len(free_now)
+                # the node's profile counted these as free: a take-over adds them back itself
+                self.version[node] += 1
             hold.free_now[node] = free_now
             self.reserved.add(node)
             self.hold_of[node] = hold

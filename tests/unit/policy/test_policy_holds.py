@@ -85,3 +85,18 @@ def test_a_multi_node_gangs_island_is_planned_again_in_the_walk():
     big = job(10, tier="paid", org="b", gpus=4, wait=400)
     d = decide(snap(nodes, runs, [big, SINGLE], usage=USAGE, holds={10: {"n1": 2, "n4": 2}}))
     assert SINGLE.job_id in placed(d)  # nothing was held ahead of the walk
+
+
+def test_a_higher_tier_counts_a_lower_reservations_idle_gpus_once():
+    """n0: 5 GPUs free, held by a paid gang of 7 kept from the last round; free-tier jobs run
+    on the other 3 (2 end in 1,000 s, 1 in 5,000 s). Taking the hold over, an enterprise
+    8-GPU job still lacks 3 GPUs: it must not read the 5 idle GPUs twice (once as the hold's,
+    once as free) and wait for a start "now" that never comes; it preempts instead."""
+    nodes = [node("n0", 8, (0, 1, 2, 3, 4))]
+    runs = [running(1, {"n0": (5, 6)}, tier="free", org="f", ends_in=1000),
+            running(2, {"n0": (7,)}, tier="free", org="f", ends_in=5000)]
+    gang = job(10, tier="paid", org="b", gpus=7, wait=400)
+    urgent = job(20, tier="enterprise", org="e", gpus=8)
+    d = decide(snap(nodes, runs, [gang, urgent], holds={gang.job_id: {"n0": 7}}))
+    assert {p.attempt_id for p in d.preemptions} == {1, 2}
+    assert nodes_of(d, urgent.job_id) == ["n0"]
