@@ -13,7 +13,6 @@ node as a preemption target, and its earliest start counts those nodes (`lower_h
 
 from __future__ import annotations
 
-from itertools import compress
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
@@ -25,17 +24,13 @@ if TYPE_CHECKING:
 
 _INF = float("inf")
 _LEVEL = attrgetter("level")
-_JOB_ID = attrgetter("job_id")
 
 
 def keep_holds(rnd: _Round) -> None:
     held = rnd.snap.holds
     levels, tiers, frac = rnd.levels, rnd.snap.tiers, rnd.cfg.keep_after_slo_fraction
-    queued = rnd.snap.queued
-    # one pass over the whole queue, without a Python loop per job
-    held_jobs = compress(queued, map(held.__contains__, map(_JOB_ID, queued)))
-    jobs = [j for j in held_jobs if j.tier in levels]
-    jobs.sort(key=lambda j: (-levels[j.tier], j.enqueued_at))
+    jobs = [j for j in rnd.queue.held if j.tier in levels]  # found while grouping the queue
+    jobs.sort(key=lambda j: (-levels[j.tier], j.enqueued_at, j.job_id))
     orgs: set[tuple[str, str]] = set()
     for job in jobs:
         if rnd.now - job.enqueued_at < frac * tiers[job.tier].start_slo_s:

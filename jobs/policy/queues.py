@@ -70,6 +70,8 @@ class TierQueue:
     excluded: bool = False
     late_after: float | None = None  # jobs enqueued before this are late
     late: list[tuple[float, float, int, int, Group]] = field(default_factory=list)
+    # rank by the oldest head job, cached between pops of other tiers (None: recompute)
+    rank: float | None = None
 
 
 def tier_levels(tiers: dict[str, TierSpec]) -> dict[str, int]:
