@@ -18,8 +18,9 @@ On each candidate node the cheapest victims are taken until the gang fits; the n
 lowest total wins (the first GPU type in the job's preference order that has any plan).
 Candidate nodes are tried cheapest-victim first and at most `preempt_scan_nodes` of them per
 GPU type, which bounds the cost of one search on a large fleet.
-A gang larger than a node clears whole nodes of one island, cheapest first, plus one node for
-the remainder, as it would be placed (placement.py); the cheapest island wins.
+A gang larger than a node takes any GPUs of one island, as it is placed (placement.py): the
+cheapest victims whose GPUs there, with the island's free ones, make the gang
+(`island_plan`); the cheapest island wins.
 A victim's whole gang goes, even the GPUs on other nodes: a gang is never split.
 """
 
@@ -226,9 +227,10 @@ class VictimIndex:
                 for node in pool.nodes:
                     if node not in skip_nodes:
                         islands[self.index.node[node].island].append(node)
+                free = self.index.free
                 for nodes in islands.values():
-                    plan = _IslandSearch(self.index, lists, pool.size, room, budget,
-                                         extra).plan(nodes, k)
+                    have = {n: len(free[n]) + extra.get(n, 0) for n in nodes}
+                    plan = island_plan(nodes, k, lists, have, room, budget)
                     if plan is not None and plan.cost <= max_cost and (
                             best is None or plan.cost < best.cost):
                         best = plan
@@ -259,101 +261,84 @@ def node_plan(node: str, victims: list[Victim], k: int, room: dict[str, float], 
     return Plan({node: k}, taken, cost) if have >= k and taken else None
 
 
-class _IslandSearch:
-    """Greedy plan on one island: clear the cheapest whole nodes and the cheapest remainder.
+def island_plan(nodes: list[str], k: int, lists: dict[str, list[Victim]],
+                have: dict[str, int], room: dict[str, float], budget: int) -> Plan | None:
+    """The cheapest victims whose GPUs on these nodes, with the nodes' free ones (`have`),
+    make k; the gang then takes the nodes with the most GPUs first, as it would be placed.
 
-    Victims taken for one node free their GPUs on the others too, and the floors' room and
-    the org's budget are spent across the whole plan. The remainder node is chosen before
-    and after the whole nodes, and the cheaper plan wins: a partly free node is the natural
-    remainder, but a victim that spans nodes may free the remainder for nothing.
+    A min-cost cover: victims by cost per GPU freed here, and at each step the plan that
+    stops with the cheapest single victim covering what is left is kept if cheaper (greedy
+    by ratio alone would stop a big gang where one small job was enough); victims a
+    cheaper set made redundant are then spared, dearest first. None when the free GPUs
+    suffice (nothing to stop) or no plan fits the floors and the budget.
     """
+    need = k - sum(have.values())
+    if need <= 0:
+        return None
+    here = set(nodes)
+    freed: dict[int, int] = {}
+    found: dict[int, Victim] = {}
+    for node in nodes:
+        for v in lists.get(node, ()):
+            if not v.gone and id(v) not in found:
+                found[id(v)] = v
+                freed[id(v)] = sum(len(g) for n, g in v.on_node.items() if n in here)
+    order = sorted(found.values(), key=lambda v: (v.cost / freed[id(v)], v.cost))
+    taken = _cover(order, need, freed, room, budget)
+    if taken is None:
+        return None
+    taken = _spare_redundant(taken, need, freed)
+    avail = dict(have)
+    for v in taken:
+        for n, g in v.on_node.items():
+            if n in here:
+                avail[n] += len(g)
+    parts, left = {}, k
+    for node in sorted(nodes, key=lambda n: (-avail[n], n)):
+        take = min(avail[node], left)
+        if take:
+            parts[node] = take
+            left -= take
+        if not left:
+            break
+    return Plan(parts, taken, sum(v.cost for v in taken))
 
-    def __init__(self, index: FreeIndex, lists: dict[str, list[Victim]], size: int,
-                 room: dict[str, float], budget: int, extra: dict[str, int]) -> None:
-        self.index, self.lists, self.size, self.extra = index, lists, size, extra
-        self.room0, self.budget0 = room, budget
-        self._reset()
 
-    def _reset(self) -> None:
-        """Start a search: the floors' room and the budget left, the victims taken, their cost."""
-        self.room, self.budget = dict(self.room0), self.budget0
-        self.taken: list[Victim] = []
-        self.chosen: set[int] = set()  # ids of the victims taken
-        self.cost = 0.0
+def _cover(order: list[Victim], need: int, freed: dict[int, int], room: dict[str, float],
+           budget: int) -> list[Victim] | None:
+    lost: dict[str, int] = defaultdict(int)
+    taken: list[Victim] = []
+    best: tuple[float, list[Victim]] | None = None
+    cost, covered = 0.0, 0
 
-    def plan(self, nodes: list[str], k: int) -> Plan | None:
-        need, rest = divmod(k, self.size)
-        if len(nodes) < need + (1 if rest else 0):
-            return None
-        orders = (True, False) if rest else (False,)  # remainder first, then last
-        found = [p for p in (self._search(nodes, need, rest, f) for f in orders) if p is not None]
-        return min(found, key=lambda p: p.cost) if found else None
+    def fits(v: Victim) -> bool:
+        return len(taken) < budget and lost[v.run.tier] + v.gpus <= room.get(v.run.tier, 0.0)
 
-    def _search(self, nodes: list[str], need: int, rest: int, rest_first: bool) -> Plan | None:
-        self._reset()
-        parts: dict[str, int] = {}
-        if rest_first and not self._add_rest(nodes, rest, parts):
-            return None
-        whole = 0
-        for node in self._by_cost(nodes, self.size, parts):
-            if whole == need:
-                break
-            plan = self._node(node, self.size)
-            if plan is not None:
-                self._take(plan)
-                parts[node] = self.size
-                whole += 1
-        if whole < need or (rest and not rest_first and not self._add_rest(nodes, rest, parts)):
-            return None
-        return Plan(parts, self.taken, self.cost) if self.taken else None
+    for i, v in enumerate(order):
+        if best is not None and cost >= best[0]:
+            break  # the prefix alone costs more than a plan found
+        finisher = min((w for w in order[i:] if freed[id(w)] >= need - covered and fits(w)),
+                       key=lambda w: w.cost, default=None)
+        if finisher is not None and (best is None or cost + finisher.cost < best[0]):
+            best = (cost + finisher.cost, [*taken, finisher])
+        if not fits(v):
+            continue
+        taken.append(v)
+        lost[v.run.tier] += v.gpus
+        cost += v.cost
+        covered += freed[id(v)]
+        if covered >= need:
+            if best is None or cost < best[0]:
+                best = (cost, list(taken))
+            break
+    return best[1] if best is not None else None
 
-    def _add_rest(self, nodes: list[str], rest: int, parts: dict[str, int]) -> bool:
-        for node in self._by_cost(nodes, rest, parts):
-            plan = self._node(node, rest)
-            if plan is not None:
-                self._take(plan)
-                parts[node] = rest
-                return True
-        return False
 
-    def _by_cost(self, nodes: list[str], k: int, parts: dict[str, int]) -> list[str]:
-        """Nodes that could free k GPUs, cheapest first, ignoring floors and budget.
-
-        A cheap estimate for the order only: a full plan (`_node`) is made for a node only
-        when the search gets to it, which keeps a 1,000-node pool to a few dozen plans.
-        """
-        costs = []
-        for node in nodes:
-            if node in parts:
-                continue
-            have, cost = self._have(node), 0.0
-            for v in self.lists.get(node, ()):
-                if have >= k:
-                    break
-                if not v.gone and id(v) not in self.chosen:
-                    cost += v.cost
-                    have += len(v.on_node[node])
-            if have >= k:
-                costs.append((cost, node))
-        costs.sort()
-        return [node for _, node in costs]
-
-    def _have(self, node: str) -> int:
-        have = len(self.index.free[node]) + self.extra.get(node, 0)
-        return have + sum(len(v.gpus_on(node)) for v in self.taken) if self.taken else have
-
-    def _node(self, node: str, k: int) -> Plan | None:
-        """Plan for k GPUs on a node, given what is taken so far; no victims if it has them."""
-        have = self._have(node)
-        if have >= k:
-            return Plan({node: k}, [], 0.0)
-        victims = [v for v in self.lists.get(node, ()) if id(v) not in self.chosen]
-        return node_plan(node, victims, k, self.room, self.budget, have)
-
-    def _take(self, plan: Plan) -> None:
-        for v in plan.victims:
-            self.room[v.run.tier] = self.room.get(v.run.tier, 0.0) - v.gpus
-        self.budget -= len(plan.victims)
-        self.taken.extend(plan.victims)
-        self.chosen.update(map(id, plan.victims))
-        self.cost += plan.cost
+def _spare_redundant(taken: list[Victim], need: int, freed: dict[int, int]) -> list[Victim]:
+    covered = sum(freed[id(v)] for v in taken)
+    kept = list(taken)
+    for v in sorted(taken, key=lambda v: -v.cost):
+        if covered - freed[id(v)] >= need:
+            kept.remove(v)
+            covered -= freed[id(v)]
+    return kept

@@ -5,6 +5,7 @@ from __future__ import annotations
 from policy_builders import NOW, job, node, placed, running, snap, tiers
 
 from jobs.policy import decide
+from jobs.policy.preemption import Victim, island_plan
 from jobs.policy.types import PolicyConfig
 
 
@@ -234,6 +235,29 @@ def test_an_island_plan_uses_free_gpus_for_the_remainder_and_counts_a_victim_onc
     assert [p.attempt_id for p in d.preemptions] == [1]
     assert {a.node: a.gpus for a in placed(d)[7]} == {
         "n0": tuple(range(8)), "n1": tuple(range(8)), "n2": (4, 5, 6, 7)}
+
+
+def test_an_island_plan_takes_any_gpus_of_the_island_not_whole_nodes() -> None:
+    nodes = [node("n0", 8, free=(4, 5, 6, 7)), node("n1", 8, free=(4, 5, 6, 7)), full_node("n2")]
+    runs = [running(1, {"n0": (0, 1, 2, 3)}, ran=1000),  # 4 GPUs x 1030 s lost
+            running(2, {"n1": (0, 1, 2, 3)}, ran=1000),
+            running(3, {"n2": tuple(range(8))}, ran=300)]  # 8 GPUs x 330 s: the cheapest
+    d = decide(snap(nodes, runs, [job(7, tier="enterprise", gpus=16, wait=20)]))
+    # 8 GPUs are free on the island: one victim of 8 makes the gang, no node is cleared whole
+    assert [p.attempt_id for p in d.preemptions] == [3]
+    assert {a.node: a.gpus for a in placed(d)[7]} == {
+        "n2": tuple(range(8)), "n0": (4, 5, 6, 7), "n1": (4, 5, 6, 7)}
+
+
+def test_an_island_plan_finishes_with_one_small_victim_rather_than_the_best_ratio() -> None:
+    big = Victim(running(1, {"n1": tuple(range(7))}), 0, 70.0, 7, {"n1": list(range(7))})
+    small = Victim(running(2, {"n1": (7,)}), 0, 15.0, 1, {"n1": [7]})
+    lists = {"n1": [small, big]}
+    plan = island_plan(["n0", "n1"], 9, lists, {"n0": 8, "n1": 0}, {"free": 99.0}, 5)
+    # 1 GPU is missing: the 7-GPU victim frees GPUs cheaper per GPU, the 1-GPU one is enough
+    assert plan is not None and plan.victims == [small]
+    assert plan.parts == {"n0": 8, "n1": 1}
+    assert island_plan(["n0", "n1"], 9, lists, {"n0": 8, "n1": 0}, {"free": 0.0}, 5) is None
 
 
 def test_an_island_plan_spends_one_budget_and_respects_the_victims_floor() -> None:
