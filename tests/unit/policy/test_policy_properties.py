@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import replace
 
@@ -233,6 +234,26 @@ def check_victims(s: Snapshot, d: Decisions) -> None:
         per_org[preemptor.org] += 1
     assert all(n <= s.config.preemption_budget_per_org for n in per_org.values())
     assert len({p.attempt_id for p in d.preemptions}) == len(d.preemptions)
+    check_victim_floors(s, d)
+
+
+def check_victim_floors(s: Snapshot, d: Decisions) -> None:
+    """No tier loses victims below its guaranteed floor (what it runs, with this round's
+    starts, less what it loses)."""
+    fleet = sum(n.total_gpus for n in s.nodes if n.schedulable)
+    runs = {r.attempt_id: r for r in s.running}
+    jobs = {j.job_id: j for j in s.queued}
+    held: dict[str, int] = defaultdict(int)
+    for r in s.running:
+        held[r.tier] += r.gpus
+    for p in d.placements:
+        held[jobs[p.job_id].tier] += jobs[p.job_id].gpus
+    lost: dict[str, int] = defaultdict(int)
+    for p in d.preemptions:
+        lost[runs[p.attempt_id].tier] += runs[p.attempt_id].gpus
+    for tier, gpus in lost.items():
+        floor = math.floor(s.tiers[tier].guaranteed_share * fleet + 1e-9)
+        assert held[tier] - gpus >= floor, f"{tier} pushed below its floor"
 
 
 @COMMON
