@@ -4,6 +4,8 @@ users, and each user's jobs (`Group`), with the tiers' levels and usage they are
 
 from __future__ import annotations
 
+import math
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 from .types import QueuedJob, Snapshot, TierSpec
@@ -90,3 +92,35 @@ def tier_usage(snap: Snapshot, tiers: dict[str, TierQueue]) -> dict[str, float]:
         if run.tier in orgs:
             orgs[run.tier].add(run.org)
     return {t: sum(snap.usage.get(o, 0.0) for o in members) for t, members in orgs.items()}
+
+
+def by_project(
+    queue: list[QueuedJob], held: dict[int, dict[str, int]]
+) -> tuple[dict[tuple[str, str, str], dict[str, list[QueuedJob]]], list[QueuedJob]]:
+    """(tier, org, project) -> user -> its jobs in queue order, in one pass over the queue,
+    and the jobs that held a reservation last round (`held`), found in the same pass."""
+    buckets: dict[tuple[str, str, str, str], list[QueuedJob]] = defaultdict(list)
+    kept: list[QueuedJob] = []
+    if held:
+        for job in queue:
+            buckets[job.tier, job.org, job.project, job.user].append(job)
+            if job.job_id in held:
+                kept.append(job)
+    else:
+        for job in queue:
+            buckets[job.tier, job.org, job.project, job.user].append(job)
+    projects: dict[tuple[str, str, str], dict[str, list[QueuedJob]]] = defaultdict(dict)
+    for (tier, org, project, user), jobs in buckets.items():
+        projects[tier, org, project][user] = jobs
+    return projects, kept
+
+
+def oldest_head(lists: dict[str, list[QueuedJob]]) -> tuple[float, str]:
+    """(enqueued_at, user) of the oldest job heading a user's list, the first user on ties
+    (a loop: a generator of tuples cost a build over thousands of projects twice as much)."""
+    best_enq, best_user = math.inf, ""
+    for user, jobs in lists.items():
+        enq = jobs[0].enqueued_at
+        if enq < best_enq or (enq == best_enq and user < best_user):
+            best_enq, best_user = enq, user
+    return best_enq, best_user

@@ -38,7 +38,16 @@ from itertools import chain, count
 from operator import gt
 
 from .deadlines import by_keys, virtual_deadlines
-from .queues import Group, OrgQueue, ProjectQueue, TierQueue, tier_levels, tier_usage
+from .queues import (
+    Group,
+    OrgQueue,
+    ProjectQueue,
+    TierQueue,
+    by_project,
+    oldest_head,
+    tier_levels,
+    tier_usage,
+)
 from .shares import Shares
 from .types import QueuedJob, Snapshot
 
@@ -51,7 +60,6 @@ class RankedQueue:
         self.cfg = snap.config
         self.tau = snap.config.usage_half_life_s / math.log(2)
         self.unknown: list[QueuedJob] = []  # jobs of tiers the snapshot does not define
-        self.held: list[QueuedJob] = []  # jobs that held a reservation last round
         self.projects: list[ProjectQueue] = []
         levels = tier_levels(snap.tiers)
         self.tiers = {n: TierQueue(t, levels[n]) for n, t in snap.tiers.items()}
@@ -65,24 +73,12 @@ class RankedQueue:
             keys = virtual_deadlines(queue, self.cfg.limit_weight)
             if any(map(gt, keys, keys[1:])):
                 queue = by_keys(queue, keys)
-        self._build(queue)
+        self.held = self._build(queue)  # the jobs that held a reservation last round
         # tier -> decayed GPU-seconds of its orgs, where tiers share a priority (else empty)
         self._tier_usage = tier_usage(snap, self.tiers)
 
-    def _build(self, queue: list[QueuedJob]) -> None:
-        buckets: dict[tuple[str, str, str, str], list[QueuedJob]] = defaultdict(list)
-        held, kept = self.snap.holds, self.held
-        if held:  # the same pass finds the jobs of last round's reservations (kept.py)
-            for job in queue:  # by virtual deadline
-                buckets[job.tier, job.org, job.project, job.user].append(job)
-                if job.job_id in held:
-                    kept.append(job)
-        else:
-            for job in queue:
-                buckets[job.tier, job.org, job.project, job.user].append(job)
-        projects: dict[tuple[str, str, str], dict[str, list[QueuedJob]]] = defaultdict(dict)
-        for (tier_name, org_name, project_name, user), jobs in buckets.items():
-            projects[tier_name, org_name, project_name][user] = jobs
+    def _build(self, queue: list[QueuedJob]) -> list[QueuedJob]:
+        projects, held = by_project(queue, self.snap.holds)
         seq, every_head = self._seq, self.cfg.late_fraction is not None
         for (tier_name, org_name, project_name), lists in projects.items():
             tier = self.tiers.get(tier_name)
@@ -105,7 +101,7 @@ class RankedQueue:
                 for group in project.users.values():
                     self._push_oldest(tier, project, group, heap=False)
             else:
-                enq, user = _oldest_head(lists)
+                enq, user = oldest_head(lists)
                 tier.oldest.append((enq, next(seq), 0, project, user))
         for tier in self.tiers.values():
             heapq.heapify(tier.oldest)  # one pass: thousands of entries, pushed one by one
@@ -113,6 +109,7 @@ class RankedQueue:
                 for project in org.projects.values():
                     self._push_project(org, project.name)
                 self._push_org(tier, org.name)
+        return held
 
     def _split(self, project: ProjectQueue) -> None:
         """A Group per user of the project and, for more than one, the users' heap."""
@@ -153,26 +150,23 @@ class RankedQueue:
         used = self._tier_usage[name] + self.shares.tier[name] * self.tau
         return used / max(tier.spec.weight, 1e-9)
 
-    def _next(self) -> int:
-        return next(self._seq)
-
     def _push_org(self, tier: TierQueue, org: str) -> None:
-        seq = tier.seq[org] = self._next()
+        seq = tier.seq[org] = next(self._seq)
         heapq.heappush(tier.heap, (self.org_share(org), seq, org))
 
     def _push_project(self, org: OrgQueue, project: str) -> None:
-        seq = org.seq[project] = self._next()
+        seq = org.seq[project] = next(self._seq)
         heapq.heappush(org.heap, (self._project_share(org.name, project), seq, project))
 
     def _push_user(self, org: str, project: ProjectQueue, user: str) -> None:
-        seq = project.seq[user] = self._next()
+        seq = project.seq[user] = next(self._seq)
         share = self._user_share((org, project.name, user))
         heapq.heappush(project.heap, (share, seq, user))
 
     def _push_oldest(self, tier: TierQueue, project: ProjectQueue, group: Group,
                      heap: bool = True) -> None:
         if not group.done:
-            entry = (group.jobs[group.pos].enqueued_at, self._next(), group.pos, project,
+            entry = (group.jobs[group.pos].enqueued_at, next(self._seq), group.pos, project,
                      group.user)
             if heap:
                 heapq.heappush(tier.oldest, entry)
@@ -309,7 +303,7 @@ class RankedQueue:
                 continue
             now_share = self.org_share(group.org)
             if now_share != share:
-                heapq.heapreplace(heap, (now_share, enq, self._next(), pos, group))
+                heapq.heapreplace(heap, (now_share, enq, next(self._seq), pos, group))
                 continue
             return group
         return None
@@ -319,7 +313,7 @@ class RankedQueue:
             return
         enq = group.jobs[group.pos].enqueued_at
         if enq <= tier.late_after:
-            item = (self.org_share(group.org), enq, self._next(), group.pos, group)
+            item = (self.org_share(group.org), enq, next(self._seq), group.pos, group)
             heapq.heappush(tier.late, item)
 
     def _top_org(self, tier: TierQueue) -> OrgQueue:
@@ -402,13 +396,3 @@ class RankedQueue:
     def tier_excluded(self, tier: str) -> bool:
         return self.tiers[tier].excluded
 
-
-def _oldest_head(lists: dict[str, list[QueuedJob]]) -> tuple[float, str]:
-    """(enqueued_at, user) of the oldest job heading a user's list, the first user on ties
-    (a loop: a generator of tuples cost a build over thousands of projects twice as much)."""
-    best_enq, best_user = math.inf, ""
-    for user, jobs in lists.items():
-        enq = jobs[0].enqueued_at
-        if enq < best_enq or (enq == best_enq and user < best_user):
-            best_enq, best_user = enq, user
-    return best_enq, best_user
