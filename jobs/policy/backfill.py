@@ -1,11 +1,13 @@
-"""Reservations for blocked jobs, and backfill that cannot delay them.
+"""Reservations for blocked jobs, and backfill on their idle GPUs.
 
 When a job ranked ahead cannot start, it gets the earliest GPUs it can have: each node's
 release times come from running attempts' `expected_end` (and from this round's placements);
 the node where the gang's k-th GPU frees up first wins. Those GPUs are reserved: the ones
-free now leave the free index, so a later job can only start on them if it ends (by its time
-limit, never by a prediction) before the reservation starts. Several reservations may exist
-in one round (`PolicyConfig.max_reservations`); each reserved node belongs to one of them.
+free now leave the free index, so a later job can only start on them if it ends before the
+reservation starts: by its estimate on a reservation made this round (as EASY++ does), by
+its time limit on one kept from an earlier round (`Hold.kept`), which backfill then cannot
+delay. Several reservations may exist in one round (`PolicyConfig.max_reservations`); each
+reserved node belongs to one of them.
 
 Per (pool, k) a lazy min-heap of "earliest time this node has k GPUs" is built on first use;
 placements only push a node's time later, so a stale entry is recomputed when it reaches
@@ -32,6 +34,9 @@ class Hold:
     gpus: dict[str, tuple[int, ...]]
     free_now: dict[str, list[int]] = field(default_factory=dict)
     level: int = 0  # tier level of the job it is for: higher tiers may take it over
+    # kept from an earlier round (kept.py): a borrower must end by its time limit, not by its
+    # estimate, so that running over cannot push back a start already promised
+    kept: bool = False
 
     def allocations(self) -> tuple[Allocation, ...]:
         return tuple(Allocation(n, g) for n, g in self.gpus.items())
@@ -230,8 +235,9 @@ class Timeline:
             self._latest = max(starts, default=float("-inf"))
         return self._latest
 
-    def borrow(self, groups: Pools, k: int, ends_at: float) -> Allocation | None:
-        """Start a job on reserved-but-idle GPUs when it ends before the reservation starts.
+    def borrow(self, groups: Pools, k: int, ends_at: float, limit_at: float) -> Allocation | None:
+        """Start a job on reserved-but-idle GPUs when it ends before the reservation starts:
+        by its predicted end (`ends_at`), or by its time limit (`limit_at`) for a kept one.
 
         Only single-node gangs borrow. The node's unreserved free GPUs are used first; the
         caller records the occupancy.
@@ -240,7 +246,7 @@ class Timeline:
             return None
         allowed = pool_ids(groups)
         for hold in self.holds:
-            if ends_at > hold.start_at:
+            if (limit_at if hold.kept else ends_at) > hold.start_at:
                 continue
             for node, idle in hold.free_now.items():
                 if id(self.index.pool_of[node]) not in allowed:

@@ -235,7 +235,7 @@ class _Round:
             if guard is None:
                 self.no_free_min[key] = job.gpus
         if self.timeline.holds:
-            lent = self.timeline.borrow(groups, job.gpus, ends)
+            lent = self.timeline.borrow(groups, job.gpus, ends, self.now + job.time_limit_s)
             if lent is not None:
                 self.guarded = False
                 return (lent,)

@@ -53,7 +53,8 @@ def keep_holds(rnd: _Round) -> None:
             rnd._commit(job, (Allocation(node, rnd.index.take(node, job.gpus)),))
             rnd.kept[job.job_id] = None
         else:
-            rnd.kept[job.job_id] = rnd._hold(job, start, {node: job.gpus})
+            hold = rnd.kept[job.job_id] = rnd._hold(job, start, {node: job.gpus})
+            hold.kept = True
 
 
 def _kept_plan(

@@ -35,6 +35,15 @@ def test_a_job_that_ends_before_the_reservation_still_backfills():
     assert nodes_of(d, short.job_id) == ["n1"]
 
 
+def test_a_kept_reservation_lends_only_to_jobs_whose_time_limit_ends_first():
+    # estimated to end in a minute, but it may run an hour: running over would push back a
+    # start the gang was promised, so it waits (by its estimate alone it would backfill)
+    hopeful = job(11, tier="paid", org="a", gpus=1, limit=3600, expected_duration_s=60)
+    d = decide(snap(NODES, RUNS, [GANG, hopeful], usage=USAGE, holds={GANG.job_id: {"n1": 2}}))
+    assert not placed(d)
+    assert d.pending[hopeful.job_id].code == "resources"
+
+
 def test_the_holder_starts_when_its_drained_gpus_are_free():
     nodes = [node("n1", 2, (0, 1)), node("n2", 1, ())]
     d = decide(snap(nodes, RUNS[1:], [GANG, SINGLE], usage=USAGE, holds={GANG.job_id: {"n1": 2}}))

@@ -123,6 +123,13 @@ def test_backfill_starts_only_jobs_that_end_before_the_reservation() -> None:
     assert d.reservations[0].start_at == NOW + 600  # not delayed
 
 
+def test_backfill_on_a_fresh_reservation_goes_by_the_estimate() -> None:
+    nodes, runs, head = blocked_head()
+    hopeful = job(2, gpus=2, limit=3600, expected_duration_s=100)  # ends before +600, likely
+    d = decide(snap(nodes, runs, [head, hopeful]))
+    assert list(placed(d)) == [2]
+
+
 def test_backfill_uses_gpus_the_reservation_does_not_need() -> None:
     nodes = [node("n0", 8, free=(0, 1, 2, 3)), node("n1", 8, free=(0,))]
     runs = [running(1, {"n0": (4, 5, 6, 7)}, ends_in=600),
