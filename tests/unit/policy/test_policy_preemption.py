@@ -260,6 +260,18 @@ def test_an_island_plan_finishes_with_one_small_victim_rather_than_the_best_rati
     assert island_plan(["n0", "n1"], 9, lists, {"n0": 8, "n1": 0}, {"free": 0.0}, 5) is None
 
 
+def test_an_island_plan_spares_a_victim_a_later_one_made_redundant() -> None:
+    def victim(aid: int, gpus: tuple[int, ...], cost: float) -> Victim:
+        return Victim(running(aid, {"n1": gpus}), 0, cost, len(gpus), {"n1": list(gpus)})
+
+    one, two, four = victim(1, (0,), 1.0), victim(2, (1, 2), 2.2), victim(3, (3, 4, 5, 6), 4.8)
+    plan = island_plan(["n0", "n1"], 14, {"n1": [one, two, four]}, {"n0": 8, "n1": 0},
+                       {"free": 99.0}, 5)
+    # by cost per GPU it takes all three to free 6; the 1-GPU job is then not needed
+    assert plan is not None and plan.victims == [two, four] and plan.cost == 7.0
+    assert plan.parts == {"n0": 8, "n1": 6}
+
+
 def test_an_island_plan_spends_one_budget_and_respects_the_victims_floor() -> None:
     nodes = [full_node("n0"), full_node("n1")]
     runs = [running(1, {"n0": tuple(range(8))}), running(2, {"n1": tuple(range(8))})]
