@@ -101,14 +101,10 @@ def by_project(
     and the jobs that held a reservation last round (`held`), found in the same pass."""
     buckets: dict[tuple[str, str, str, str], list[QueuedJob]] = defaultdict(list)
     kept: list[QueuedJob] = []
-    if held:
-        for job in queue:
-            buckets[job.tier, job.org, job.project, job.user].append(job)
-            if job.job_id in held:
-                kept.append(job)
-    else:
-        for job in queue:
-            buckets[job.tier, job.org, job.project, job.user].append(job)
+    for job in queue:
+        buckets[job.tier, job.org, job.project, job.user].append(job)
+        if job.job_id in held:
+            kept.append(job)
     projects: dict[tuple[str, str, str], dict[str, list[QueuedJob]]] = defaultdict(dict)
     for (tier, org, project, user), jobs in buckets.items():
         projects[tier, org, project][user] = jobs
