@@ -7,8 +7,7 @@ from django.utils import timezone
 from jobs.models import Job, Project, UsageAccount
 from jobs.policy import POLICIES
 from jobs.scheduler.tick import scheduler_tick_run
-from jobs.services.submission import JobSpec, job_submit
-from tests.support.factories import make_node
+from tests.support.factories import make_node, started_projects, submit_alternating
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -20,13 +19,11 @@ def test_every_policy_places_and_explains_on_a_real_snapshot(alice, settings, po
     Project.objects.create(organization=alice, name="light")
     UsageAccount.objects.create(project=heavy, gpu_seconds=1e6, as_of=timezone.now())
     make_node("n1", gpus=4)
-    for i in range(8):
-        job_submit(organization=alice,
-                   spec=JobSpec(prompt="a cat", gpus=1, project=("heavy", "light")[i % 2]))
+    submit_alternating(alice, ("heavy", "light"), 8)
     scheduler_tick_run()
-    started = Job.objects.filter(state="SCHEDULED").values_list("project__name", flat=True)
+    started = started_projects()
     waiting = Job.objects.filter(state="QUEUED")
     assert len(started) == 4 and waiting.count() == 4
     assert all(job.pending_code for job in waiting)
     if policy in ("gpusched", "multifactor"):  # fair share: the project that used nothing
-        assert sorted(started) == ["light"] * 4
+        assert started == ["light"] * 4
