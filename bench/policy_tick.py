@@ -22,6 +22,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from sys import intern
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -83,13 +84,14 @@ def _running(rng, nodes, orgs, count=5000) -> tuple[list[RunningView], list[Node
         out.append(RunningView(a, 10_000_000 + a, org, tier, (Allocation(node, tuple(taken)),),
                                start, end, end + 600, ckpt, ckpt is not None,
                                preemptions=rng.choice([0, 0, 0, 1, 3]),
-                               project=f"p{a % 3}", user=f"u{a % 7}"))
+                               project=intern(f"p{a % 3}"), user=intern(f"u{a % 7}")))
     views = [NodeView(n.name, n.gpu_type, n.gpu_memory_mb, n.total_gpus, tuple(free[n.name]),
                       n.region, n.island) for n in nodes]
     return out, views
 
 
 def _queued(rng: random.Random, orgs, count: int) -> list[QueuedJob]:
+    """Names interned, as the tick's loader hands them (jobs/scheduler/snapshot.py)."""
     out = []
     waits = sorted((rng.uniform(0, 6 * 3600) for _ in range(count)), reverse=True)
     prefs = [(), (), ("H100", "H200"), ("A100",), ("L40S", "A100"), ("H200",)]
@@ -101,7 +103,8 @@ def _queued(rng: random.Random, orgs, count: int) -> list[QueuedJob]:
         out.append(QueuedJob(j, org, tier, gpus, NOW - waits[j], limit,
                              limit * rng.uniform(0.2, 0.9), rng.choice(prefs),
                              90_000 if rng.random() < 0.03 else 0,
-                             "eu" if rng.random() < 0.05 else "", f"p{j % 4}", f"u{j % 7}",
+                             "eu" if rng.random() < 0.05 else "", intern(f"p{j % 4}"),
+                             intern(f"u{j % 7}"),
                              min_gpus=1 if gpus > 1 and rng.random() < 0.2 else None))
     return out
 

@@ -6,6 +6,7 @@ import json
 from collections import defaultdict
 from collections.abc import Set as AbstractSet
 from datetime import datetime, timedelta
+from sys import intern
 
 from django.conf import settings
 from django.db.models import TextField, Value
@@ -91,7 +92,8 @@ def load_running(now: datetime, promised: Promised = frozenset()) -> list[P.Runn
         if not kept:
             continue
         out.append(P.RunningView(
-            attempt_id=pk, job_id=job_id, org=org, tier=tier, project=project,
+            attempt_id=pk, job_id=job_id, org=intern(org), tier=intern(tier),
+            project=intern(project),
             allocations=(P.Allocation(node, kept),), started_at=start,
             expected_end=_expected_end(start, limit_end, estimate,
                                        stop_deadline if stop else None),
@@ -100,7 +102,7 @@ def load_running(now: datetime, promised: Promised = frozenset()) -> list[P.Runn
             # an attempt already asked to stop is not a victim twice, and one that has not
             # started cannot be asked (apply._request_preemption stops running jobs only)
             preemptible=preemptible and not stop and started is not None,
-            preemptions=preemptions, user=user_key(user),
+            preemptions=preemptions, user=intern(user_key(user)),
         ))
     return out
 
@@ -161,16 +163,26 @@ def load_queued(nominees: AbstractSet[int] = frozenset(), limit_weight: float = 
                          "enqueued_at", "time_limit_s", "expected", "types",
                          "min_gpu_memory_mb", "region", "project__name", "user",
                          "preemptions", "checkpointable"))
+    # Names interned, type lists shared: the policy groups the whole queue by (tier, org,
+    # project, user), and names that are one object hash and compare without reading a
+    # string per job (a tenth of a round at 50,000 queued)
+    type_lists: dict[str, tuple[str, ...]] = {}
     jobs = [
         P.QueuedJob(  # positional, in field order: a keyword call costs a third more
-            pk, org, tier, gpus, enqueued.timestamp(), float(limit), _seconds(expected),
-            () if types == "[]" else tuple(json.loads(types)), memory, region, project, user,
-            preemptions, checkpointable,
+            pk, intern(org), intern(tier), gpus, enqueued.timestamp(), float(limit),
+            _seconds(expected),
+            () if types == "[]" else type_lists.get(types) or _type_list(types, type_lists),
+            memory, region, intern(project), intern(user), preemptions, checkpointable,
         )
         for (pk, org, tier, gpus, enqueued, limit, expected, types, memory, region, project,
              user, preemptions, checkpointable) in rows
     ]
     return in_deadline_order(jobs, limit_weight)
+
+
+def _type_list(text: str, seen: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    types = seen[text] = tuple(json.loads(text))
+    return types
 
 
 def _seconds(value) -> float | None:
