@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable
-from itertools import chain, compress, islice
-from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from . import reasons
@@ -14,8 +10,6 @@ from .types import PendingReason, QueuedJob
 
 if TYPE_CHECKING:
     from .gpusched import _Round
-
-_ENQ = attrgetter("enqueued_at")
 
 
 def what_if(index: FreeIndex, job: QueuedJob, groups: Pools) -> str:
@@ -40,8 +34,6 @@ def explain_rest(rnd: _Round) -> None:
     reach, a run per user of those it did."""
     pending = rnd.out.pending
     by_class: dict[tuple[str, str], PendingReason] = {}
-    # tier -> its unreached jobs that count for capacity advice (not capped), as runs
-    counted: dict[str, list[Iterable[QueuedJob]]] = defaultdict(list)
     for tier, org, jobs, first in rnd.queue.unreached():
         excluded = rnd.queue.org_excluded(tier, org)
         cls = (tier, org if excluded else "")
@@ -49,9 +41,7 @@ def explain_rest(rnd: _Round) -> None:
         if reason is None:
             reason = by_class[cls] = _shared_reason(rnd, tier, org)
         pending.add_run(jobs, first, reason)
-        if reason.code not in ("org_cap", "tier_ceiling"):
-            counted[tier].append(islice(jobs, first, None) if first else jobs)
-    _count_late(rnd, counted)
+    _count_late(rnd)
     # jobs started from kept reservations may lie past where the walk stopped
     pending.mark_placed(job_id for job_id, hold in rnd.kept.items() if hold is None)
     for job in rnd.queue.unknown:
@@ -79,14 +69,10 @@ def _shared_reason(rnd: _Round, tier: str, org: str) -> PendingReason:
     return reasons.priority(tier)
 
 
-def _count_late(rnd: _Round, counted: dict[str, list[Iterable[QueuedJob]]]) -> None:
+def _count_late(rnd: _Round) -> None:
     """Capacity advice: GPUs of unreached jobs already past their tier's start SLO, by first
-    preferred type (one pass per tier over thousands of runs)."""
-    late: dict[tuple[str, ...], int] = defaultdict(int)  # type list -> GPUs
-    for tier, runs in counted.items():
-        cutoff = rnd.now - rnd.snap.tiers[tier].start_slo_s
-        tail = list(chain.from_iterable(runs))
-        for job in compress(tail, map(cutoff.__ge__, map(_ENQ, tail))):
-            late[job.gpu_types] += job.gpus
-    for types, gpus in late.items():
-        rnd.short[types[0] if types else "any"] += gpus
+    preferred type, but for capped orgs and tiers (summed while grouping the queue)."""
+    queue, short = rnd.queue, rnd.short
+    for (tier, org, types), gpus in queue.late_gpus.items():
+        if gpus and not queue.tier_excluded(tier) and not queue.org_excluded(tier, org):
+            short[types[0] if types else "any"] += gpus

@@ -94,21 +94,41 @@ def tier_usage(snap: Snapshot, tiers: dict[str, TierQueue]) -> dict[str, float]:
     return {t: sum(snap.usage.get(o, 0.0) for o in members) for t, members in orgs.items()}
 
 
+@dataclass(slots=True)
+class Grouped:
+    """The queue as the round ranks it, from one pass over it (`by_project`)."""
+
+    # (tier, org, project) -> user -> its jobs in queue order
+    projects: dict[tuple[str, str, str], dict[str, list[QueuedJob]]]
+    held: list[QueuedJob]  # the jobs that held a reservation last round
+    # (tier, org, type preference) -> GPUs of the jobs already past their tier's start SLO
+    late: dict[tuple[str, str, tuple[str, ...]], int]
+
+
 def by_project(
-    queue: list[QueuedJob], held: dict[int, dict[str, int]]
-) -> tuple[dict[tuple[str, str, str], dict[str, list[QueuedJob]]], list[QueuedJob]]:
-    """(tier, org, project) -> user -> its jobs in queue order, in one pass over the queue,
-    and the jobs that held a reservation last round (`held`), found in the same pass."""
+    queue: list[QueuedJob], held: dict[int, dict[str, int]], late_before: dict[str, float]
+) -> Grouped:
+    """Group the queue by (tier, org, project, user), find last round's reservations, and
+    sum the GPUs of late jobs (enqueued at or before `late_before[tier]`) for capacity advice.
+
+    One loop: reading a job costs more than what is done with it (the round is bound by
+    memory at 50,000 jobs), so a second pass for the late jobs cost twice what this one adds.
+    """
     buckets: dict[tuple[str, str, str, str], list[QueuedJob]] = defaultdict(list)
     kept: list[QueuedJob] = []
+    late: dict[tuple[str, str, tuple[str, ...]], int] = defaultdict(int)
+    cutoff, never = late_before.get, -math.inf
     for job in queue:
-        buckets[job.tier, job.org, job.project, job.user].append(job)
+        tier = job.tier
+        buckets[tier, job.org, job.project, job.user].append(job)
         if job.job_id in held:
             kept.append(job)
+        if job.enqueued_at <= cutoff(tier, never):
+            late[tier, job.org, job.gpu_types] += job.gpus
     projects: dict[tuple[str, str, str], dict[str, list[QueuedJob]]] = defaultdict(dict)
     for (tier, org, project, user), jobs in buckets.items():
         projects[tier, org, project][user] = jobs
-    return projects, kept
+    return Grouped(projects, kept, late)
 
 
 def oldest_head(lists: dict[str, list[QueuedJob]]) -> tuple[float, str]:

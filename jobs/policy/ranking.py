@@ -73,14 +73,18 @@ class RankedQueue:
             keys = virtual_deadlines(queue, self.cfg.limit_weight)
             if any(map(gt, keys, keys[1:])):
                 queue = by_keys(queue, keys)
+        # tier -> jobs enqueued at or before this are past its start SLO
+        self._late_before = {n: snap.now - t.start_slo_s for n, t in snap.tiers.items()}
+        self.late_gpus: dict[tuple[str, str, tuple[str, ...]], int] = {}  # see by_project
         self.held = self._build(queue)  # the jobs that held a reservation last round
         # tier -> decayed GPU-seconds of its orgs, where tiers share a priority (else empty)
         self._tier_usage = tier_usage(snap, self.tiers)
 
     def _build(self, queue: list[QueuedJob]) -> list[QueuedJob]:
-        projects, held = by_project(queue, self.snap.holds)
+        grouped = by_project(queue, self.snap.holds, self._late_before)
+        self.late_gpus = grouped.late
         seq, every_head = self._seq, self.cfg.late_fraction is not None
-        for (tier_name, org_name, project_name), lists in projects.items():
+        for (tier_name, org_name, project_name), lists in grouped.projects.items():
             tier = self.tiers.get(tier_name)
             if tier is None:
                 self.unknown.extend(job for jobs in lists.values() for job in jobs)
@@ -109,7 +113,7 @@ class RankedQueue:
                 for project in org.projects.values():
                     self._push_project(org, project.name)
                 self._push_org(tier, org.name)
-        return held
+        return grouped.held
 
     def _split(self, project: ProjectQueue) -> None:
         """A Group per user of the project and, for more than one, the users' heap."""
@@ -257,6 +261,8 @@ class RankedQueue:
         job = group.jobs[group.pos]
         group.pos += 1
         tier.rank = None
+        if job.enqueued_at <= self._late_before[job.tier]:  # reached: no longer in the tail
+            self.late_gpus[job.tier, job.org, job.gpu_types] -= job.gpus
         if group.done:
             project.live -= 1
             if project.live == 0:

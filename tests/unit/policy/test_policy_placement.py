@@ -189,6 +189,21 @@ def test_capacity_advice_counts_gpus_of_jobs_past_their_slo() -> None:
     assert d.capacity_advice == {"H100": 4}
 
 
+def test_capacity_advice_counts_late_jobs_past_the_walk_once_and_not_capped_orgs() -> None:
+    nodes = [node("n0", 8, free=())]
+    runs = [running(1, {"n0": tuple(range(8))}, tier="enterprise", ends_in=7200)]
+    late = [job(i, "paid", "a", gpus=2, wait=1000 + i, gpu_types=("H100",)) for i in range(6)]
+    capped = [job(10 + i, "paid", "b", gpus=4, wait=2000) for i in range(3)]
+    on_time = [job(20 + i, "free", "c", gpus=1, wait=10) for i in range(4)]
+    cfg = PolicyConfig(backfill_depth=2)  # the walk reaches one job of org a, not six
+    d = decide(snap(nodes, runs, late + capped + on_time, config=cfg,
+                    org_gpu_caps={"b": 2}))
+    assert d.pending[5].code == "resources"  # the oldest, reached
+    assert {d.pending[i].code for i in range(5)} == {"priority"}  # past the walk
+    assert d.pending[10].code == "org_cap"
+    assert d.capacity_advice == {"H100": 12}
+
+
 def test_cordoned_nodes_get_nothing() -> None:
     d = decide(snap([node("n0", 8, schedulable=False)], queued=[job(1)]))
     assert d.placements == [] and d.pending[1].code == "no_fit"
