@@ -110,8 +110,9 @@ def _queued(rng: random.Random, orgs, count: int) -> list[QueuedJob]:
 
 
 def _tick_order(jobs: list[QueuedJob]) -> list[QueuedJob]:
-    """The order the tick loads the queue in (jobs/scheduler/snapshot.py: load_queued)."""
-    return in_deadline_order(jobs, PolicyConfig().limit_weight)
+    """The queue as the tick loads it (jobs/scheduler/snapshot.py: load_queued): by virtual
+    deadline, each job built in that order from rows read oldest first."""
+    return [replace(j) for j in in_deadline_order(jobs, PolicyConfig().limit_weight)]
 
 
 def snapshot(queued: int, seed: int = 7, late_gangs: int = 0) -> Snapshot:
@@ -144,10 +145,11 @@ def _time(calls, runs: int) -> tuple[list[list[float]], list[object]]:
 
 
 def _arrival_order(snap: Snapshot) -> Snapshot:
-    """The same snapshot with the queue oldest first: what a FIFO consumer is handed (fifo
-    sorts by arrival itself, and should not be timed sorting gpusched's order)."""
-    return replace(snap, queued=sorted(snap.queued, key=lambda j: (j.enqueued_at, j.job_id)),
-                   queue_sorted=False)
+    """The same snapshot with the queue oldest first, each job built in that order: what a
+    FIFO consumer is handed (fifo sorts by arrival itself, and should not be timed sorting
+    gpusched's order, nor reading jobs laid out in it)."""
+    oldest_first = sorted(snap.queued, key=lambda j: (j.enqueued_at, j.job_id))
+    return replace(snap, queued=[replace(j) for j in oldest_first], queue_sorted=False)
 
 
 def main() -> None:
