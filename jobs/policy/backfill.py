@@ -17,6 +17,7 @@ the top and pushed back. Finding a reservation costs a few heap operations, not 
 from __future__ import annotations
 
 import heapq
+import math
 from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -54,7 +55,8 @@ class Timeline:
         self.hold_of: dict[str, Hold] = {}  # reserved node -> its reservation
         self.holds: list[Hold] = []
         self.idle_reserved = 0  # reserved GPUs that are free now, over all holds
-        self._latest: float | None = None  # cache of _latest_idle_start, None: stale
+        # latest start of a reservation with idle GPUs, made this round and kept (None: stale)
+        self._latest: tuple[float, float] | None = None
         self._heaps: dict[tuple[int, int], list[tuple[float, int, str]]] = {}
         self._profiles: dict[str, tuple[int, list[float]]] = {}
         for run in running:
@@ -186,10 +188,11 @@ class Timeline:
 
     # -- reserving --------------------------------------------------------------------------
 
-    def reserve(self, job_id: int, start_at: float, plan: dict[str, int], level: int = 0) -> Hold:
+    def reserve(self, job_id: int, start_at: float, plan: dict[str, int], level: int = 0,
+                kept: bool = False) -> Hold:
         """Hold GPUs on the planned nodes; the free ones leave the free index."""
-        hold = Hold(job_id, start_at, {}, level=level)
-        self._latest = None
+        hold = Hold(job_id, start_at, {}, level=level, kept=kept)
+        idle = False
         for node, k in plan.items():
             gpus = self._node_time(node, k)[1]
             hold.gpus[node] = tuple(sorted(gpus))
@@ -199,10 +202,14 @@ class Timeline:
                 self.idle_reserved += len(free_now)
                 # the node's profile counted these as free: a take-over adds them back itself
                 self.version[node] += 1
+                idle = True
             hold.free_now[node] = free_now
             self.reserved.add(node)
             self.hold_of[node] = hold
         self.holds.append(hold)
+        if idle and self._latest is not None:  # kept up to date: a round makes dozens
+            fresh, old = self._latest
+            self._latest = (fresh, max(old, start_at)) if kept else (max(fresh, start_at), old)
         return hold
 
     def cancel(self, hold: Hold) -> None:
@@ -228,12 +235,23 @@ class Timeline:
         idle = len(hold.free_now.get(node, ())) if hold is not None else 0
         return self.now if idle >= k else self.time_k(node, k - idle)
 
-    def _latest_idle_start(self) -> float:
-        """Latest start of a reservation with idle GPUs: a job ending later borrows nothing."""
+    def _latest_idle_starts(self) -> tuple[float, float]:
+        """Latest start of a reservation with idle GPUs, of those made this round and of
+        those kept: a job ending later borrows nothing."""
         if self._latest is None:
-            starts = [h.start_at for h in self.holds if any(h.free_now.values())]
-            self._latest = max(starts, default=float("-inf"))
+            idle = [h for h in self.holds if any(h.free_now.values())]
+            self._latest = (max((h.start_at for h in idle if not h.kept), default=-math.inf),
+                            max((h.start_at for h in idle if h.kept), default=-math.inf))
         return self._latest
+
+    def may_lend(self, shortest_limit: float) -> bool:
+        """Whether some job could still borrow idle reserved GPUs: one made this round lends
+        by estimates (no lower bound), a kept one only to a job whose time limit, at least
+        `shortest_limit`, ends before it starts."""
+        if not self.idle_reserved:
+            return False
+        fresh, kept = self._latest_idle_starts()
+        return fresh > self.now or kept >= self.now + shortest_limit
 
     def borrow(self, groups: Pools, k: int, ends_at: float, limit_at: float) -> Allocation | None:
         """Start a job on reserved-but-idle GPUs when it ends before the reservation starts:
@@ -242,7 +260,7 @@ class Timeline:
         Only single-node gangs borrow. The node's unreserved free GPUs are used first; the
         caller records the occupancy.
         """
-        if not self.idle_reserved or ends_at > self._latest_idle_start():
+        if not self.idle_reserved or ends_at > max(self._latest_idle_starts()):
             return None
         allowed = pool_ids(groups)
         for hold in self.holds:

@@ -15,8 +15,9 @@ Before the walk, late jobs keep the previous round's reservations (kept.py): wit
 jobs ranked ahead of a waiting gang take the GPUs freed on the node it drains, and an 8-GPU
 job waits for a moment when a whole node frees up by chance.
 
-The walk stops when nothing is free and no preemption is possible, or after
-`backfill_depth` jobs past the first blocked one; the rest of the queue gets shared reasons.
+The walk stops when nothing is free and no job further down could borrow reserved GPUs, make
+a reservation or preempt, or after `backfill_depth` jobs past the first blocked one; the rest
+of the queue gets shared reasons.
 """
 
 from __future__ import annotations
@@ -132,9 +133,19 @@ class _Round:
             return True
         if self.index.total_free > 0:
             return False
-        if self.timeline.idle_reserved > 0:
+        # with nothing free, a job further down could only borrow idle reserved GPUs (and,
+        # while some are idle, reserve) or preempt; when none of that is left, the rest of the
+        # walk would only repeat "blocked"
+        if self.timeline.idle_reserved and (
+                self.timeline.may_lend(self.queue.shortest_limit) or self._may_reserve_any()):
             return False
         return self.preempt_tries >= self.cfg.max_preemptors_per_round or not self.victims.by_node
+
+    def _may_reserve_any(self) -> bool:
+        """Whether a reservation budget is left for a blocked job of one GPU."""
+        holds = len(self.timeline.holds)
+        return holds < self.cfg.max_reservations or (
+            holds < self.cfg.max_budget_reservations and self.reserved_gpus < self.reserve_cap)
 
     def _consider(self, job: QueuedJob) -> None:
         if self._capped(job):
@@ -183,12 +194,12 @@ class _Round:
 
     # -- reservations kept from the previous round (kept.py) ------------------------------
 
-    def _hold(self, job: QueuedJob, start: float, plan: dict[str, int]) -> Hold:
+    def _hold(self, job: QueuedJob, start: float, plan: dict[str, int], kept=False) -> Hold:
         for node in plan:  # a lower tier's reservation on these nodes gives way
             other = self.timeline.hold_of.get(node)
             if other is not None:
                 self._give_up(other)
-        hold = self.timeline.reserve(job.job_id, start, plan, self.levels[job.tier])
+        hold = self.timeline.reserve(job.job_id, start, plan, self.levels[job.tier], kept)
         self.no_take_over_min.clear()  # new idle reserved GPUs
         self.reserved_gpus += sum(plan.values())
         self.out.reservations.append(Reservation(job.job_id, hold.allocations(), start))

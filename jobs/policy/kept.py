@@ -53,8 +53,7 @@ def keep_holds(rnd: _Round) -> None:
             rnd._commit(job, (Allocation(node, rnd.index.take(node, job.gpus)),))
             rnd.kept[job.job_id] = None
         else:
-            hold = rnd.kept[job.job_id] = rnd._hold(job, start, {node: job.gpus})
-            hold.kept = True
+            rnd.kept[job.job_id] = rnd._hold(job, start, {node: job.gpus}, kept=True)
 
 
 def _kept_plan(

@@ -103,13 +103,15 @@ class Grouped:
     held: list[QueuedJob]  # the jobs that held a reservation last round
     # (tier, org, type preference) -> GPUs of the jobs already past their tier's start SLO
     late: dict[tuple[str, str, tuple[str, ...]], int]
+    shortest_limit: float  # the least time limit of any job
 
 
 def by_project(
     queue: list[QueuedJob], held: dict[int, dict[str, int]], late_before: dict[str, float]
 ) -> Grouped:
-    """Group the queue by (tier, org, project, user), find last round's reservations, and
-    sum the GPUs of late jobs (enqueued at or before `late_before[tier]`) for capacity advice.
+    """Group the queue by (tier, org, project, user), find last round's reservations, sum
+    the GPUs of late jobs (enqueued at or before `late_before[tier]`) for capacity advice,
+    and find the least time limit.
 
     One loop: reading a job costs more than what is done with it (the round is bound by
     memory at 50,000 jobs), so a second pass for the late jobs cost twice what this one adds.
@@ -118,6 +120,7 @@ def by_project(
     kept: list[QueuedJob] = []
     late: dict[tuple[str, str, tuple[str, ...]], int] = defaultdict(int)
     cutoff, never = late_before.get, -math.inf
+    shortest = math.inf
     for job in queue:
         tier = job.tier
         buckets[tier, job.org, job.project, job.user].append(job)
@@ -125,10 +128,12 @@ def by_project(
             kept.append(job)
         if job.enqueued_at <= cutoff(tier, never):
             late[tier, job.org, job.gpu_types] += job.gpus
+        if job.time_limit_s < shortest:
+            shortest = job.time_limit_s
     projects: dict[tuple[str, str, str], dict[str, list[QueuedJob]]] = defaultdict(dict)
     for (tier, org, project, user), jobs in buckets.items():
         projects[tier, org, project][user] = jobs
-    return Grouped(projects, kept, late)
+    return Grouped(projects, kept, late, shortest)
 
 
 def oldest_head(lists: dict[str, list[QueuedJob]]) -> tuple[float, str]:

@@ -76,6 +76,7 @@ class RankedQueue:
         # tier -> jobs enqueued at or before this are past its start SLO
         self._late_before = {n: snap.now - t.start_slo_s for n, t in snap.tiers.items()}
         self.late_gpus: dict[tuple[str, str, tuple[str, ...]], int] = {}  # see by_project
+        self.shortest_limit = math.inf  # the least time limit in the queue
         self.held = self._build(queue)  # the jobs that held a reservation last round
         # tier -> decayed GPU-seconds of its orgs, where tiers share a priority (else empty)
         self._tier_usage = tier_usage(snap, self.tiers)
@@ -83,6 +84,7 @@ class RankedQueue:
     def _build(self, queue: list[QueuedJob]) -> list[QueuedJob]:
         grouped = by_project(queue, self.snap.holds, self._late_before)
         self.late_gpus = grouped.late
+        self.shortest_limit = grouped.shortest_limit
         seq, every_head = self._seq, self.cfg.late_fraction is not None
         for (tier_name, org_name, project_name), lists in grouped.projects.items():
             tier = self.tiers.get(tier_name)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from policy_builders import job, node, nodes_of, placed, running, snap
 
 from jobs.policy import decide
+from jobs.policy.types import PolicyConfig
 
 # n1 drains for a 2-GPU gang: one GPU free, one running job that ends in 10 min; n2 is busy
 # for an hour. Org "b" used GPUs before (USAGE), so org "a"'s 1-GPU job ranks ahead of b's gang.
@@ -109,3 +110,29 @@ def test_a_higher_tier_counts_a_lower_reservations_idle_gpus_once():
     d = decide(snap(nodes, runs, [gang, urgent], holds={gang.job_id: {"n0": 7}}))
     assert {p.attempt_id for p in d.preemptions} == {1, 2}
     assert nodes_of(d, urgent.job_id) == ["n0"]
+
+
+# As above, with enterprise work running (no victims) and a budget of one reservation: only
+# the gang's idle GPU on n1 is left, and it starts in 10 min
+BUSY = [running(0, {"n1": (0,)}, tier="enterprise", org="c", ends_in=600),
+        running(1, {"n2": (0,)}, tier="enterprise", org="c", ends_in=3600)]
+ONE_HOLD = PolicyConfig(max_reservations=1, max_budget_reservations=1)
+
+
+def test_the_walk_stops_where_no_job_could_borrow_the_idle_reserved_gpus():
+    rest = [job(20 + i, tier="paid", org="a", gpus=1, limit=3600) for i in range(5)]
+    d = decide(snap(NODES, BUSY, [GANG, *rest], usage=USAGE, config=ONE_HOLD,
+                    holds={GANG.job_id: {"n1": 2}}))
+    assert not placed(d)
+    assert d.pending[rest[0].job_id].code == "resources"  # the first blocked one
+    # no job of the queue ends within 10 min: the others share a reason, untried
+    assert {d.pending[j.job_id].code for j in rest[1:]} == {"priority"}
+
+
+def test_the_walk_goes_on_while_a_job_of_the_queue_could_borrow_them():
+    rest = [job(20 + i, tier="paid", org="a", gpus=1, limit=3600) for i in range(5)]
+    last = job(30, tier="paid", org="d", gpus=1, limit=60)  # heaviest org: ranked last
+    d = decide(snap(NODES, BUSY, [GANG, *rest, last], usage={**USAGE, "d": 1e6},
+                    config=ONE_HOLD, holds={GANG.job_id: {"n1": 2}}))
+    assert placed(d).keys() == {last.job_id} and nodes_of(d, last.job_id) == ["n1"]
+    assert {d.pending[j.job_id].code for j in rest} == {"resources"}
