@@ -109,10 +109,20 @@ def _queued(rng: random.Random, orgs, count: int) -> list[QueuedJob]:
     return out
 
 
+def _built(jobs: list[QueuedJob]) -> list[QueuedJob]:
+    """Each job built in this order as a loader builds it from rows read oldest first: the
+    start times were computed in arrival order, the time limit (an integer column) and the
+    estimate (JSON text) become floats as the job is built."""
+    return [replace(j, time_limit_s=float(int(j.time_limit_s)),
+                    expected_duration_s=None if j.expected_duration_s is None
+                    else float(repr(j.expected_duration_s)))
+            for j in jobs]
+
+
 def _tick_order(jobs: list[QueuedJob]) -> list[QueuedJob]:
     """The queue as the tick loads it (jobs/scheduler/snapshot.py: load_queued): by virtual
-    deadline, each job built in that order from rows read oldest first."""
-    return [replace(j) for j in in_deadline_order(jobs, PolicyConfig().limit_weight)]
+    deadline, built in that order."""
+    return _built(in_deadline_order(jobs, PolicyConfig().limit_weight))
 
 
 def snapshot(queued: int, seed: int = 7, late_gangs: int = 0) -> Snapshot:
@@ -145,11 +155,11 @@ def _time(calls, runs: int) -> tuple[list[list[float]], list[object]]:
 
 
 def _arrival_order(snap: Snapshot) -> Snapshot:
-    """The same snapshot with the queue oldest first, each job built in that order: what a
-    FIFO consumer is handed (fifo sorts by arrival itself, and should not be timed sorting
+    """The same snapshot with the queue oldest first, built in that order: what a FIFO
+    consumer is handed (fifo sorts by arrival itself, and should not be timed sorting
     gpusched's order, nor reading jobs laid out in it)."""
     oldest_first = sorted(snap.queued, key=lambda j: (j.enqueued_at, j.job_id))
-    return replace(snap, queued=[replace(j) for j in oldest_first], queue_sorted=False)
+    return replace(snap, queued=_built(oldest_first), queue_sorted=False)
 
 
 def main() -> None:
