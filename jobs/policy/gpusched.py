@@ -15,9 +15,9 @@ Before the walk, late jobs keep the previous round's reservations (kept.py): wit
 jobs ranked ahead of a waiting gang take the GPUs freed on the node it drains, and an 8-GPU
 job waits for a moment when a whole node frees up by chance.
 
-The walk stops when nothing is free and no job further down could borrow reserved GPUs, make
-a reservation or preempt, or after `backfill_depth` jobs past the first blocked one; the rest
-of the queue gets shared reasons.
+The walk stops when nothing is free, no preemption is possible and no reserved GPU is idle
+or could be lent while no reservation budget is left, or after `backfill_depth` jobs past the
+first blocked one; the rest of the queue gets shared reasons.
 """
 
 from __future__ import annotations
