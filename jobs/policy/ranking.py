@@ -77,6 +77,7 @@ class RankedQueue:
         self._late_before = {n: snap.now - t.start_slo_s for n, t in snap.tiers.items()}
         self.late_gpus: dict[tuple[str, str, tuple[str, ...]], int] = {}  # see by_project
         self.shortest_limit = math.inf  # the least time limit in the queue
+        self._early: set[int] = set()  # jobs started before the walk reached them
         self.held = self._build(queue)  # the jobs that held a reservation last round
         # tier -> decayed GPU-seconds of its orgs, where tiers share a priority (else empty)
         self._tier_usage = tier_usage(snap, self.tiers)
@@ -263,8 +264,8 @@ class RankedQueue:
         job = group.jobs[group.pos]
         group.pos += 1
         tier.rank = None
-        if job.enqueued_at <= self._late_before[job.tier]:  # reached: no longer in the tail
-            self.late_gpus[job.tier, job.org, job.gpu_types] -= job.gpus
+        if job.enqueued_at <= self._late_before[job.tier] and job.job_id not in self._early:
+            self._not_late(job)  # reached: capacity advice counts it on its own
         if group.done:
             project.live -= 1
             if project.live == 0:
@@ -274,6 +275,15 @@ class RankedQueue:
         else:
             self._push_oldest(tier, project, group)
         return job
+
+    def started_early(self, job: QueuedJob) -> None:
+        """The job starts before the walk reaches it (a kept reservation's): it needs no GPUs."""
+        if job.enqueued_at <= self._late_before.get(job.tier, -math.inf):
+            self._not_late(job)
+        self._early.add(job.job_id)
+
+    def _not_late(self, job: QueuedJob) -> None:
+        self.late_gpus[job.tier, job.org, job.gpu_types] -= job.gpus
 
     def _starving_group(self, tier: TierQueue) -> Group | None:
         """The group of the tier's oldest job once it waited `starve_after_s`, if any.

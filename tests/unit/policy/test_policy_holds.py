@@ -136,3 +136,14 @@ def test_the_walk_goes_on_while_a_job_of_the_queue_could_borrow_them():
                     config=ONE_HOLD, holds={GANG.job_id: {"n1": 2}}))
     assert placed(d).keys() == {last.job_id} and nodes_of(d, last.job_id) == ["n1"]
     assert {d.pending[j.job_id].code for j in rest} == {"resources"}
+
+
+def test_a_kept_job_started_past_where_the_walk_stops_needs_no_capacity():
+    nodes = [node("n1", 2), node("a1", 1, (), gpu_type="A100")]
+    runs = [running(0, {"a1": (0,)}, tier="enterprise", org="c", ends_in=3600)]
+    waiting = [job(20 + i, tier="paid", org="a", gpu_types=("A100",)) for i in range(3)]
+    d = decide(snap(nodes, runs, [GANG, *waiting], usage=USAGE,
+                    holds={GANG.job_id: {"n1": 2}}))
+    assert nodes_of(d, GANG.job_id) == ["n1"]  # started before the walk, ranked last
+    assert d.pending[waiting[-1].job_id].code == "priority"  # the walk stopped before it
+    assert "any" not in d.capacity_advice  # the gang's 2 GPUs are not short
