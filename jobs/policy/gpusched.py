@@ -194,12 +194,14 @@ class _Round:
 
     # -- reservations kept from the previous round (kept.py) ------------------------------
 
-    def _hold(self, job: QueuedJob, start: float, plan: dict[str, int], kept=False) -> Hold:
+    def _hold(self, job: QueuedJob, start: float, plan: dict[str, int],
+              from_last_round: bool = False) -> Hold:
         for node in plan:  # a lower tier's reservation on these nodes gives way
             other = self.timeline.hold_of.get(node)
             if other is not None:
                 self._give_up(other)
-        hold = self.timeline.reserve(job.job_id, start, plan, self.levels[job.tier], kept)
+        hold = self.timeline.reserve(job.job_id, start, plan, self.levels[job.tier],
+                                     kept=from_last_round)
         self.no_take_over_min.clear()  # new idle reserved GPUs
         self.reserved_gpus += sum(plan.values())
         self.out.reservations.append(Reservation(job.job_id, hold.allocations(), start))

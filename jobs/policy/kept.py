@@ -54,7 +54,8 @@ def keep_holds(rnd: _Round) -> None:
             rnd.kept[job.job_id] = None
             rnd.queue.started_early(job)
         else:
-            rnd.kept[job.job_id] = rnd._hold(job, start, {node: job.gpus}, kept=True)
+            rnd.kept[job.job_id] = rnd._hold(job, start, {node: job.gpus},
+                                               from_last_round=True)
 
 
 def _kept_plan(
