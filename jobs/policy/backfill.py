@@ -55,8 +55,9 @@ class Timeline:
         self.hold_of: dict[str, Hold] = {}  # reserved node -> its reservation
         self.holds: list[Hold] = []
         self.idle_reserved = 0  # reserved GPUs that are free now, over all holds
-        # latest start of a reservation with idle GPUs, made this round and kept (None: stale)
-        self._latest: tuple[float, float] | None = None
+        # reservations with idle GPUs: latest start of those made this round and of those
+        # kept, lowest tier level (None: stale)
+        self._idle: tuple[float, float, int] | None = None
         self._heaps: dict[tuple[int, int], list[tuple[float, int, str]]] = {}
         self._profiles: dict[str, tuple[int, list[float]]] = {}
         for run in running:
@@ -207,15 +208,16 @@ class Timeline:
             self.reserved.add(node)
             self.hold_of[node] = hold
         self.holds.append(hold)
-        if idle and self._latest is not None:  # kept up to date: a round makes dozens
-            fresh, old = self._latest
-            self._latest = (fresh, max(old, start_at)) if kept else (max(fresh, start_at), old)
+        if idle and self._idle is not None:  # kept up to date: a round makes dozens
+            fresh, old, low = self._idle
+            fresh, old = (fresh, max(old, start_at)) if kept else (max(fresh, start_at), old)
+            self._idle = (fresh, old, min(low, level))
         return hold
 
     def cancel(self, hold: Hold) -> None:
         """Give a reservation up: its idle GPUs return to the free index, its nodes to the heaps."""
         self.holds.remove(hold)
-        self._latest = None
+        self._idle = None
         for node, idle in hold.free_now.items():
             if idle:
                 self.index.give_back(node, idle)
@@ -235,14 +237,15 @@ class Timeline:
         idle = len(hold.free_now.get(node, ())) if hold is not None else 0
         return self.now if idle >= k else self.time_k(node, k - idle)
 
-    def _latest_idle_starts(self) -> tuple[float, float]:
-        """Latest start of a reservation with idle GPUs, of those made this round and of
-        those kept: a job ending later borrows nothing."""
-        if self._latest is None:
+    def _idle_holds(self) -> tuple[float, float, int]:
+        """Of the reservations with idle GPUs: the latest start of those made this round and
+        of those kept (a job ending later borrows nothing), and the lowest tier level."""
+        if self._idle is None:
             idle = [h for h in self.holds if any(h.free_now.values())]
-            self._latest = (max((h.start_at for h in idle if not h.kept), default=-math.inf),
-                            max((h.start_at for h in idle if h.kept), default=-math.inf))
-        return self._latest
+            self._idle = (max((h.start_at for h in idle if not h.kept), default=-math.inf),
+                          max((h.start_at for h in idle if h.kept), default=-math.inf),
+                          min((h.level for h in idle), default=1 << 30))
+        return self._idle
 
     def may_lend(self, shortest_limit: float) -> bool:
         """Whether some job could still borrow idle reserved GPUs: one made this round lends
@@ -250,8 +253,12 @@ class Timeline:
         `shortest_limit`, ends before it starts."""
         if not self.idle_reserved:
             return False
-        fresh, kept = self._latest_idle_starts()
+        fresh, kept, _ = self._idle_holds()
         return fresh > self.now or kept >= self.now + shortest_limit
+
+    def lowest_idle_level(self) -> int:
+        """The lowest tier level of a reservation with idle GPUs (a higher one may take it)."""
+        return self._idle_holds()[2] if self.idle_reserved else 1 << 30
 
     def borrow(self, groups: Pools, k: int, ends_at: float, limit_at: float) -> Allocation | None:
         """Start a job on reserved-but-idle GPUs when it ends before the reservation starts:
@@ -260,7 +267,7 @@ class Timeline:
         Only single-node gangs borrow. The node's unreserved free GPUs are used first; the
         caller records the occupancy.
         """
-        if not self.idle_reserved or ends_at > max(self._latest_idle_starts()):
+        if not self.idle_reserved or ends_at > max(self._idle_holds()[:2]):
             return None
         allowed = pool_ids(groups)
         for hold in self.holds:
@@ -277,7 +284,7 @@ class Timeline:
                     self.index.take_exact(node, own)
                 lent = idle[: k - len(own)]
                 hold.free_now[node] = idle[len(lent) :]
-                self._latest = None
+                self._idle = None
                 self.idle_reserved -= len(lent)
                 return Allocation(node, tuple(sorted(own + lent)))
         return None

@@ -276,6 +276,10 @@ class RankedQueue:
             self._push_oldest(tier, project, group)
         return job
 
+    def live_tiers(self) -> list[str]:
+        """Tiers with jobs left to consider."""
+        return [n for n, t in self.tiers.items() if t.live > 0 and not t.excluded]
+
     def started_early(self, job: QueuedJob) -> None:
         """The job starts before the walk reaches it (a kept reservation's): it needs no GPUs."""
         if job.enqueued_at <= self._late_before.get(job.tier, -math.inf):

@@ -147,3 +147,13 @@ def test_a_kept_job_started_past_where_the_walk_stops_needs_no_capacity():
     assert nodes_of(d, GANG.job_id) == ["n1"]  # started before the walk, ranked last
     assert d.pending[waiting[-1].job_id].code == "priority"  # the walk stopped before it
     assert "any" not in d.capacity_advice  # the gang's 2 GPUs are not short
+
+
+def test_the_walk_goes_on_while_a_higher_tier_could_take_the_idle_gpus_over():
+    late_free = job(10, tier="free", org="b", gpus=2, wait=4000)  # past free's 1-h SLO
+    big = job(20, tier="paid", org="a", gpus=2, wait=10)  # blocked: one GPU is idle
+    small = job(21, tier="paid", org="a", gpus=1)  # takes the free tier's idle GPU over
+    d = decide(snap(NODES, BUSY, [late_free, big, small], config=ONE_HOLD,
+                    holds={late_free.job_id: {"n1": 2}}))
+    assert placed(d).keys() == {small.job_id} and nodes_of(d, small.job_id) == ["n1"]
+    assert d.pending[big.job_id].code == "resources"
