@@ -16,8 +16,8 @@ jobs ranked ahead of a waiting gang take the GPUs freed on the node it drains, a
 job waits for a moment when a whole node frees up by chance.
 
 The walk stops when nothing is free, no preemption is possible and no reserved GPU is idle
-or could be lent while no reservation budget is left, or after `backfill_depth` jobs past the
-first blocked one; the rest of the queue gets shared reasons.
+or could be lent or taken over while no reservation budget is left, or after
+`backfill_depth` jobs past the first blocked one; the rest of the queue gets shared reasons.
 """
 
 from __future__ import annotations
