@@ -70,9 +70,11 @@ def _shared_reason(rnd: _Round, tier: str, org: str) -> PendingReason:
 
 
 def _count_late(rnd: _Round) -> None:
-    """Capacity advice: GPUs of unreached jobs already past their tier's start SLO, by first
-    preferred type, but for capped orgs and tiers (summed while grouping the queue)."""
-    queue, short = rnd.queue, rnd.short
-    for (tier, org, types), gpus in queue.late_gpus.items():
-        if gpus and not queue.tier_excluded(tier) and not queue.org_excluded(tier, org):
-            short[types[0] if types else "any"] += gpus
+    """Capacity advice for the jobs the walk never reached (advice.LateTail)."""
+    queue = rnd.queue
+
+    def capped(tier: str, org: str) -> bool:
+        return queue.tier_excluded(tier) or queue.org_excluded(tier, org)
+
+    for gpu_type, gpus in queue.late.short_by_type(capped).items():
+        rnd.short[gpu_type] += gpus

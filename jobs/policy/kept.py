@@ -52,7 +52,7 @@ def keep_holds(rnd: _Round) -> None:
         if len(rnd.index.free[node]) >= job.gpus:
             rnd._commit(job, (Allocation(node, rnd.index.take(node, job.gpus)),))
             rnd.kept[job.job_id] = None
-            rnd.queue.started_early(job)
+            rnd.queue.late.started_early(job)
         else:
             rnd.kept[job.job_id] = rnd._hold(job, start, {node: job.gpus},
                                                from_last_round=True)

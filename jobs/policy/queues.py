@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 
 from .types import QueuedJob, Snapshot, TierSpec
 
@@ -145,3 +147,17 @@ def oldest_head(lists: dict[str, list[QueuedJob]]) -> tuple[float, str]:
         if enq < best_enq or (enq == best_enq and user < best_user):
             best_enq, best_user = enq, user
     return best_enq, best_user
+
+
+def tail(projects: list[ProjectQueue]) -> Iterator[tuple[str, str, list[QueuedJob], int]]:
+    """(tier, org, jobs, first): the jobs a round has not considered, a run per project the
+    walk did not reach and per user of those it reached."""
+    for project in projects:
+        if not project.split:  # one run (a copy in C costs less than a run per user)
+            lists = project.lists.values()
+            jobs = next(iter(lists)) if len(lists) == 1 else list(chain.from_iterable(lists))
+            yield project.tier, project.org, jobs, 0
+            continue
+        for group in project.users.values():
+            if not group.done:
+                yield group.tier, group.org, group.jobs, group.pos

@@ -34,9 +34,10 @@ import heapq
 import math
 from collections import defaultdict
 from collections.abc import Iterator
-from itertools import chain, count
+from itertools import count
 from operator import gt
 
+from .advice import LateTail
 from .deadlines import by_keys, virtual_deadlines
 from .queues import (
     Group,
@@ -45,6 +46,7 @@ from .queues import (
     TierQueue,
     by_project,
     oldest_head,
+    tail,
     tier_levels,
     tier_usage,
 )
@@ -74,20 +76,18 @@ class RankedQueue:
             if any(map(gt, keys, keys[1:])):
                 queue = by_keys(queue, keys)
         # tier -> jobs enqueued at or before this are past its start SLO
-        self._late_before = {n: snap.now - t.start_slo_s for n, t in snap.tiers.items()}
-        self.late_gpus: dict[tuple[str, str, tuple[str, ...]], int] = {}  # see by_project
-        self.shortest_limit = math.inf  # the least time limit in the queue
-        self._early: set[int] = set()  # jobs started before the walk reached them
-        self.held = self._build(queue)  # the jobs that held a reservation last round
+        late_before = {n: snap.now - t.start_slo_s for n, t in snap.tiers.items()}
+        grouped = by_project(queue, snap.holds, late_before)
+        self.late = LateTail(late_before, grouped.late)  # capacity advice for the tail
+        self.shortest_limit = grouped.shortest_limit  # the least time limit in the queue
+        self.held = grouped.held  # the jobs that held a reservation last round
+        self._build(grouped.projects)
         # tier -> decayed GPU-seconds of its orgs, where tiers share a priority (else empty)
         self._tier_usage = tier_usage(snap, self.tiers)
 
-    def _build(self, queue: list[QueuedJob]) -> list[QueuedJob]:
-        grouped = by_project(queue, self.snap.holds, self._late_before)
-        self.late_gpus = grouped.late
-        self.shortest_limit = grouped.shortest_limit
+    def _build(self, projects: dict[tuple[str, str, str], dict[str, list[QueuedJob]]]) -> None:
         seq, every_head = self._seq, self.cfg.late_fraction is not None
-        for (tier_name, org_name, project_name), lists in grouped.projects.items():
+        for (tier_name, org_name, project_name), lists in projects.items():
             tier = self.tiers.get(tier_name)
             if tier is None:
                 self.unknown.extend(job for jobs in lists.values() for job in jobs)
@@ -116,7 +116,6 @@ class RankedQueue:
                 for project in org.projects.values():
                     self._push_project(org, project.name)
                 self._push_org(tier, org.name)
-        return grouped.held
 
     def _split(self, project: ProjectQueue) -> None:
         """A Group per user of the project and, for more than one, the users' heap."""
@@ -264,8 +263,7 @@ class RankedQueue:
         job = group.jobs[group.pos]
         group.pos += 1
         tier.rank = None
-        if job.enqueued_at <= self._late_before[job.tier] and job.job_id not in self._early:
-            self._not_late(job)  # reached: capacity advice counts it on its own
+        self.late.reached(job)
         if group.done:
             project.live -= 1
             if project.live == 0:
@@ -279,15 +277,6 @@ class RankedQueue:
     def live_tiers(self) -> list[str]:
         """Tiers with jobs left to consider."""
         return [n for n, t in self.tiers.items() if t.live > 0 and not t.excluded]
-
-    def started_early(self, job: QueuedJob) -> None:
-        """The job starts before the walk reaches it (a kept reservation's): it needs no GPUs."""
-        if job.enqueued_at <= self._late_before.get(job.tier, -math.inf):
-            self._not_late(job)
-        self._early.add(job.job_id)
-
-    def _not_late(self, job: QueuedJob) -> None:
-        self.late_gpus[job.tier, job.org, job.gpu_types] -= job.gpus
 
     def _starving_group(self, tier: TierQueue) -> Group | None:
         """The group of the tier's oldest job once it waited `starve_after_s`, if any.
@@ -388,17 +377,8 @@ class RankedQueue:
                 self._push_org(tier, org_name)
 
     def unreached(self) -> Iterator[tuple[str, str, list[QueuedJob], int]]:
-        """(tier, org, jobs, first): the jobs the round has not considered, a run per project
-        the walk did not reach and per user of those it reached."""
-        for project in self.projects:
-            if not project.split:  # one run (a copy in C costs less than a run per user)
-                lists = project.lists.values()
-                jobs = next(iter(lists)) if len(lists) == 1 else list(chain.from_iterable(lists))
-                yield project.tier, project.org, jobs, 0
-                continue
-            for group in project.users.values():
-                if not group.done:
-                    yield group.tier, group.org, group.jobs, group.pos
+        """(tier, org, jobs, first): the jobs the round has not considered (queues.tail)."""
+        return tail(self.projects)
 
     def exclude_org(self, tier: str, org: str) -> None:
         """Stop considering an org's jobs in a tier (it is at its cap); reasons come later."""
@@ -417,4 +397,3 @@ class RankedQueue:
 
     def tier_excluded(self, tier: str) -> bool:
         return self.tiers[tier].excluded
-
