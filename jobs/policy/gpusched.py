@@ -26,7 +26,7 @@ import gc
 import math
 from collections import defaultdict
 
-from . import explain, kept, reasons, yielding
+from . import explain, kept, reasons, walk_end, yielding
 from .backfill import Hold, Timeline
 from .placement import FreeIndex, Pools
 from .preemption import Plan, VictimIndex, grace_s
@@ -112,7 +112,7 @@ class _Round:
             return self.out
         if self.snap.holds:
             kept.keep_holds(self)
-        while not self._exhausted():
+        while not walk_end.exhausted(self):
             job = self.queue.pop()
             if job is None:
                 break
@@ -125,41 +125,6 @@ class _Round:
         explain.explain_rest(self)
         self.out.capacity_advice = {t: n for t, n in self.short.items() if n > 0}
         return self.out
-
-    def _exhausted(self) -> bool:
-        if self.after_block is None:
-            return False  # the head of the queue always gets a full answer
-        if self.after_block >= self.cfg.backfill_depth:
-            return True
-        if self.index.total_free > 0:
-            return False
-        # with nothing free, a job further down could only get idle reserved GPUs (and, while
-        # some are idle, reserve) or preempt; when none of that is left, the rest of the walk
-        # would only repeat "blocked"
-        if self.timeline.idle_reserved and (self._idle_reachable() or self._may_reserve_any()):
-            return False
-        return self.preempt_tries >= self.cfg.max_preemptors_per_round or not self.victims.by_node
-
-    def _idle_reachable(self) -> bool:
-        """Whether a job further down could still start on idle reserved GPUs: borrow them,
-        or take a lower tier's reservation over (kept.take_over), which a job does unless it
-        yields to a blocked higher tier (yielding.guard). Neither can change while nothing
-        starts: blocked tiers only add up, shares stand still."""
-        if self.timeline.may_lend(self.queue.shortest_limit):
-            return True
-        low = self.timeline.lowest_idle_level()
-        for tier in self.queue.live_tiers():
-            level = self.levels[tier]
-            if level > low and (all(lv <= level for lv in self.blocked_k)
-                                or self.shares.tier[tier] + 1 <= self.floors[tier]):
-                return True
-        return False
-
-    def _may_reserve_any(self) -> bool:
-        """Whether a reservation budget is left for a blocked job of one GPU."""
-        holds = len(self.timeline.holds)
-        return holds < self.cfg.max_reservations or (
-            holds < self.cfg.max_budget_reservations and self.reserved_gpus < self.reserve_cap)
 
     def _consider(self, job: QueuedJob) -> None:
         if self._capped(job):
