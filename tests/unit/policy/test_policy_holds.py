@@ -157,3 +157,14 @@ def test_the_walk_goes_on_while_a_higher_tier_could_take_the_idle_gpus_over():
                     holds={late_free.job_id: {"n1": 2}}))
     assert placed(d).keys() == {small.job_id} and nodes_of(d, small.job_id) == ["n1"]
     assert d.pending[big.job_id].code == "resources"
+
+
+def test_the_walk_goes_on_while_the_reservation_budget_lasts():
+    nodes = [*NODES, node("n3", 1, ())]
+    runs = [*BUSY, running(2, {"n3": (0,)}, tier="enterprise", org="c", ends_in=1800)]
+    rest = [job(20 + i, tier="paid", org="a", gpus=1, limit=3600) for i in range(3)]
+    d = decide(snap(nodes, runs, [GANG, *rest], usage=USAGE,
+                    config=PolicyConfig(max_reservations=3, max_budget_reservations=3),
+                    holds={GANG.job_id: {"n1": 2}}))
+    held = {r.job_id: r.allocations[0].node for r in d.reservations}
+    assert held == {GANG.job_id: "n1", rest[0].job_id: "n3", rest[1].job_id: "n2"}

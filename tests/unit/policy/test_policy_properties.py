@@ -5,12 +5,13 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import replace
+from unittest.mock import patch
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from policy_builders import NOW, job, node, running, snap, tiers
 
-from jobs.policy import POLICIES, decide
+from jobs.policy import POLICIES, decide, walk_end
 from jobs.policy.types import Decisions, PolicyConfig, Snapshot
 
 TIER_NAMES = ["enterprise", "paid", "free"]
@@ -301,3 +302,56 @@ def test_every_registered_policy_explains_what_it_leaves(s: Snapshot) -> None:
         d = fn(s)
         placed = {p.job_id for p in d.placements}
         assert all(j.job_id in placed or j.job_id in d.pending for j in s.queued)
+
+
+def _walk_while_reserved_gpus_idle(rnd) -> bool:
+    """The stop rule before the walk could stop at idle reserved GPUs no job can get: it went
+    on while any was idle (walk_end.exhausted must decide the same)."""
+    if rnd.after_block is None:
+        return False
+    if rnd.after_block >= rnd.cfg.backfill_depth:
+        return True
+    if rnd.index.total_free > 0 or rnd.timeline.idle_reserved > 0:
+        return False
+    return rnd.preempt_tries >= rnd.cfg.max_preemptors_per_round or not rnd.victims.by_node
+
+
+def _decided(d: Decisions) -> tuple[list[str], ...]:
+    return tuple(sorted(map(repr, xs)) for xs in (d.placements, d.preemptions, d.reservations))
+
+
+@st.composite
+def idle_reserved(draw) -> Snapshot:
+    """A late job that held node n0, partly free, last round, the other nodes full, and jobs
+    of every tier behind it: the walk meets idle reserved GPUs with nothing else free, and
+    jobs that might borrow them or take them over."""
+    size = draw(st.sampled_from([2, 4]))
+    nodes = [node("n0", size, tuple(range(draw(st.integers(1, size - 1)))))]
+    runs = [running(0, {"n0": tuple(range(len(nodes[0].free_gpus), size))},
+                    tier=draw(st.sampled_from(TIER_NAMES)),
+                    ends_in=draw(st.sampled_from([500.0, 7200.0])))]
+    for i in range(1, draw(st.integers(1, 3))):
+        nodes.append(node(f"n{i}", size, ()))
+        runs.append(running(i, {f"n{i}": tuple(range(size))},
+                            tier=draw(st.sampled_from(TIER_NAMES)),
+                            ends_in=draw(st.sampled_from([30.0, 500.0, 7200.0]))))
+    holder = job(0, tier=draw(st.sampled_from(TIER_NAMES)), org="h", gpus=size, wait=4000.0)
+    queued = [holder] + [
+        job(j, tier=draw(st.sampled_from(TIER_NAMES)), org=draw(st.sampled_from("abc")),
+            gpus=draw(st.sampled_from([1, 1, 2, 4])), wait=draw(st.sampled_from([0.0, 10.0])),
+            limit=draw(st.sampled_from([60.0, 600.0, 7200.0])))
+        for j in range(1, draw(st.integers(2, 8)))]
+    cfg = PolicyConfig(max_reservations=draw(st.integers(1, 3)),
+                       max_budget_reservations=draw(st.integers(1, 4)),
+                       backfill_depth=draw(st.sampled_from([3, 2000])))
+    floors = {t: draw(st.sampled_from([0.0, 0.0, 0.5])) for t in TIER_NAMES}
+    return snap(nodes, runs, queued, tiers(**floors), cfg, holds={0: {"n0": size}})
+
+
+@COMMON
+@given(st.one_of(snapshots(), contention(), idle_reserved()))
+def test_stopping_the_walk_early_changes_no_decision(s: Snapshot) -> None:
+    early = decide(s)
+    with patch.object(walk_end, "exhausted", _walk_while_reserved_gpus_idle):
+        full = decide(s)
+    assert _decided(early) == _decided(full)
