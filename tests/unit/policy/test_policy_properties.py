@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from policy_builders import NOW, job, node, running, snap, tiers
 
 from jobs.policy import POLICIES, decide, walk_end
+from jobs.policy.gpusched import _Round
 from jobs.policy.types import Decisions, PolicyConfig, Snapshot
 
 TIER_NAMES = ["enterprise", "paid", "free"]
@@ -355,3 +356,23 @@ def test_stopping_the_walk_early_changes_no_decision(s: Snapshot) -> None:
     with patch.object(walk_end, "exhausted", _walk_while_reserved_gpus_idle):
         full = decide(s)
     assert _decided(early) == _decided(full)
+
+
+@COMMON
+@given(st.one_of(snapshots(), contention(), idle_reserved()))
+def test_capacity_advice_sums_the_late_jobs_the_walk_left(s: Snapshot) -> None:
+    """The tail's late GPUs, kept while grouping and popping, against a count over the jobs
+    the walk left: past their tier's start SLO, not started, not of a capped org or tier."""
+    rnd = _Round(s)
+    rnd.run()
+    queue, started = rnd.queue, {j for j, hold in rnd.kept.items() if hold is None}
+    expected: dict[str, int] = defaultdict(int)
+    for tier, org, jobs, first in queue.unreached():
+        if queue.tier_excluded(tier) or queue.org_excluded(tier, org):
+            continue
+        for j in jobs[first:]:
+            if j.enqueued_at <= s.now - s.tiers[tier].start_slo_s and j.job_id not in started:
+                expected[j.gpu_types[0] if j.gpu_types else "any"] += j.gpus
+    capped = lambda t, o: queue.tier_excluded(t) or queue.org_excluded(t, o)  # noqa: E731
+    got = {t: n for t, n in queue.late.short_by_type(capped).items() if n}
+    assert got == {t: n for t, n in expected.items() if n}
