@@ -1,8 +1,11 @@
 """The tick loads the queue as the policy needs it: every field, by virtual deadline."""
 
+import sys
+
 import pytest
 
 from jobs.models import Job
+from jobs.policy.deadlines import in_deadline_order
 from jobs.scheduler.snapshot import load_queued
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.submission import JobSpec, job_submit
@@ -49,3 +52,15 @@ def test_a_queued_job_loads_with_its_spec(alice, estimate, seconds):
     assert job.gpu_types == ("A100", "H100") and loaded[plain].gpu_types == ()
     assert (job.min_gpu_memory_mb, job.region, job.checkpointable) == (40_000, "eu", True)
     assert job.enqueued_at == pytest.approx(Job.objects.get(pk=pk).enqueued_at.timestamp())
+
+
+@pytest.mark.django_db
+def test_the_queue_loads_in_the_policys_order_with_names_interned(alice):
+    for limit in (3600, 60, 600, 60, 7200, 600):
+        _submit(alice, limit)
+    loaded = load_queued(limit_weight=10.0)
+    assert [j.job_id for j in loaded] == [j.job_id for j in in_deadline_order(loaded, 10.0)]
+    assert [j.job_id for j in loaded] != sorted(j.job_id for j in loaded)  # not arrival order
+    # the round groups the queue by these names: one object per name, not one per row
+    assert all(j.org is sys.intern("alice") and j.project is sys.intern("default")
+               for j in loaded)
