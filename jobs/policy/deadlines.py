@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import partial
 from operator import add, attrgetter, mul
 
@@ -19,7 +20,14 @@ def virtual_deadlines(queue: list[QueuedJob], limit_weight: float) -> list[float
     The time limit, not the estimate, is the size: the service enforces it. (C-level maps:
     this runs over the whole queue every round.)
     """
-    return list(map(add, map(_ENQ, queue), map(partial(mul, limit_weight), map(_LIMIT, queue))))
+    return deadline_keys(map(_ENQ, queue), map(_LIMIT, queue), limit_weight)
+
+
+def deadline_keys(enqueued: Iterable[float], limits: Iterable[float],
+                  limit_weight: float) -> list[float]:
+    """enqueued_at + limit_weight x time limit, pairwise: the loader sorts rows by the same
+    keys before it builds jobs, so its order is this module's to the last bit."""
+    return list(map(add, enqueued, map(partial(mul, limit_weight), limits)))
 
 
 def in_deadline_order(queue: list[QueuedJob], limit_weight: float) -> list[QueuedJob]:

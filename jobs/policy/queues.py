@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import chain
 
+from .advice import LateKey
 from .types import QueuedJob, Snapshot, TierSpec
 
 
@@ -103,8 +104,7 @@ class Grouped:
     # (tier, org, project) -> user -> its jobs in queue order
     projects: dict[tuple[str, str, str], dict[str, list[QueuedJob]]]
     held: list[QueuedJob]  # the jobs that held a reservation last round
-    # (tier, org, type preference) -> GPUs of the jobs already past their tier's start SLO
-    late: dict[tuple[str, str, tuple[str, ...]], int]
+    late: dict[LateKey, int]  # GPUs of the jobs already past their tier's start SLO
     shortest_limit: float  # the least time limit of any job
 
 
@@ -120,7 +120,7 @@ def by_project(
     """
     buckets: dict[tuple[str, str, str, str], list[QueuedJob]] = defaultdict(list)
     kept: list[QueuedJob] = []
-    late: dict[tuple[str, str, tuple[str, ...]], int] = defaultdict(int)
+    late: dict[LateKey, int] = defaultdict(int)
     cutoff, never = late_before.get, -math.inf
     shortest = math.inf
     for job in queue:

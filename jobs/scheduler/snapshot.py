@@ -15,6 +15,7 @@ from django.db.models.functions import Cast, Coalesce
 
 from jobs import policy as P
 from jobs.models import Attempt, GpuBinding, Job, Membership, Organization, Project, Tier
+from jobs.policy.deadlines import deadline_keys
 from jobs.scheduler.usage import load_usage, user_key
 from jobs.states import JobState
 from workers.models import Gpu, Node, NodeState
@@ -164,8 +165,7 @@ def load_queued(nominees: AbstractSet[int] = frozenset(), limit_weight: float = 
                          "preemptions", "checkpointable"))
     rows = list(rows)
     starts = [row[4].timestamp() for row in rows]
-    deadlines = [start + limit_weight * float(row[5])
-                 for start, row in zip(starts, rows, strict=True)]
+    deadlines = deadline_keys(starts, (float(row[5]) for row in rows), limit_weight)
     # Built in the order the round reads them (deadlines.in_deadline_order: stable, so
     # oldest first on ties), so that consecutive jobs lie side by side in memory; names
     # interned and type lists shared, so that grouping 50,000 jobs by (tier, org, project,
