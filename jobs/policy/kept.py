@@ -32,8 +32,14 @@ def keep_holds(rnd: _Round) -> None:
     jobs = [j for j in rnd.queue.held if j.tier in levels]  # found while grouping the queue
     jobs.sort(key=lambda j: (-levels[j.tier], j.enqueued_at, j.job_id))
     orgs: set[tuple[str, str]] = set()
+    starve_after = rnd.cfg.starve_after_s
+    starving = {t: rnd.queue.starves(rnd.queue.tiers[t]) for t in {j.tier for j in jobs}}
     for job in jobs:
-        if rnd.now - job.enqueued_at < frac * tiers[job.tier].start_slo_s:
+        waited = rnd.now - job.enqueued_at
+        if waited < frac * tiers[job.tier].start_slo_s:
+            continue
+        # a tier's starving jobs go first (ranking.py): no younger job's hold goes before them
+        if starving[job.tier] and waited < starve_after:
             continue
         # one kept reservation per org and tier: the others are re-ranked in the walk
         if ((job.tier, job.org) in orgs or not rnd._may_reserve(job)

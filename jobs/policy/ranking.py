@@ -12,11 +12,9 @@ of the tier's jobs that head their user's jobs in a project, and B `max_age_boos
 
 Tiers that share a priority age as one (by the oldest job among them) and go lowest
 weighted share first, as orgs do. Orgs inside a tier, projects inside an org and users
-inside a project go lowest weighted share first:
+inside a project go lowest weighted share first (each divides by its own weight):
 
     share(org) = (decayed GPU-seconds + running GPUs * tau) / org weight,  tau = half-life / ln 2
-
-(projects divide by their own weight, users by theirs in the org).
 
 tau turns the GPUs an org runs right now into the GPU-seconds they will weigh in steady
 state, so an org's share rises with every job it starts in this very round: one org with
@@ -24,8 +22,8 @@ state, so an org's share rises with every job it starts in this very round: one 
 Inside a user's share of a project, jobs go by virtual deadline, enqueued_at +
 limit_weight x time limit (`virtual_deadlines`): shortest first among jobs of one age.
 
-Wait bound (aging): W_max(t) <= W_top + (L_max - L_t) * G / a + T_free while the fleet
-starts anyone; the argument and its terms are in docs/policy.md ("Wait bound (aging)").
+Wait bound: W_max(t) <= W_top + (L_max - L_t) * G / a + T_free while the fleet starts
+anyone (docs/policy.md, "Wait bound (aging)"); past `starve_after_s` a job goes first.
 """
 
 from __future__ import annotations
@@ -278,6 +276,12 @@ class RankedQueue:
         """Tiers with jobs left to consider."""
         return [n for n, t in self.tiers.items() if t.live > 0 and not t.excluded]
 
+    def starves(self, tier: TierQueue) -> bool:
+        """Whether the tier's oldest job waited `starve_after_s` (it then goes first)."""
+        limit = self.cfg.starve_after_s
+        wait_h = None if limit is None else self._oldest_wait_h(tier)  # drops stale entries
+        return wait_h is not None and wait_h * 3600.0 >= limit
+
     def _starving_group(self, tier: TierQueue) -> Group | None:
         """The group of the tier's oldest job once it waited `starve_after_s`, if any.
 
@@ -286,11 +290,7 @@ class RankedQueue:
         starving job does, oldest first: served one a round, a burst of them waited on for
         the GPUs that lighter orgs took in between (docs/policy.md).
         """
-        limit = self.cfg.starve_after_s
-        if limit is None:
-            return None
-        wait_h = self._oldest_wait_h(tier)  # also drops stale heap entries
-        if wait_h is None or wait_h * 3600.0 < limit:
+        if not self.starves(tier):
             return None
         project, user = tier.oldest[0][3:]
         if not project.split:

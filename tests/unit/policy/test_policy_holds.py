@@ -168,3 +168,23 @@ def test_the_walk_goes_on_while_the_reservation_budget_lasts():
                     holds={GANG.job_id: {"n1": 2}}))
     held = {r.job_id: r.allocations[0].node for r in d.reservations}
     assert held == {GANG.job_id: "n1", rest[0].job_id: "n3", rest[1].job_id: "n2"}
+
+
+def test_a_starving_job_goes_before_a_younger_jobs_kept_reservation():
+    # past `starve_after_s` (12 h) a job goes first in its tier, whatever its org's share:
+    # a reservation kept for a job of its tier that waited less does not go before it
+    usage = {**USAGE, "heavy": 1e9}
+    for waited_h, starts in ((11.0, False), (13.0, True)):
+        old = job(12, tier="paid", org="heavy", gpus=1, wait=waited_h * 3600, limit=3600)
+        d = decide(snap(NODES, RUNS, [GANG, old], usage=usage, holds={GANG.job_id: {"n1": 2}}))
+        assert (old.job_id in placed(d)) is starts
+        assert GANG.job_id in d.pending
+    assert nodes_of(d, old.job_id) == ["n1"]
+
+
+def test_a_starving_jobs_own_reservation_is_kept():
+    starving = job(10, tier="paid", org="b", gpus=2, wait=13 * 3600)
+    d = decide(snap(NODES, RUNS, [starving, SINGLE], usage=USAGE,
+                    holds={starving.job_id: {"n1": 2}}))
+    assert not placed(d)
+    assert (10, "n1") in [(r.job_id, r.allocations[0].node) for r in d.reservations]
