@@ -17,6 +17,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from .placement import Pools, largest_node, pool_ids
+from .queues import heads_before
 from .types import Allocation, QueuedJob
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ def keep_holds(rnd: _Round) -> None:
     jobs.sort(key=lambda j: (-levels[j.tier], j.enqueued_at, j.job_id))
     orgs: set[tuple[str, str]] = set()
     starve_after = rnd.cfg.starve_after_s
-    starving = {t: rnd.queue.starves(rnd.queue.tiers[t]) for t in {j.tier for j in jobs}}
+    starving = {t: _starving(rnd, t) for t in {j.tier for j in jobs}}
     for job in jobs:
         waited = rnd.now - job.enqueued_at
         if waited < frac * tiers[job.tier].start_slo_s:
@@ -62,6 +63,17 @@ def keep_holds(rnd: _Round) -> None:
         else:
             rnd.kept[job.job_id] = rnd._hold(job, start, {node: job.gpus},
                                                from_last_round=True)
+
+
+def _starving(rnd: _Round, tier: str) -> bool:
+    """Whether a job of the tier that may start this round waited `starve_after_s`: the walk
+    considers it first in its tier (ranking.py), so no younger job's kept hold goes before it.
+    A starving job of an org at its cap starts nothing and holds back nobody's reservation."""
+    queue = rnd.queue.tiers[tier]
+    if not rnd.queue.starves(queue):
+        return False
+    heads = heads_before(queue, rnd.now - rnd.cfg.starve_after_s)
+    return any(not rnd.over_org_cap(j) and not rnd.over_tier_ceiling(j) for j in heads)
 
 
 def _kept_plan(

@@ -149,6 +149,16 @@ def oldest_head(lists: dict[str, list[QueuedJob]]) -> tuple[float, str]:
     return best_enq, best_user
 
 
+def heads_before(tier: TierQueue, before: float) -> list[QueuedJob]:
+    """The tier's jobs heading their user's jobs in a project (the entries of its oldest-head
+    heap that are current) enqueued at or before `before`, in no order."""
+    out = []
+    for enq, _, pos, project, user in tier.oldest:
+        if enq <= before and (project.users[user].pos if project.users else 0) == pos:
+            out.append(project.lists[user][pos])
+    return out
+
+
 def tail(projects: list[ProjectQueue]) -> Iterator[tuple[str, str, list[QueuedJob], int]]:
     """(tier, org, jobs, first): the jobs a round has not considered, a run per project the
     walk did not reach and per user of those it reached."""

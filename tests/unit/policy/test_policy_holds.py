@@ -188,3 +188,14 @@ def test_a_starving_jobs_own_reservation_is_kept():
                     holds={starving.job_id: {"n1": 2}}))
     assert not placed(d)
     assert (10, "n1") in [(r.job_id, r.allocations[0].node) for r in d.reservations]
+
+
+def test_a_starving_job_held_back_by_its_org_cap_leaves_kept_reservations_alone():
+    # the capped org's job starts nothing this round, so GANG's drain goes on: SINGLE, ranked
+    # ahead of GANG by share, still may not take the GPU n1 drained
+    capped = job(12, tier="paid", org="heavy", gpus=1, wait=13 * 3600, limit=3600)
+    d = decide(snap(NODES, RUNS, [GANG, SINGLE, capped], usage=USAGE,
+                    holds={GANG.job_id: {"n1": 2}}, org_gpu_caps={"heavy": 0}))
+    assert not placed(d)
+    assert d.pending[capped.job_id].code == "org_cap"
+    assert (10, "n1") in [(r.job_id, r.allocations[0].node) for r in d.reservations]
