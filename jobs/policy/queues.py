@@ -149,14 +149,17 @@ def oldest_head(lists: dict[str, list[QueuedJob]]) -> tuple[float, str]:
     return best_enq, best_user
 
 
+def is_head(project: ProjectQueue, user: str, pos: int) -> bool:
+    """Whether the user's job at `pos` still heads its jobs in the project: an entry of a
+    tier's oldest-head heap is current (a project not split yet is still at 0)."""
+    return (project.users[user].pos if project.users else 0) == pos
+
+
 def heads_before(tier: TierQueue, before: float) -> list[QueuedJob]:
     """The tier's jobs heading their user's jobs in a project (the entries of its oldest-head
     heap that are current) enqueued at or before `before`, in no order."""
-    out = []
-    for enq, _, pos, project, user in tier.oldest:
-        if enq <= before and (project.users[user].pos if project.users else 0) == pos:
-            out.append(project.lists[user][pos])
-    return out
+    return [project.lists[user][pos] for enq, _, pos, project, user in tier.oldest
+            if enq <= before and is_head(project, user, pos)]
 
 
 def tail(projects: list[ProjectQueue]) -> Iterator[tuple[str, str, list[QueuedJob], int]]:

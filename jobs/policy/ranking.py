@@ -43,6 +43,7 @@ from .queues import (
     ProjectQueue,
     TierQueue,
     by_project,
+    is_head,
     oldest_head,
     tail,
     tier_levels,
@@ -189,8 +190,7 @@ class RankedQueue:
         while heap:
             enq, _, pos, project, user = heap[0]
             # an entry is pushed only for a job left to consider: pos < len(its list)
-            head = project.users[user].pos if project.users else 0  # 0 before the split
-            if head == pos and not tier.orgs[project.org].excluded:
+            if is_head(project, user, pos) and not tier.orgs[project.org].excluded:
                 return max(0.0, self.snap.now - enq) / 3600.0
             heapq.heappop(heap)
         return None
