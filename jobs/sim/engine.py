@@ -55,6 +55,7 @@ class _Attempt:
     restore: float
     end_at: float
     stop_at: float | None = None
+    stopped_for: tuple[str, int] | None = None  # the preemptor's tier and GPUs
 
     @property
     def gpus(self) -> int:
@@ -73,6 +74,8 @@ class SimResult:
     org_acc: dict[str, dict[str, float]]
     decision_ms: list[float]
     notes: list[str]
+    # (preemptor tier, its GPUs, victim tier, victim GPUs) -> [victims, GPU-seconds lost]
+    loss_by: dict[tuple[str, int, str, int], list[float]] = field(default_factory=dict)
 
 
 class Simulator:
@@ -118,6 +121,7 @@ class Simulator:
         self.stats = self.ledger.stats
         self.decision_ms: list[float] = []
         self.notes: list[str] = []
+        self.loss_by: dict[tuple[str, int, str, int], list[float]] = {}
 
     def _request_round(self, t: float) -> None:
         if self.next_round is None or t < self.next_round:
@@ -187,8 +191,13 @@ class Simulator:
         job, t = att.job, self.now
         progress = max(0.0, t - att.start - att.restore)
         kept = math.floor(progress / self.ckpt) * self.ckpt if self.ckpt > 0 else 0.0
-        self.stats["preempt_lost" if cause == "preempt" else "failure_lost"] += (
-            (progress - kept) * att.gpus)
+        lost = (progress - kept) * att.gpus
+        self.stats["preempt_lost" if cause == "preempt" else "failure_lost"] += lost
+        if cause == "preempt":
+            by = att.stopped_for or ("?", 0)
+            row = self.loss_by.setdefault((*by, job.tier, att.gpus), [0, 0.0])
+            row[0] += 1
+            row[1] += lost
         job.saved = min(job.duration, job.saved + kept)
         if job.saved > 0:
             job.restore_due = cause
@@ -255,6 +264,9 @@ class Simulator:
             spec = self.tiers.get(att.job.tier)
             if spec is not None and not spec.preemptible:
                 self.stats["nonpreemptible_victims"] += 1
+            preemptor = self.queued.get(p.for_job_id)
+            if preemptor is not None:
+                att.stopped_for = (preemptor.tier, preemptor.gpus)
             stop_at = self.now + max(0.0, p.grace_s)
             if stop_at >= att.end_at:
                 att.stop_at = att.end_at  # ends first: its GPUs may be nominated, no stop
@@ -357,4 +369,4 @@ class Simulator:
             self._request_round(max(t, self.last_round + self.round_interval))
         return SimResult(self.jobs, self.tiers, self.org_weights, self.fleet_gpus, self.now,
                          self.stats, self.ledger.tier_acc, self.ledger.org_acc,
-                         self.decision_ms, self.notes)
+                         self.decision_ms, self.notes, self.loss_by)

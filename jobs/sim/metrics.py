@@ -104,6 +104,7 @@ def summarize(res: SimResult) -> dict:
         "node_failures": int(s["node_failures"]),
         "delivered_gpu_hours": delivered,
         "preempted_fraction": lost / delivered if delivered else 0.0,
+        **_loss_breakdown(res.loss_by),
         "decision_ms_p50": pct(res.decision_ms, 50), "decision_ms_p99": pct(res.decision_ms, 99),
         "decision_ms_max": max(res.decision_ms, default=0.0),
         "rounds": int(s["rounds"]), "invalid_placements": int(s["invalid_placements"]),
@@ -111,3 +112,21 @@ def summarize(res: SimResult) -> dict:
         "nonpreemptible_victims": int(s["nonpreemptible_victims"]),
         "stalled": bool(s["stalled"]), "end_time_h": end / 3600.0, "notes": res.notes,
     }
+
+
+def _loss_breakdown(loss_by: dict[tuple[str, int, str, int], list[float]]) -> dict:
+    """Work lost at preemption stops, by who preempted whom: where the loss comes from.
+
+    `preemption_loss` has one row per (preemptor tier and GPUs, victim tier and GPUs), the
+    dearest first; `preempted_gpu_hours_by_tier` sums it per "preemptor>victim" tier pair.
+    Restores after checkpoints are not in it (they count in `preempted_gpu_hours`).
+    """
+    rows = [{"preemptor": pt, "preemptor_gpus": pg, "victim": vt, "victim_gpus": vg,
+             "victims": int(n), "gpu_hours": sec / 3600.0}
+            for (pt, pg, vt, vg), (n, sec) in loss_by.items()]
+    rows.sort(key=lambda r: -r["gpu_hours"])
+    by_tier: dict[str, float] = {}
+    for r in rows:
+        key = f"{r['preemptor']}>{r['victim']}"
+        by_tier[key] = by_tier.get(key, 0.0) + r["gpu_hours"]
+    return {"preemption_loss": rows, "preempted_gpu_hours_by_tier": by_tier}

@@ -21,6 +21,12 @@ def _num(v: float | None) -> str:
     return "-" if v is None else f"{v:.3f}"
 
 
+def _by_tier(by: dict[str, float] | None) -> str:
+    if not by:
+        return "-"
+    return ", ".join(f"{k} {v:.1f}" for k, v in sorted(by.items(), key=lambda kv: -kv[1]))
+
+
 ROWS = [
     ("utilization while jobs wait", lambda r: _pct(r["utilization"])),
     ("utilization overall", lambda r: _pct(r["utilization_overall"])),
@@ -39,6 +45,7 @@ TAIL_ROWS = [
     ("preemptions", lambda r: str(r["preemptions"])),
     ("GPU-h lost to preemption", lambda r: f"{r['preempted_gpu_hours']:.1f}"),
     ("  of delivered", lambda r: _pct(r["preempted_fraction"])),
+    ("  by preemptor > victim tier", lambda r: _by_tier(r.get("preempted_gpu_hours_by_tier"))),
     ("GPU-h delivered", lambda r: f"{r['delivered_gpu_hours']:.0f}"),
     ("decision ms p50 / p99", lambda r: f"{r['decision_ms_p50']:.1f} / "
      f"{r['decision_ms_p99']:.1f}"),

@@ -89,7 +89,14 @@ def test_without_checkpoints_a_preempted_job_restarts_from_zero():
     res = Simulator(fleet, [low, high], preempting_policy, restore_cost=7).run()
     by = {j.job_id: j for j in res.jobs}
     assert by[1].end == 60 + 100  # no restore cost: nothing was saved
-    assert round(summarize(res)["preempted_gpu_hours"] * 3600, 6) == 50
+    fig = summarize(res)
+    assert round(fig["preempted_gpu_hours"] * 3600, 6) == 50
+    # the loss is charged to the pair that caused it: an enterprise 1-GPU job, a free one
+    (row,) = fig["preemption_loss"]
+    assert (row["preemptor"], row["preemptor_gpus"], row["victim"], row["victim_gpus"],
+            row["victims"]) == ("enterprise", 1, "free", 1, 1)
+    assert round(row["gpu_hours"] * 3600, 6) == 50
+    assert list(fig["preempted_gpu_hours_by_tier"]) == ["enterprise>free"]
 
 
 def test_water_fill_is_weighted_max_min():
