@@ -2,7 +2,9 @@
 
 Floors are what a tier keeps even against higher tiers, so the floors of the tiers below
 enterprise bound what enterprise can ever run: with paid at 20% and free at 10%, enterprise
-reaches 70% of the fleet, enough for its start SLO when it alone offers 60% (3x overload).
+reaches 70% of the fleet. When it alone offers 60% (3x overload, in campaigns) that is not
+enough for its 30 s start SLO: an ideal, gang-free pool gives it a p95 of 128 s, 60 s with
+floors of 10% and 5%, 24 s with none; the floors are kept as the lower tiers' guarantee.
 A 40% paid floor capped enterprise at 50% and, at 1.5x, ranked paid (below its floor) ahead
 of enterprise; docs/simulator.md has the figures.
 """
