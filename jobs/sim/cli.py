@@ -6,10 +6,11 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 
-from jobs.policy.types import PolicyConfig
+from jobs.policy.types import PolicyConfig, TierSpec
 
-from . import trace_philly, workload_video
+from . import overrides, trace_philly, workload_video
 from .engine import Simulator
 from .metrics import summarize
 from .model import SimJob, build_fleet, default_tiers
@@ -45,6 +46,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--starve-after", type=float, default=None,
                    help="seconds after which a tier's oldest job goes first in its tier "
                         "(default: the policy's, 12 h; 0: never)")
+    p.add_argument("--tier", action="append", default=[], metavar="NAME:FIELD=VALUE,...",
+                   help="change a tier (or add one) for every policy, e.g. "
+                        "free:guaranteed_share=0.05; repeatable")
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="change a PolicyConfig field, e.g. reserve_share=0.25; repeatable")
     p.add_argument("--max-time", type=float, default=None, help="stop at this virtual time")
     p.add_argument("--json", default=None, help="write the figures here")
     p.add_argument("--quiet", action="store_true")
@@ -62,9 +68,14 @@ def _types(spec: str) -> dict[str, float] | None:
 
 
 def _config(args: argparse.Namespace) -> PolicyConfig:
-    if args.starve_after is None:
-        return PolicyConfig()
-    return PolicyConfig(starve_after_s=args.starve_after or None)
+    config = PolicyConfig()
+    if args.starve_after is not None:
+        config = replace(config, starve_after_s=args.starve_after or None)
+    return overrides.apply_config(getattr(args, "set", []), config)
+
+
+def _tiers(args: argparse.Namespace) -> dict[str, TierSpec]:
+    return overrides.apply_tiers(getattr(args, "tier", []), default_tiers())
 
 
 def workload(args: argparse.Namespace, gpus: int) -> list[SimJob]:
@@ -78,12 +89,12 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
                         args.island_nodes)
     gpus = sum(n.gpus for n in fleet)
     period = args.period or (10.0 if args.trace == "video" else 60.0)
+    tiers, config = _tiers(args), _config(args)
     results = {}
     for name, policy in resolve(args.policy).items():
         jobs = workload(args, gpus)  # fresh job objects: the engine mutates them
         t0 = time.perf_counter()
-        sim = Simulator(fleet, jobs, policy, default_tiers(),
-                        config=_config(args),
+        sim = Simulator(fleet, jobs, policy, tiers, config=config,
                         checkpoint_interval=args.checkpoint_interval,
                         restore_cost=args.restore_cost, node_failure_rate=args.node_failures,
                         repair_s=args.repair_time, seed=args.seed, period=period,
@@ -99,7 +110,12 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args = p.parse_args(argv)
+    try:
+        _tiers(args), _config(args)
+    except ValueError as exc:
+        p.error(str(exc))
     results = run(args)
     title = (f"{args.trace} on {args.nodes}x{args.gpus_per_node} GPUs"
              + (f", load {args.load}" if args.trace == "video" else
