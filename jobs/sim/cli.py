@@ -47,7 +47,7 @@ def parser() -> argparse.ArgumentParser:
                    help="seconds after which a tier's oldest job goes first in its tier "
                         "(default: the policy's, 12 h; 0: never)")
     p.add_argument("--tier", action="append", default=[], metavar="NAME:FIELD=VALUE,...",
-                   help="change a tier (or add one) for every policy, e.g. "
+                   help="change a tier for every policy, e.g. "
                         "free:guaranteed_share=0.05; repeatable")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="change a PolicyConfig field, e.g. reserve_share=0.25; repeatable")
@@ -112,8 +112,9 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
 def main(argv: list[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
-    try:
-        _tiers(args), _config(args)
+    try:  # refuse a bad --tier or --set before any run starts
+        _tiers(args)
+        _config(args)
     except ValueError as exc:
         p.error(str(exc))
     results = run(args)
