@@ -71,15 +71,15 @@ def summarize(res: SimResult) -> dict:
         w = _waits(oj, end)
         per_org[org] = {"tier": oj[0].tier, "jobs": len(oj), "wait_p50": pct(w, 50),
                         "wait_p95": pct(w, 95), "wait_max": max(w)}
-    jain_by_tier = {}
-    for tier in per_tier:
-        xs = []
-        for org, acc in res.org_acc.items():
-            if per_org.get(org, {}).get("tier") != tier or acc["backlog_time"] < MIN_BACKLOG_S:
-                continue
-            if acc.get("fair_gpu", 0.0) > 0:
-                xs.append(acc["backlog_gpu"] / acc["fair_gpu"])
-        jain_by_tier[tier] = jain(xs) if xs else None
+    xs_by_tier: dict[str, list[float]] = defaultdict(list)
+    for org, acc in res.org_acc.items():
+        if org not in per_org or acc["backlog_time"] < MIN_BACKLOG_S:
+            continue
+        if acc.get("fair_gpu", 0.0) > 0:  # the org's x in its tier's Jain index
+            x = per_org[org]["fair_ratio"] = acc["backlog_gpu"] / acc["fair_gpu"]
+            xs_by_tier[per_org[org]["tier"]].append(x)
+    jain_by_tier = {tier: jain(xs_by_tier[tier]) if xs_by_tier[tier] else None
+                    for tier in per_tier}
     worst = max(per_org.items(), key=lambda kv: kv[1]["wait_p95"], default=(None, {}))
     delivered = s["busy_time"] / 3600.0
     lost = s["preempt_lost"] / 3600.0
