@@ -29,7 +29,7 @@ from collections import defaultdict
 from . import explain, kept, reasons, walk_end, yielding
 from .backfill import Hold, Timeline
 from .placement import FreeIndex, Pools
-from .preemption import Plan, VictimIndex, grace_s
+from .preemption import Plan, VictimIndex, grace_s, loss_bound
 from .queues import tier_levels
 from .ranking import RankedQueue
 from .shares import Shares
@@ -339,10 +339,10 @@ class _Round:
                 skip.add(node)
             else:  # a lower tier's reservation gives way: its idle GPUs count as free
                 extra[node] = len(hold.free_now.get(node, ()))
-        # after the round's first preemption, a kill must lose less work than the
-        # preemptor's GPUs would wait for their natural start (loss grows with every kill)
-        wait = (est[0] - self.now) if est is not None else _INF
-        max_cost = self.cfg.preempt_loss_ratio * job.gpus * wait if self.out.preemptions else _INF
+        # a kill must not lose far more work than the preemptor's GPUs would wait
+        natural = est[0] if est is not None else _INF
+        max_cost = loss_bound(self.cfg, self.snap.tiers[job.tier].start_slo_s, job, natural,
+                              self.now, first=not self.out.preemptions)
         plan = self.victims.plan(groups, job.gpus, level, skip, room, budget, max_cost, extra)
         if plan is None:
             if max_cost == _INF:

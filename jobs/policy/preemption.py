@@ -22,6 +22,9 @@ A gang larger than a node takes any GPUs of one island, as it is placed (placeme
 cheapest victims whose GPUs there, with the island's free ones, make the gang
 (`island_plan`); the cheapest island wins.
 A victim's whole gang goes, even the GPUs on other nodes: a gang is never split.
+
+A plan may cost at most `loss_bound`: a multiple of the GPU-time the preemptor would wait
+for its natural start, so that no kill loses far more work than it saves waiting.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from .placement import FreeIndex, Pools, largest_node
-from .types import PolicyConfig, RunningView, TierSpec
+from .types import PolicyConfig, QueuedJob, RunningView, TierSpec
+
+_INF = float("inf")
 
 
 @dataclass(slots=True, eq=False)
@@ -56,6 +61,25 @@ def victim_cost(run: RunningView, gpus: int, now: float, cfg: PolicyConfig) -> f
     left = run.predicted_end(now) - now
     near = lost * max(0.0, cfg.near_finish_s - left) / cfg.near_finish_s if cfg.near_finish_s else 0
     return (lost + near) * (1 + run.preemptions)
+
+
+def loss_bound(cfg: PolicyConfig, slo_s: float, job: QueuedJob, natural: float, now: float,
+               first: bool) -> float:
+    """Most a plan may cost (victim cost) for `job`, whose GPUs free up by `natural`.
+
+    After the round's first kill: `preempt_loss_ratio` x GPUs x the wait, so a burst of
+    preemptors does not kill long-running work to save short waits. The first kill:
+    `first_kill_loss_ratio` x GPUs x the wait, but only while waiting would start the job
+    at most `first_kill_bound_slos` start SLOs after its deadline; past that, the tier's
+    promise weighs more than the work, and the kill goes ahead whatever it costs.
+    """
+    wait = natural - now
+    if not first:
+        return cfg.preempt_loss_ratio * job.gpus * wait
+    late_by = natural - (job.enqueued_at + slo_s)
+    if cfg.first_kill_loss_ratio is None or late_by > cfg.first_kill_bound_slos * slo_s:
+        return _INF
+    return cfg.first_kill_loss_ratio * job.gpus * wait
 
 
 def grace_s(run: RunningView, now: float, cfg: PolicyConfig, slack: float) -> float:

@@ -129,6 +129,10 @@ class PolicyConfig:
     # a preemption plan may cost (victim cost, see preemption.py) at most this times the
     # GPU-time the preemptor would otherwise wait (gpus x time to its natural start)
     preempt_loss_ratio: float = 1.0
+    # the same bound, looser, on a round's first kill (None: none), while waiting would start
+    # the preemptor at most `first_kill_bound_slos` of its start SLOs after its deadline
+    first_kill_loss_ratio: float | None = 16.0
+    first_kill_bound_slos: float = 10.0
     # nodes a lower-tier job tries before it yields to a blocked higher-tier gang
     guard_scan_nodes: int = 32
     # a kept reservation moves to another node only when that one frees up this much sooner

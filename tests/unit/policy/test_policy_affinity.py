@@ -92,3 +92,32 @@ def test_late_jobs_go_before_fair_share_when_enabled() -> None:
     assert list(placed(d)) == [2]
     d = decide(snap(nodes, queued=queued, usage=usage, config=PolicyConfig(late_fraction=1.0)))
     assert list(placed(d)) == [1]  # waited past its 300 s SLO
+
+
+def _first_kill_case(ends_in: float, **cfg) -> object:
+    """An enterprise gang 20 s into its 30 s SLO; n0 frees up in `ends_in` s, n1 runs a
+    job of 3,000 s that ends in an hour: each kill loses about 8 x 3,000 GPU-s."""
+    nodes = [node("n0", 8, free=()), node("n1", 8, free=())]
+    runs = [running(1, {"n0": tuple(range(8))}, ran=3000, ends_in=ends_in),
+            running(2, {"n1": tuple(range(8))}, ran=3000)]
+    queued = [job(10, tier="enterprise", gpus=8, wait=20)]
+    return decide(snap(nodes, runs, queued, config=PolicyConfig(**cfg)))
+
+
+def test_a_rounds_first_kill_may_not_lose_far_more_than_the_wait_it_saves() -> None:
+    # n0 frees up in 90 s: a kill may lose 16 x 8 x 90 GPU-s, and every one loses more
+    d = _first_kill_case(90)
+    assert not d.preemptions and d.pending[10].code == "resources"
+    # without the bound the gang stops the job that loses least (n1's, not near its end)
+    d = _first_kill_case(90, first_kill_loss_ratio=None)
+    assert [p.attempt_id for p in d.preemptions] == [2]
+
+
+def test_the_first_kill_goes_ahead_when_waiting_breaks_the_slo_by_far() -> None:
+    # n0 frees up in 400 s, 390 s past the deadline: more than 10 SLOs (300 s) late, so a
+    # kill losing more than 4 x 8 x 400 GPU-s goes ahead
+    d = _first_kill_case(400, first_kill_loss_ratio=4)
+    assert [p.attempt_id for p in d.preemptions] == [2]
+    # the same wait within 20 SLOs of the deadline: the bound holds
+    d = _first_kill_case(400, first_kill_loss_ratio=4, first_kill_bound_slos=20)
+    assert not d.preemptions and d.pending[10].code == "resources"
