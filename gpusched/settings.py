@@ -28,6 +28,8 @@ try:
     GPUSCHED_USAGE_HALF_LIFE_S = env_number("GPUSCHED_USAGE_HALF_LIFE_S", 6 * 3600.0, minimum=1)
     GPUSCHED_PREEMPT_MIN_RUNTIME_S = env_number("GPUSCHED_PREEMPT_MIN_RUNTIME_S", 60.0)
     GPUSCHED_STARVE_AFTER_S = env_number("GPUSCHED_STARVE_AFTER_S", 12 * 3600.0)  # 0: off
+    # a round's first kill may lose this x the GPU-time its preemptor would wait (0: no bound)
+    GPUSCHED_FIRST_KILL_LOSS_RATIO = env_number("GPUSCHED_FIRST_KILL_LOSS_RATIO", 16.0)
     # inside a project: enqueued_at + this x time limit orders jobs (0: oldest first)
     GPUSCHED_LIMIT_WEIGHT = env_number("GPUSCHED_LIMIT_WEIGHT", 10.0)
     GPUSCHED_MAX_GPUS_PER_JOB = env_int("GPUSCHED_MAX_GPUS_PER_JOB", 8, minimum=1)

@@ -227,6 +227,7 @@ def policy_config() -> P.PolicyConfig:
     return P.PolicyConfig(usage_half_life_s=settings.GPUSCHED_USAGE_HALF_LIFE_S,
                           min_runtime_before_preempt_s=settings.GPUSCHED_PREEMPT_MIN_RUNTIME_S,
                           starve_after_s=settings.GPUSCHED_STARVE_AFTER_S or None,
+                          first_kill_loss_ratio=settings.GPUSCHED_FIRST_KILL_LOSS_RATIO or None,
                           limit_weight=settings.GPUSCHED_LIMIT_WEIGHT,
                           # a victim checkpointing on SIGTERM gets what a binary at its time
                           # limit gets

@@ -14,6 +14,7 @@ from tests.support.processes import ROOT
     ("GPUSCHED_TICK_SECONDS", "soon"),
     ("GPUSCHED_LEASE_SECONDS", "-3"),
     ("GPUSCHED_LIMIT_WEIGHT", "-1"),
+    ("GPUSCHED_FIRST_KILL_LOSS_RATIO", "-1"),
     ("DATABASE_URL", "mysql://x/y"),
 ])
 def test_a_bad_value_fails_at_start_naming_the_variable(name, value):
@@ -22,3 +23,11 @@ def test_a_bad_value_fails_at_start_naming_the_variable(name, value):
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
     assert name in done.stderr and "bad configuration" in done.stderr
+
+
+def test_the_first_kill_bound_reaches_the_policy(settings):
+    from jobs.scheduler.snapshot import policy_config
+
+    assert policy_config().first_kill_loss_ratio == 16.0
+    settings.GPUSCHED_FIRST_KILL_LOSS_RATIO = 0  # off
+    assert policy_config().first_kill_loss_ratio is None
