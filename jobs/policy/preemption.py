@@ -189,7 +189,7 @@ class VictimIndex:
         skip_nodes: set[str],
         room: dict[str, float],
         budget: int,
-        max_cost: float = float("inf"),
+        max_cost: float = _INF,
         extra_free: dict[str, int] | None = None,
     ) -> Plan | None:
         """Cheapest plan for a k-GPU gang of tier level `level`, or None.
