@@ -11,7 +11,7 @@ A victim costs the work it loses, weighted so that jobs preempted before and job
 finish are spared:
 
     lost  = gpus * (now - last checkpoint, or start when none) + gpus * restart_cost_s
-    near  = gpus * max(0, near_finish_s - (predicted end - now))
+    near  = lost * max(0, near_finish_s - (predicted end - now)) / near_finish_s
     cost  = (lost + near) * (1 + preemptions)
 
 On each candidate node the cheapest victims are taken until the gang fits; the node with the

@@ -288,7 +288,7 @@ class RankedQueue:
         Fair share alone lets a heavy org's jobs wait as long as lighter orgs keep its tier
         busy; past this wait a job goes first in its tier, whatever its org's share. Every
         starving job does, oldest first: served one a round, a burst of them waited on for
-        the GPUs that lighter orgs took in between (docs/policy.md).
+        the GPUs that lighter orgs took in between (docs/policy-trials.md, "Ranking").
         """
         if not self.starves(tier):
             return None
