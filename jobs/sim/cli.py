@@ -11,7 +11,7 @@ from dataclasses import replace
 from jobs.policy.types import PolicyConfig, TierSpec
 
 from . import overrides, trace_philly, workload_video
-from .engine import Simulator
+from .engine import SimResult, Simulator
 from .metrics import summarize
 from .model import SimJob, build_fleet, default_tiers
 from .policies import resolve
@@ -84,23 +84,26 @@ def workload(args: argparse.Namespace, gpus: int) -> list[SimJob]:
     return trace_philly.load(args.trace, args.start_day, args.days, args.max_jobs)
 
 
-def run(args: argparse.Namespace) -> dict[str, dict]:
+def simulate(args: argparse.Namespace, policy: dict) -> SimResult:
+    """One run of `policy` (a `resolve` entry) on the workload and fleet that `args` name."""
     fleet = build_fleet(args.nodes, args.gpus_per_node, _types(args.gpu_types),
                         args.island_nodes)
-    gpus = sum(n.gpus for n in fleet)
+    jobs = workload(args, sum(n.gpus for n in fleet))  # fresh jobs: the engine mutates them
     period = args.period or (10.0 if args.trace == "video" else 60.0)
-    tiers, config = _tiers(args), _config(args)
+    sim = Simulator(fleet, jobs, policy, _tiers(args), config=_config(args),
+                    checkpoint_interval=args.checkpoint_interval,
+                    restore_cost=args.restore_cost, node_failure_rate=args.node_failures,
+                    repair_s=args.repair_time, seed=args.seed, period=period,
+                    round_interval=args.round_interval,
+                    max_time=args.max_time if args.max_time is not None else float("inf"))
+    return sim.run()
+
+
+def run(args: argparse.Namespace) -> dict[str, dict]:
     results = {}
     for name, policy in resolve(args.policy).items():
-        jobs = workload(args, gpus)  # fresh job objects: the engine mutates them
         t0 = time.perf_counter()
-        sim = Simulator(fleet, jobs, policy, tiers, config=config,
-                        checkpoint_interval=args.checkpoint_interval,
-                        restore_cost=args.restore_cost, node_failure_rate=args.node_failures,
-                        repair_s=args.repair_time, seed=args.seed, period=period,
-                        round_interval=args.round_interval,
-                        max_time=args.max_time if args.max_time is not None else float("inf"))
-        fig = summarize(sim.run())
+        fig = summarize(simulate(args, policy))
         fig["wall_s"] = time.perf_counter() - t0
         results[name] = fig
         if not args.quiet:
