@@ -6,9 +6,10 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
-from jobs.policy.types import PolicyConfig, TierSpec
+from jobs.policy.types import Decisions, PolicyConfig, Snapshot, TierSpec
 
 from . import overrides, trace_philly, workload_video
 from .engine import SimResult, Simulator
@@ -84,8 +85,9 @@ def workload(args: argparse.Namespace, gpus: int) -> list[SimJob]:
     return trace_philly.load(args.trace, args.start_day, args.days, args.max_jobs)
 
 
-def simulate(args: argparse.Namespace, policy: dict) -> SimResult:
-    """One run of `policy` (a `resolve` entry) on the workload and fleet that `args` name."""
+def simulate(args: argparse.Namespace,
+             policy: Callable[[Snapshot], Decisions]) -> SimResult:
+    """One run of `policy` on the workload and fleet that `args` name."""
     fleet = build_fleet(args.nodes, args.gpus_per_node, _types(args.gpu_types),
                         args.island_nodes)
     jobs = workload(args, sum(n.gpus for n in fleet))  # fresh jobs: the engine mutates them
