@@ -41,6 +41,14 @@ def _dist(waits: list[float]) -> dict[str, float]:
             "wait_p99": pct(waits, 99), "wait_max": max(waits, default=0.0)}
 
 
+def _p95_by_gpus(jobs, end_time: float) -> dict[int, float]:
+    """p95 wait per gang size: which gangs make a tier's tail."""
+    by_gpus: dict[int, list] = defaultdict(list)
+    for j in jobs:
+        by_gpus[j.gpus].append(j)
+    return {g: pct(_waits(js, end_time), 95) for g, js in sorted(by_gpus.items())}
+
+
 def summarize(res: SimResult) -> dict:
     s, end = res.stats, res.end_time
     jobs = res.jobs
@@ -56,6 +64,7 @@ def summarize(res: SimResult) -> dict:
                            if kv[0] in res.tiers else 0):
         acc = res.tier_acc.get(tier, {})
         row = _dist(_waits(tj, end))
+        row["wait_p95_by_gpus"] = _p95_by_gpus(tj, end)
         row["jct_mean"] = mean([j.end - j.submit for j in tj if j.end is not None])
         row["queued_mean"] = mean([j.queued_total for j in tj])
         row["gpu_share"] = acc.get("gpu_wait", 0.0) / cap_wait

@@ -21,6 +21,13 @@ def _num(v: float | None) -> str:
     return "-" if v is None else f"{v:.3f}"
 
 
+def _by_gpus(by: dict | None) -> str:
+    """{gpus: seconds} as "1: 12.0s, 8: 5.2m" (JSON keys come back as strings)."""
+    if not by:
+        return "-"
+    return ", ".join(f"{g}: {_fmt_s(v)}" for g, v in sorted(by.items(), key=lambda kv: int(kv[0])))
+
+
 def _by_tier(by: dict[str, float] | None) -> str:
     if not by:
         return "-"
@@ -38,6 +45,7 @@ ROWS = [
 TIER_ROWS = [
     ("p50 wait", "wait_p50", _fmt_s), ("p95 wait", "wait_p95", _fmt_s),
     ("p99 wait", "wait_p99", _fmt_s), ("max wait", "wait_max", _fmt_s),
+    ("p95 wait by GPUs", "wait_p95_by_gpus", _by_gpus),
     ("JCT mean", "jct_mean", _fmt_s), ("GPU share (jobs wait)", "gpu_share", _pct),
     ("GPU share (tier backlogged)", "gpu_share_backlogged", _pct),
 ]

@@ -22,6 +22,8 @@ def test_fifo_waits_and_jct_exact():
     assert [by[i].end - by[i].submit for i in (1, 2, 3)] == [100, 140, 110]
     fig = summarize(res)
     assert fig["wait_mean"] == (0 + 90 + 80) / 3
+    # p95 per gang size: the 2-GPU job never waited, the 1-GPU ones 80 and 90 s
+    assert fig["per_tier"]["free"]["wait_p95_by_gpus"] == {1: 80 + 0.95 * 10, 2: 0.0}
     assert fig["delivered_gpu_hours"] * 3600 == 2 * 100 + 50 + 30
     # jobs wait during [10, 100): both GPUs busy with job 1 the whole time
     assert fig["utilization"] == 1.0

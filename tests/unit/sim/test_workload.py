@@ -53,6 +53,8 @@ def test_cli_compare_writes_json(tmp_path, capsys):
                  "--policy", "fifo,priority,multifactor", "--json", str(out), "--quiet"]) == 0
     text = capsys.readouterr().out
     assert "| figure | fifo | priority | multifactor |" in text
+    p95_by_gpus = next(line for line in text.splitlines() if "paid p95 wait by GPUs" in line)
+    assert "1: " in p95_by_gpus and "8: " in p95_by_gpus
     data = json.loads(out.read_text())["results"]
     for fig in data.values():
         for key in ("utilization", "wait_mean", "wait_p95", "per_tier", "per_org",
@@ -61,7 +63,8 @@ def test_cli_compare_writes_json(tmp_path, capsys):
             assert key in fig
         for tier in fig["per_tier"].values():
             assert {"wait_mean", "wait_p50", "wait_p95", "wait_p99", "wait_max", "jct_mean",
-                    "gpu_share"} <= set(tier)
+                    "gpu_share", "wait_p95_by_gpus"} <= set(tier)
+            assert set(tier["wait_p95_by_gpus"]) <= {"1", "2", "4", "8"}
         assert fig["missing_pending_reasons"] == 0 and fig["invalid_placements"] == 0
         assert fig["unstarted"] == 0
 
