@@ -257,6 +257,7 @@ class Simulator:
         dec = self.policy(snap)
         self.decision_ms.append((time.perf_counter() - t0) * 1000.0)
         self.holds = dec.next_holds()
+        self._note_estimates(dec)
         for p in dec.preemptions:
             att = self.attempts.get(p.attempt_id)
             if att is None or att.stop_at is not None:
@@ -296,6 +297,13 @@ class Simulator:
                 self.stats["stalled"] = 1
                 self.notes.append(f"t={self.now:.0f} stalled: {len(self.queued)} jobs queued, "
                                   "nothing running and the policy places nothing")
+
+    def _note_estimates(self, dec: Decisions) -> None:
+        """The first start a reservation promised each job (what its pending reason shows)."""
+        for r in dec.reservations:
+            job = self.queued.get(r.job_id)
+            if job is not None and job.first_start is None and job.first_estimate is None:
+                job.first_estimate = r.start_at
 
     def _apply(self, job: SimJob, allocs: tuple[Allocation, ...]) -> bool:
         seen, wait = set(), False

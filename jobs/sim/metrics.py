@@ -49,6 +49,15 @@ def _p95_by_gpus(jobs, end_time: float) -> dict[int, float]:
     return {g: pct(_waits(js, end_time), 95) for g, js in sorted(by_gpus.items())}
 
 
+def _estimate_error(jobs) -> dict[str, float | int]:
+    """How much later than their first reservation said jobs started (negative: sooner)."""
+    late = [j.first_start - j.first_estimate for j in jobs
+            if j.first_estimate is not None and j.first_start is not None]
+    return {"estimated_jobs": len(late),
+            "start_after_estimate_p50": pct(late, 50) if late else None,
+            "start_after_estimate_p95": pct(late, 95) if late else None}
+
+
 def summarize(res: SimResult) -> dict:
     s, end = res.stats, res.end_time
     jobs = res.jobs
@@ -65,6 +74,7 @@ def summarize(res: SimResult) -> dict:
         acc = res.tier_acc.get(tier, {})
         row = _dist(_waits(tj, end))
         row["wait_p95_by_gpus"] = _p95_by_gpus(tj, end)
+        row.update(_estimate_error(tj))
         row["jct_mean"] = mean([j.end - j.submit for j in tj if j.end is not None])
         row["queued_mean"] = mean([j.queued_total for j in tj])
         row["gpu_share"] = acc.get("gpu_wait", 0.0) / cap_wait

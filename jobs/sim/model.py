@@ -65,6 +65,7 @@ class SimJob:
     # state, filled by the engine
     saved: float = 0.0  # checkpointed work
     first_start: float | None = None
+    first_estimate: float | None = None  # start of the first reservation it held, unstarted
     end: float | None = None
     queued_since: float | None = None
     queued_total: float = 0.0

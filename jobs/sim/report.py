@@ -46,6 +46,8 @@ TIER_ROWS = [
     ("p50 wait", "wait_p50", _fmt_s), ("p95 wait", "wait_p95", _fmt_s),
     ("p99 wait", "wait_p99", _fmt_s), ("max wait", "wait_max", _fmt_s),
     ("p95 wait by GPUs", "wait_p95_by_gpus", _by_gpus),
+    ("start after first estimate p50", "start_after_estimate_p50", _fmt_s),
+    ("start after first estimate p95", "start_after_estimate_p95", _fmt_s),
     ("JCT mean", "jct_mean", _fmt_s), ("GPU share (jobs wait)", "gpu_share", _pct),
     ("GPU share (tier backlogged)", "gpu_share_backlogged", _pct),
 ]

@@ -192,3 +192,18 @@ def test_projects_and_users_rank_by_decayed_usage_as_in_the_service(level):
     assert 800 < used < 1000  # 1,000 GPU-s, decayed over 1,000 to 2,000 s (half-life 6 h)
     assert usage.get(key[:-1] + ("b",), 0.0) == 0.0
     assert snap.usage["o1"] == used  # the org's usage is the sum of its tenants'
+
+
+def test_a_job_reports_how_much_later_than_its_first_estimate_it_started():
+    from jobs.policy import decide
+    fleet = [NodeSpec("n0", 2)]
+    # the running job's estimate says it ends at 50 s; it runs until 100 s
+    first = SimJob(1, "o1", "paid", 2, 0.0, 100.0, time_limit=600.0, expected_duration=50.0)
+    second = SimJob(2, "o2", "paid", 2, 10.0, 10.0, time_limit=600.0, expected_duration=10.0)
+    res = Simulator(fleet, [first, second], decide).run()
+    by = {j.job_id: j for j in res.jobs}
+    assert by[1].first_estimate is None  # started at once, never reserved
+    assert by[2].first_estimate == 50.0 and by[2].first_start == 100.0
+    paid = summarize(res)["per_tier"]["paid"]
+    assert paid["estimated_jobs"] == 1
+    assert paid["start_after_estimate_p50"] == paid["start_after_estimate_p95"] == 50.0

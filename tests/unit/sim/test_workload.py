@@ -55,6 +55,10 @@ def test_cli_compare_writes_json(tmp_path, capsys):
     assert "| figure | fifo | priority | multifactor |" in text
     p95_by_gpus = next(line for line in text.splitlines() if "paid p95 wait by GPUs" in line)
     assert "1: " in p95_by_gpus and "8: " in p95_by_gpus
+    # fifo never reserves, so it promises no start; multifactor's EASY reservation does
+    estimate = next(line for line in text.splitlines()
+                    if "paid start after first estimate p50" in line).split("|")
+    assert estimate[2].strip() == "-" and estimate[4].strip() != "-"
     data = json.loads(out.read_text())["results"]
     for fig in data.values():
         for key in ("utilization", "wait_mean", "wait_p95", "per_tier", "per_org",
