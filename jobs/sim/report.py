@@ -4,11 +4,12 @@ from __future__ import annotations
 
 
 def _fmt_s(v: float | None) -> str:
+    """Seconds in the unit that reads best; the sign kept (a start sooner than estimated)."""
     if v is None:
         return "-"
-    if v < 120:
+    if abs(v) < 120:
         return f"{v:.1f}s"
-    if v < 7200:
+    if abs(v) < 7200:
         return f"{v / 60:.1f}m"
     return f"{v / 3600:.1f}h"
 
