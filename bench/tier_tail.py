@@ -20,12 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from jobs.sim import cli  # noqa: E402
-from jobs.sim.metrics import pct, summarize  # noqa: E402
+from jobs.sim.metrics import pct, summarize, wait  # noqa: E402
 from jobs.sim.policies import resolve  # noqa: E402
-
-
-def _wait(job, end: float) -> float:
-    return (job.first_start if job.first_start is not None else end) - job.submit
 
 
 def main() -> None:
@@ -42,7 +38,7 @@ def main() -> None:
     fig = summarize(res)
     jobs = [j for j in res.jobs if j.tier == args.of]
     late_s = args.late if args.late is not None else res.tiers[args.of].start_slo_s
-    waits = {j.job_id: _wait(j, res.end_time) for j in jobs}
+    waits = {j.job_id: wait(j, res.end_time) for j in jobs}
     p95 = pct(sorted(waits.values()), 95)
     late = [j for j in jobs if waits[j.job_id] > late_s]
     tail = [j for j in jobs if waits[j.job_id] > p95]

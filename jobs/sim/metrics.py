@@ -32,8 +32,13 @@ def jain(xs: list[float]) -> float:
     return (s * s) / (len(xs) * s2) if xs and s2 > 0 else 1.0
 
 
+def wait(job, end_time: float) -> float:
+    """Submit to first start; a job that never started waited until the run's end."""
+    return (job.first_start if job.first_start is not None else end_time) - job.submit
+
+
 def _waits(jobs, end_time: float) -> list[float]:
-    return [(j.first_start if j.first_start is not None else end_time) - j.submit for j in jobs]
+    return [wait(j, end_time) for j in jobs]
 
 
 def _dist(waits: list[float]) -> dict[str, float]:
