@@ -29,7 +29,8 @@ def _acc(table: dict[str, dict[str, float]], key: str) -> dict[str, float]:
     row = table.get(key)
     if row is None:
         row = table[key] = {"gpu_time": 0.0, "gpu_wait": 0.0, "backlog_time": 0.0,
-                            "backlog_gpu": 0.0, "backlog_cap": 0.0, "fair_gpu": 0.0}
+                            "backlog_gpu": 0.0, "backlog_cap": 0.0, "fair_gpu": 0.0,
+                            "contended_gpu": 0.0, "contended_fair": 0.0}
     return row
 
 
@@ -109,12 +110,19 @@ class Ledger:
             row = _acc(self.org_acc, org)
             row["backlog_time"] += dt
             row["backlog_gpu"] += dt * self.org_run.get(org, 0)
+        # Each org of a tier with jobs waiting, against its fair split: over the periods the
+        # tier contends (an org's jobs run while others wait) and, the narrower measure, over
+        # those the org itself waits, when an org whose one gang waits holds nothing.
         for tier in self.wait_tier:
             demand = self.demand.get(tier, {})
             fair = water_fill(self.tier_run.get(tier, 0), demand, self.org_weights)
             for org in demand:
+                row = _acc(self.org_acc, org)
+                share = dt * fair.get(org, 0.0)
+                row["contended_gpu"] += dt * self.org_run.get(org, 0)
+                row["contended_fair"] += share
                 if org in self.wait_org:
-                    _acc(self.org_acc, org)["fair_gpu"] += dt * fair.get(org, 0.0)
+                    row["fair_gpu"] += share
 
     def running_delta(self, job: SimJob, delta: int, now: float) -> None:
         self.org_usage.add(job.org, delta, now)

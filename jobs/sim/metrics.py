@@ -7,9 +7,13 @@ from collections import defaultdict
 from .engine import SimResult
 
 MIN_BACKLOG_S = 60.0  # an org enters the Jain index once it had this much backlog
-# Jain per tier: x_org = GPU-time the org held while it had jobs waiting / the GPU-time a
-# weighted max-min fair split of its tier's running GPUs (by running + waiting demand) would
-# have given it over the same periods. A fair scheduler gives x = 1 for every org.
+# Jain per tier: x_org = GPU-time the org held while its tier had jobs waiting / the GPU-time
+# a weighted max-min fair split of its tier's running GPUs (by running + waiting demand)
+# would have given it over the same periods. A fair scheduler gives x = 1 for every org.
+# The same over only the periods the org itself had jobs waiting is reported beside it: an
+# org whose one job waits holds nothing then, x = 0 under any policy.
+_RATIOS = {"fair_ratio": ("contended_gpu", "contended_fair"),
+           "fair_ratio_while_waiting": ("backlog_gpu", "fair_gpu")}
 
 
 def pct(values: list[float], q: float) -> float:
@@ -63,6 +67,19 @@ def _estimate_error(jobs) -> dict[str, float | int]:
             "start_after_estimate_p95": pct(late, 95) if late else None}
 
 
+def _jain_by_tier(res: SimResult, per_org: dict, tiers, key: str) -> dict:
+    """Jain's index per tier over the orgs with backlog, of their x (`_RATIOS[key]`), each
+    org's x kept in its `per_org` row under `key`."""
+    held, fair = _RATIOS[key]
+    xs_by_tier: dict[str, list[float]] = defaultdict(list)
+    for org, acc in res.org_acc.items():
+        if org not in per_org or acc["backlog_time"] < MIN_BACKLOG_S or acc[fair] <= 0:
+            continue
+        x = per_org[org][key] = acc[held] / acc[fair]
+        xs_by_tier[per_org[org]["tier"]].append(x)
+    return {tier: jain(xs_by_tier[tier]) if xs_by_tier[tier] else None for tier in tiers}
+
+
 def summarize(res: SimResult) -> dict:
     s, end = res.stats, res.end_time
     jobs = res.jobs
@@ -95,15 +112,8 @@ def summarize(res: SimResult) -> dict:
         w = _waits(oj, end)
         per_org[org] = {"tier": oj[0].tier, "jobs": len(oj), "wait_p50": pct(w, 50),
                         "wait_p95": pct(w, 95), "wait_max": max(w)}
-    xs_by_tier: dict[str, list[float]] = defaultdict(list)
-    for org, acc in res.org_acc.items():
-        if org not in per_org or acc["backlog_time"] < MIN_BACKLOG_S:
-            continue
-        if acc.get("fair_gpu", 0.0) > 0:  # the org's x in its tier's Jain index
-            x = per_org[org]["fair_ratio"] = acc["backlog_gpu"] / acc["fair_gpu"]
-            xs_by_tier[per_org[org]["tier"]].append(x)
-    jain_by_tier = {tier: jain(xs_by_tier[tier]) if xs_by_tier[tier] else None
-                    for tier in per_tier}
+    jain_by_tier, jain_waiting = (_jain_by_tier(res, per_org, per_tier, key)
+                                  for key in _RATIOS)
     worst = max(per_org.items(), key=lambda kv: kv[1]["wait_p95"], default=(None, {}))
     delivered = s["busy_time"] / 3600.0
     lost = s["preempt_lost"] / 3600.0
@@ -122,6 +132,7 @@ def summarize(res: SimResult) -> dict:
         "per_tier": per_tier, "per_org": per_org,
         "worst_org": worst[0], "worst_org_wait_p95": worst[1].get("wait_p95", 0.0),
         "jain_by_tier": jain_by_tier,
+        "jain_while_waiting_by_tier": jain_waiting,
         "preemptions": int(s["preemptions"]),
         "preempted_gpu_hours": lost,
         "failure_lost_gpu_hours": s["failure_lost"] / 3600.0,

@@ -86,6 +86,8 @@ def table(results: dict[str, dict], title: str = "") -> str:
             row(f"{tier} {label}", [f(results[n]["per_tier"].get(tier, {}).get(key))
                                     for n in names])
         row(f"{tier} Jain (orgs)", [_num(results[n]["jain_by_tier"].get(tier)) for n in names])
+        row(f"{tier} Jain, while the org waits",
+            [_num(results[n].get("jain_while_waiting_by_tier", {}).get(tier)) for n in names])
     for label, f in TAIL_ROWS:
         row(label, [f(results[n]) for n in names])
     return "\n".join(lines)
