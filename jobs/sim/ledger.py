@@ -110,9 +110,9 @@ class Ledger:
             row = _acc(self.org_acc, org)
             row["backlog_time"] += dt
             row["backlog_gpu"] += dt * self.org_run.get(org, 0)
-        # Each org of a tier with jobs waiting, against its fair split: over the periods the
-        # tier contends (an org's jobs run while others wait) and, the narrower measure, over
-        # those the org itself waits, when an org whose one gang waits holds nothing.
+        # What each org of a contended tier holds against its fair split: over every period
+        # its tier has jobs waiting, and over those the org itself has jobs waiting (the
+        # narrower index, where an org whose one gang waits holds nothing).
         for tier in self.wait_tier:
             demand = self.demand.get(tier, {})
             fair = water_fill(self.tier_run.get(tier, 0), demand, self.org_weights)
