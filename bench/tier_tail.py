@@ -55,13 +55,22 @@ def main() -> None:
     for org, n in by_org.most_common(5):
         row = per_org[org]
         share = row["jobs"] / len(jobs)
-        x = f"{row['fair_ratio']:.2f}" if "fair_ratio" in row else "- (not in the index)"
+        x = _x(row)
         print(f"  {org}: {n} late of {row['jobs']} jobs ({share:.0%} of the tier's), "
               f"p95 {row['wait_p95']:.0f} s, x {x}")
     if by_org:
         top = by_org.most_common(1)[0][0]
         rest = sorted(waits[j.job_id] for j in jobs if j.org != top)
         print(f"tier p95 without {top}: {pct(rest, 95):.0f} s over {len(rest)} jobs")
+
+
+def _x(org_row: dict) -> str:
+    """The org's x in its tier's Jain index, and in the index over its own waits."""
+    if "fair_ratio" not in org_row:
+        return "- (not in the index)"
+    waiting = org_row.get("fair_ratio_while_waiting")
+    return f"{org_row['fair_ratio']:.2f}" + ("" if waiting is None
+                                             else f" ({waiting:.2f} while it waits)")
 
 
 if __name__ == "__main__":
