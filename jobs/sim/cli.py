@@ -68,15 +68,24 @@ def _types(spec: str) -> dict[str, float] | None:
     return out
 
 
-def _config(args: argparse.Namespace) -> PolicyConfig:
+def config_for(args: argparse.Namespace) -> PolicyConfig:
     config = PolicyConfig()
     if args.starve_after is not None:
         config = replace(config, starve_after_s=args.starve_after or None)
     return overrides.apply_config(getattr(args, "set", []), config)
 
 
-def _tiers(args: argparse.Namespace) -> dict[str, TierSpec]:
+def tiers_for(args: argparse.Namespace) -> dict[str, TierSpec]:
     return overrides.apply_tiers(getattr(args, "tier", []), default_tiers())
+
+
+def refuse_bad_overrides(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Stop with a usage error on a bad --tier or --set, before any run starts."""
+    try:
+        tiers_for(args)
+        config_for(args)
+    except ValueError as exc:
+        p.error(str(exc))
 
 
 def workload(args: argparse.Namespace, gpus: int) -> list[SimJob]:
@@ -92,7 +101,7 @@ def simulate(args: argparse.Namespace,
                         args.island_nodes)
     jobs = workload(args, sum(n.gpus for n in fleet))  # fresh jobs: the engine mutates them
     period = args.period or (10.0 if args.trace == "video" else 60.0)
-    sim = Simulator(fleet, jobs, policy, _tiers(args), config=_config(args),
+    sim = Simulator(fleet, jobs, policy, tiers_for(args), config=config_for(args),
                     checkpoint_interval=args.checkpoint_interval,
                     restore_cost=args.restore_cost, node_failure_rate=args.node_failures,
                     repair_s=args.repair_time, seed=args.seed, period=period,
@@ -117,11 +126,7 @@ def run(args: argparse.Namespace) -> dict[str, dict]:
 def main(argv: list[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
-    try:  # refuse a bad --tier or --set before any run starts
-        _tiers(args)
-        _config(args)
-    except ValueError as exc:
-        p.error(str(exc))
+    refuse_bad_overrides(p, args)
     results = run(args)
     title = (f"{args.trace} on {args.nodes}x{args.gpus_per_node} GPUs"
              + (f", load {args.load}" if args.trace == "video" else
