@@ -9,14 +9,15 @@ processes, and prints per policy a table of the figures the acceptance names: en
 paid p95 wait, free's max wait and GPU share, utilization while jobs wait, GPU-hours lost to
 preemption, and Jain across organizations per tier (over the periods the tier contends).
 A figure that misses its target is marked `*`; the last rows give each figure's mean and the
-seeds that meet it. A seed is one hour of arrivals: a figure close to its target moves with
-the seed and with any change of order, so a change is judged over several. About 1.5 min a
-seed and policy at load 1.5, 5 min at load 3.
+seeds that meet it; `--json OUT` keeps every run's figures. A seed is one hour of arrivals:
+a figure close to its target moves with the seed and with any change of order, so a change
+is judged over several. Times: bench/README.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 from collections.abc import Callable
@@ -46,13 +47,14 @@ class Column:
     figure: Figure
     unit: float  # the figure divided by this is what the column shows
     digits: int
-    target: Callable[[float, argparse.Namespace], bool] | None = None  # None: reported only
+    # met or not; None: no target (at this load, or reported only)
+    target: Callable[[float, argparse.Namespace], bool | None] = lambda v, a: None
 
 
 COLUMNS = [
     Column("ent p95 s", _tier("enterprise", "wait_p95"), 1, 1, lambda v, a: v <= 30),
     Column("paid p95 min", _tier("paid", "wait_p95"), 60, 1,
-           lambda v, a: a.load > 1.5 or v <= 5),  # a target at load 1.5 only
+           lambda v, a: None if a.load > 1.5 else v <= 5),  # a target up to load 1.5
     Column("free max min", _tier("free", "wait_max"), 60, 1),
     Column("free share %", _tier("free", "gpu_share"), 0.01, 1,
            lambda v, a: v / 100 >= cli.tiers_for(a)["free"].guaranteed_share - 1e-9),
@@ -78,14 +80,14 @@ def _one(args: argparse.Namespace, seed: int) -> dict[str, dict]:
     return cli.run(args)
 
 
-def _cells(result: dict, args: argparse.Namespace) -> list[tuple[float | None, bool]]:
-    """(value in the column's unit, meets its target) per column; None where a run has no
-    such figure (a tier without jobs or without organizations waiting)."""
-    out: list[tuple[float | None, bool]] = []
+def _cells(result: dict, args: argparse.Namespace) -> list[tuple[float | None, bool | None]]:
+    """(value in the column's unit, meets its target or None) per column; the value is None
+    where a run has no such figure (a tier without jobs or without organizations waiting)."""
+    out: list[tuple[float | None, bool | None]] = []
     for col in COLUMNS:
         raw = col.figure(result)
         value = None if raw is None or raw != raw else raw / col.unit
-        out.append((value, value is None or col.target is None or col.target(value, args)))
+        out.append((value, None if value is None else col.target(value, args)))
     return out
 
 
@@ -100,13 +102,14 @@ def table(policy: str, rows: dict[int, dict], args: argparse.Namespace) -> str:
         lines.append(f"| {label} | " + " | ".join(texts) + " |")
 
     for seed, row in zip(sorted(rows), cells, strict=True):
-        line(str(seed), ["n/a" if v is None else f"{v:.{c.digits}f}" + ("" if ok else "*")
+        line(str(seed), ["n/a" if v is None else f"{v:.{c.digits}f}" + ("*" if ok is False else "")
                          for c, (v, ok) in zip(COLUMNS, row, strict=True)])
     means, met = [], []
     for i, col in enumerate(COLUMNS):
-        seen = [row[i] for row in cells if row[i][0] is not None]
-        means.append(f"{statistics.fmean(v for v, _ in seen):.{col.digits}f}" if seen else "n/a")
-        met.append("-" if col.target is None else f"{sum(ok for _, ok in seen)}/{len(seen)}")
+        values = [row[i][0] for row in cells if row[i][0] is not None]
+        means.append(f"{statistics.fmean(values):.{col.digits}f}" if values else "n/a")
+        judged = [row[i][1] for row in cells if row[i][1] is not None]
+        met.append(f"{sum(judged)}/{len(judged)}" if judged else "-")
     line("mean", means)
     line("met", met)
     return "\n".join(lines)
@@ -125,6 +128,9 @@ def main() -> None:
     seeds = _seeds(args.seeds)
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
         runs = dict(zip(seeds, pool.map(_one, [args] * len(seeds), seeds), strict=True))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), "runs": runs}, f, indent=1, default=str)
     for policy in next(iter(runs.values())):
         print(table(policy, {s: r[policy] for s, r in runs.items()}, args))
         print()
