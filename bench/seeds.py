@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from collections.abc import Callable
@@ -86,7 +87,7 @@ def _cells(result: dict, args: argparse.Namespace) -> list[tuple[float | None, b
     out: list[tuple[float | None, bool | None]] = []
     for col in COLUMNS:
         raw = col.figure(result)
-        value = None if raw is None or raw != raw else raw / col.unit
+        value = None if raw is None or math.isnan(raw) else raw / col.unit
         out.append((value, None if value is None else col.target(value, args)))
     return out
 
