@@ -51,6 +51,14 @@ def _bindings_never_overlap() -> None:
             assert earlier.released_at is not None and earlier.released_at <= later.bound_at
 
 
+def _history(job: Job, processes) -> str:
+    """What a job went through, for a failure message: its events, attempts and the logs."""
+    events = job.events.order_by("version").values_list("at", "from_state", "to_state", "reason")
+    attempts = job.attempts.order_by("pk").values_list(
+        "pk", "node__name", "created_at", "started_at", "ended_at", "outcome", "exit_code")
+    return f"job {job.pk}\n{list(events)}\n{list(attempts)}\n{processes.logs()}"
+
+
 def test_twenty_jobs_reach_succeeded_on_two_nodes(api, processes):
     purge_broker_and_cache()
     suffix = uuid.uuid4().hex[:6]
@@ -87,7 +95,7 @@ def test_twenty_jobs_reach_succeeded_on_two_nodes(api, processes):
     _bindings_never_overlap()
     assert not GpuBinding.objects.filter(released_at__isnull=True).exists()
     for job in Job.objects.filter(pk__in=ids):
-        assert job.attempts.count() == 1
+        assert job.attempts.count() == 1, _history(job, processes)
         attempt = job.attempts.get()
         assert attempt.outcome == Attempt.Outcome.SUCCEEDED and attempt.exit_code == 0
         assert len(attempt.gpu_indices) == job.gpus

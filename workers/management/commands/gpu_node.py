@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+from celery.signals import worker_ready
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections, connections
@@ -41,10 +42,18 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         name = opts["name"]
         gpu_type, gpus = self._gpus(opts)
-        node_register(name=name, gpu_type=gpu_type, gpus=gpus, region=opts["region"],
-                      island=opts["island"])
-        self.stdout.write(f"node {name}: {len(gpus)} × {gpu_type}, queue {node_queue(name)}")
-        threading.Thread(target=_heartbeat_loop, args=(name,), daemon=True).start()
+
+        def register(**_) -> None:
+            # Only once the worker consumes its queue: the scheduler places work on a node as
+            # soon as it is registered, and an attempt sent to a worker still booting (seconds
+            # on a loaded machine) could outwait its lease and be retried for nothing.
+            node_register(name=name, gpu_type=gpu_type, gpus=gpus, region=opts["region"],
+                          island=opts["island"])
+            self.stdout.write(f"node {name}: {len(gpus)} × {gpu_type}, "
+                              f"queue {node_queue(name)}")
+            threading.Thread(target=_heartbeat_loop, args=(name,), daemon=True).start()
+
+        worker_ready.connect(register, weak=False)
         connections.close_all()  # never share a DB connection with the forked pool
         app.worker_main(argv=[
             "worker", f"--hostname={name}@%h", f"--queues={node_queue(name)}",
