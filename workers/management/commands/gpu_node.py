@@ -52,6 +52,7 @@ class Command(BaseCommand):
             self.stdout.write(f"node {name}: {len(gpus)} × {gpu_type}, "
                               f"queue {node_queue(name)}")
             threading.Thread(target=_heartbeat_loop, args=(name,), daemon=True).start()
+            connections.close_all()  # a child forked later must not inherit this connection
 
         worker_ready.connect(register, weak=False)
         connections.close_all()  # never share a DB connection with the forked pool
