@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import RequestDataTooBig
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
@@ -27,6 +28,9 @@ def exception_handler(exc, context):
         if exc.field:
             body["fields"] = {exc.field: [exc.message]}
         return Response({"error": body}, status=exc.status)
+    if isinstance(exc, RequestDataTooBig):  # Django would answer with an HTML page
+        return Response({"error": {"code": "request_too_large", "message": str(exc)}},
+                        status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     response = drf_handler(exc, context)
     if response is None:
         return None  # a real bug: let Django log it and answer 500

@@ -1,0 +1,77 @@
+"""Any body a client can send to the submit endpoint gets a 202 or a 4xx with a code, never a
+500, and only a 202 leaves a job behind (invariant 1, and bad input is the client's error)."""
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from jobs.models import Job
+
+pytestmark = pytest.mark.django_db
+
+# what PostgreSQL cannot store as text, and text that is unusual but fine
+_NASTY = ["\x00", "a\x00b", "\ud800", "x\udfff", "\U0001f98a", "\u202e", "", " ", "default",
+          "H100", "é" * 300]
+text = st.one_of(st.text(max_size=40), st.sampled_from(_NASTY))
+numbers = st.one_of(st.integers(), st.integers(-3, 70), st.sampled_from([2**31, 2**63, 10**40]),
+                    st.floats(allow_nan=False, allow_infinity=False))
+scalars = st.one_of(st.none(), st.booleans(), numbers, text)
+values = st.recursive(scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.dictionaries(text, inner, max_size=4)), max_leaves=12)
+_FIELDS = {
+    "prompt": text, "gpus": numbers, "params": st.dictionaries(text, values, max_size=4),
+    "gpu_types": st.lists(text, max_size=9), "min_gpu_memory_mb": numbers, "region": text,
+    "time_limit_s": numbers, "checkpointable": st.booleans(), "preemptible": st.booleans(),
+    "project": text,
+}
+# one to three fields set, each mostly to a value of its own type, so that a bad value often
+# travels with good ones and reaches the service and the database
+field = st.sampled_from(sorted(_FIELDS)).flatmap(
+    lambda name: st.tuples(st.just(name), st.one_of(_FIELDS[name], _FIELDS[name], values)))
+bodies = st.lists(field, max_size=3).map(dict)
+with_prompt = st.builds(lambda b, extra: {"prompt": "x", **extra, **b},
+                        bodies, st.dictionaries(text, values, max_size=1))
+
+
+@settings(max_examples=400, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.one_of(with_prompt, with_prompt, with_prompt, bodies, values))
+def test_any_body_is_accepted_or_refused_with_a_code(api, body):
+    before = Job.objects.count()
+    response = api.post("/api/v1/jobs", json.dumps(body), content_type="application/json")
+    after = Job.objects.count()
+    assert response.status_code in (202, 400), response.content[:300]
+    if response.status_code == 202:
+        assert after == before + 1
+        job = api.get(response.json()["url"]).json()
+        # a number is taken as its text, as DRF's CharField takes it, without outer spaces
+        assert (job["state"], job["prompt"]) == ("QUEUED", str(body["prompt"]).strip())
+    else:
+        assert after == before
+        assert response.json()["error"]["code"]
+
+
+@pytest.mark.parametrize("raw,code", [
+    ('{"prompt": "x", "params": {"a": "nul\\u0000"}}', "params_not_storable"),
+    ('{"prompt": "x", "params": {"nul\\u0000": 1}}', "params_not_storable"),
+    ('{"prompt": "x", "params": {"a": ["\\udfff"]}}', "params_not_storable"),
+    ('{"prompt": "x", "min_gpu_memory_mb": 100000000000000000000}',
+     "min_gpu_memory_out_of_range"),
+    ('{"prompt": "x", "params": ' + "[" * 100_000 + "]" * 100_000 + "}", "malformed_request"),
+])
+def test_what_the_database_can_not_store_is_a_400(api, raw, code):
+    response = api.post("/api/v1/jobs", raw, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == code
+    assert Job.objects.count() == 0
+
+
+def test_a_body_over_the_size_limit_is_a_413_with_a_code(api, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    raw = json.dumps({"prompt": "x", "params": {"a": "y" * 2000}})
+    response = api.post("/api/v1/jobs", raw, content_type="application/json")
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "request_too_large"
+    assert Job.objects.count() == 0
