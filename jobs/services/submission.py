@@ -11,6 +11,7 @@ from django.utils import timezone
 from jobs.models import Job, Organization, Project
 from jobs.scheduler.trigger import request_tick
 from jobs.services.errors import ValidationFailed
+from jobs.services.storable import unstorable
 from jobs.transitions import record_creation
 
 
@@ -42,34 +43,13 @@ def _project_for(org: Organization, name: str) -> Project:
 _INT_MAX = 2**31 - 1  # what an integer column holds
 
 
-def _unstorable(value: object) -> str | None:
-    """What in a JSON value PostgreSQL cannot store as text, or None: a NUL character or a
-    lone surrogate (valid JSON escapes both) in any key or string, however deep."""
-    todo = [value]
-    while todo:
-        item = todo.pop()
-        if isinstance(item, dict):
-            todo.extend(item.keys())
-            todo.extend(item.values())
-        elif isinstance(item, list):
-            todo.extend(item)
-        elif isinstance(item, str):
-            if "\x00" in item:
-                return "a NUL character"
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return "an unpaired surrogate"
-    return None
-
-
 def _check_limits(spec: JobSpec) -> int:
     if not 0 <= spec.min_gpu_memory_mb <= _INT_MAX:
         raise ValidationFailed(f"min_gpu_memory_mb must be 0..{_INT_MAX}",
                                code="min_gpu_memory_out_of_range", field="min_gpu_memory_mb")
-    bad = _unstorable(spec.params)
+    bad = unstorable(spec.params)
     if bad:
-        raise ValidationFailed(f"params holds {bad}, which no job can store",
+        raise ValidationFailed(f"params holds {bad}, a character no job can store",
                                code="params_not_storable", field="params")
     if not 1 <= spec.gpus <= settings.GPUSCHED_MAX_GPUS_PER_JOB:
         raise ValidationFailed(

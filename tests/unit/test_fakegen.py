@@ -187,6 +187,19 @@ def test_crash(tmp_path: Path) -> None:
     assert not out.exists()
 
 
+def test_noise_interleaves_bytes_that_are_not_utf8(tmp_path: Path) -> None:
+    out = tmp_path / "o.y4m"
+    done = subprocess.run(_cmd("--prompt", "x", "--output", str(out), *FAST, "--noise", "1"),
+                          env=_env(), capture_output=True, timeout=15)
+    assert done.returncode == 0 and validate_y4m(out)
+    for stream in (done.stdout, done.stderr):
+        assert b"\x00" in stream
+        with pytest.raises(UnicodeDecodeError):
+            stream.decode("utf-8")
+    lines = done.stdout.decode("utf-8", "replace").splitlines()
+    assert len(progress("\n".join(line for line in lines if line.startswith("PROGRESS")))) == 9
+
+
 def test_oom(tmp_path: Path) -> None:
     out = tmp_path / "o.y4m"
     done = run_fakegen("--prompt", "x", "--output", str(out), *FAST, "--fail", "oom")

@@ -113,9 +113,11 @@ def _launch(claim: AttemptClaim, paths: AttemptPaths) -> subprocess.Popen:
                     job_id=claim.job_id)
     with paths.stderr.open("wb") as err:
         # own session = own process group, so a kill reaches the binary's children too
+        # bytes that are not UTF-8 are read as U+FFFD: a reader that stopped at them would
+        # leave the binary silent to the hang detector while it still prints
         return subprocess.Popen(argv, env=env, cwd=paths.work_dir, stdout=subprocess.PIPE,
-                                stderr=err, stdin=subprocess.DEVNULL, text=True,
-                                start_new_session=True,
+                                stderr=err, stdin=subprocess.DEVNULL, encoding="utf-8",
+                                errors="replace", start_new_session=True,
                                 preexec_fn=_die_with_parent if sys.platform == "linux" else None)
 
 

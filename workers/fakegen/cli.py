@@ -24,6 +24,9 @@ EXIT_PREEMPTED = 75  # EX_TEMPFAIL: checkpoint written on SIGTERM, rerun resumes
 EXIT_OOM = 137  # what a shell reports for a SIGKILL, i.e. how an OOM kill looks
 EXIT_SIGTERM_LOST = 143  # SIGTERM without a checkpoint dir: progress is lost
 
+# what a real binary's libraries sometimes print: bytes that are not UTF-8, a NUL among them
+NOISE = b"\xff\xfe\x00 \x80\xc3(\x00\r\n"
+
 OOM_MESSAGE = (
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB "
     "(GPU 0; 79.15 GiB total capacity; 77.02 GiB already allocated; 1.31 GiB free; "
@@ -45,6 +48,12 @@ def emit(line: str) -> None:
     sys.stdout.flush()
 
 
+def _noise(stream) -> None:
+    stream.flush()
+    stream.buffer.write(NOISE)
+    stream.buffer.flush()
+
+
 class Runner:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -56,6 +65,8 @@ class Runner:
 
     def run(self) -> int:
         cuda = os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>")
+        if self.settings.noise:
+            _noise(sys.stderr)
         emit(f"START CUDA_VISIBLE_DEVICES={cuda} steps={self.steps} pid={os.getpid()}")
         # Resume before handling SIGTERM: an early SIGTERM must not overwrite a good
         # checkpoint with step 0 (until then it simply kills us, leaving the file intact).
@@ -108,6 +119,8 @@ class Runner:
                 last_checkpoint = now
 
     def _progress(self) -> None:
+        if self.settings.noise:
+            _noise(sys.stdout)
         emit(f"PROGRESS {self.step / self.steps:.4f} step={self.step}/{self.steps}")
 
     def _maybe_fail(self) -> None:

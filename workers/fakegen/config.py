@@ -34,6 +34,7 @@ class Settings:
     fail_at: float
     progress_interval: float
     checkpoint_every: float
+    noise: bool = False
 
     @property
     def frames(self) -> int:
@@ -97,6 +98,12 @@ def _int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a valid int: {text!r}") from None
 
 
+def _flag(text: str) -> bool:
+    if text.lower() not in ("0", "1", "false", "true"):
+        raise argparse.ArgumentTypeError(f"must be 0, 1, false or true: {text!r}")
+    return text.lower() in ("1", "true")
+
+
 def _option_table() -> list[tuple[str, str, str | None, Callable[[str], object], str]]:
     """(flag, environment variable, built-in default, type function, help) per option."""
     return [
@@ -154,6 +161,13 @@ def _option_table() -> list[tuple[str, str, str | None, Callable[[str], object],
             "0",
             _number(float, 0.0, False),
             "also checkpoint every N seconds of compute (0: only on SIGTERM)",
+        ),
+        (
+            "--noise",
+            "FAKEGEN_NOISE",
+            "0",
+            _flag,
+            "also write bytes that are not UTF-8, NUL among them, to stdout and stderr",
         ),
     ]
 
@@ -223,4 +237,5 @@ def parse_settings(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Se
         fail_at=args.fail_at,
         progress_interval=args.progress_interval,
         checkpoint_every=args.checkpoint_every,
+        noise=args.noise,
     )

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from jobs.models import Attempt, AttemptStatus, GpuBinding, Job
 from jobs.scheduler.trigger import request_tick
+from jobs.services.storable import storable
 from jobs.states import JobState
 from jobs.transitions import transition
 
@@ -113,7 +114,7 @@ def _end_attempt(attempt_id: int, token: int, result: AttemptResult) -> Attempt:
     now = timezone.now()
     ended = Attempt.objects.filter(pk=attempt_id, token=token, ended_at__isnull=True).update(
         status=AttemptStatus.ENDED, ended_at=now, outcome=result.outcome,
-        exit_code=result.exit_code, stderr_tail=result.stderr_tail[-4000:])
+        exit_code=result.exit_code, stderr_tail=storable(result.stderr_tail[-4000:]))
     if ended != 1:
         raise StaleAttempt(f"attempt {attempt_id} token {token} already ended")
     GpuBinding.objects.filter(attempt_id=attempt_id, released_at__isnull=True).update(
@@ -135,7 +136,7 @@ def _job_fields(job: Job, result: AttemptResult) -> dict:
                             "size": result.output_path.stat().st_size}
     elif result.outcome != Outcome.SUCCEEDED:
         fields["error_code"] = result.error_code or result.outcome.lower()
-        fields["error"] = result.stderr_tail[-2000:]
+        fields["error"] = storable(result.stderr_tail[-2000:])  # a binary prints anything
     return fields
 
 
