@@ -139,6 +139,8 @@ def run_attempt(attempt_id: int, token: int) -> str:
     reader = ProgressReader(proc.stdout)
     reader.start()
     sup = _supervise(proc, claim, reader)
+    # what the binary started and left running would hold the job's GPUs after its end
+    _signal_group(proc, signal.SIGKILL)
     reader.join(timeout=5)
     if sup.stop == "stale":
         log.warning("attempt %s was fenced off; its result is discarded", attempt_id)

@@ -1,5 +1,11 @@
 """A binary that prints bytes that are not UTF-8 (NUL among them) is judged by what it does:
-it is not taken for hung while it prints, and its crash is recorded, stderr and all."""
+it is not taken for hung while it prints, and its crash is recorded, stderr and all; what it
+leaves running when it exits does not outlive it on the job's GPUs."""
+
+import contextlib
+import os
+import signal
+import sys
 
 import pytest
 
@@ -46,3 +52,28 @@ def test_a_noisy_crash_is_recorded_with_its_stderr(alice, agent):
     attempt = Attempt.objects.get(job=job)
     assert "\ufffd" in attempt.stderr_tail  # the undecodable bytes, shown as replaced
     assert not GpuBinding.objects.filter(released_at__isnull=True).exists()
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie waiting for a parent that no longer reaps."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_what_the_binary_leaves_running_is_killed_when_it_exits(alice, agent, settings,
+                                                                tmp_path):
+    pidfile = tmp_path / "child.pid"
+    # starts a child that would outlive it on the job's GPUs, then exits at once
+    settings.GPUSCHED_BINARY = (
+        f"{sys.executable} -c \"import subprocess; p = subprocess.Popen(['sleep', '120']); "
+        f"open('{pidfile}', 'w').write(str(p.pid))\"")
+    _run(alice, {})
+    child = int(pidfile.read_text())
+    try:
+        assert not _alive(child)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
