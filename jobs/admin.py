@@ -18,7 +18,8 @@ from jobs.models import (
 @admin.register(Tier)
 class TierAdmin(admin.ModelAdmin):
     list_display = ["name", "priority", "weight", "guaranteed_share", "max_share",
-                    "start_slo_seconds", "preemptible", "max_preemptions"]
+                    "start_slo_seconds", "preemptible", "max_preemptions",
+                    "max_queued_jobs_per_org", "shed_after_backlog_s"]
 
 
 @admin.register(Organization)

@@ -18,3 +18,7 @@ DEFAULT_TIERS = [
 ]
 TIER_FIELDS = ("priority", "weight", "guaranteed_share", "max_share", "start_slo_seconds",
                "preemptible", "max_preemptions")
+# Admission sheds a tier's new jobs while the work waiting at or above it would keep the
+# fleet busy this long (jobs/services/admission.py): the lowest tier first, enterprise never.
+# Kept apart from DEFAULT_TIERS, which migration 0002 reads as it was.
+DEFAULT_SHED_AFTER_BACKLOG_S = {"paid": 24 * 3600, "free": 6 * 3600}

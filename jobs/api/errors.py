@@ -27,7 +27,12 @@ def exception_handler(exc, context):
         body = {"code": exc.code, "message": exc.message}
         if exc.field:
             body["fields"] = {exc.field: [exc.message]}
-        return Response({"error": body}, status=exc.status)
+        retry_after = getattr(exc, "retry_after", None)
+        if retry_after is None:
+            return Response({"error": body}, status=exc.status)
+        body["retry_after_s"] = retry_after
+        return Response({"error": body}, status=exc.status,
+                        headers={"Retry-After": str(retry_after)})
     if isinstance(exc, RequestDataTooBig):  # Django would answer with an HTML page
         return Response({"error": {"code": "request_too_large", "message": str(exc)}},
                         status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)

@@ -21,7 +21,14 @@ class Tier(models.Model):
     preemptible = models.BooleanField(default=True)
     max_preemptions = models.PositiveSmallIntegerField(default=3)
     max_running_gpus_per_org = models.PositiveIntegerField(null=True, blank=True)
-    max_queued_jobs_per_org = models.PositiveIntegerField(null=True, blank=True)
+    max_queued_jobs_per_org = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="An organization's waiting jobs past which a new one is refused (429); "
+                  "empty: no limit.")
+    shed_after_backlog_s = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="Refuse new jobs of this tier (429) while the work waiting at or above it "
+                  "would keep the whole fleet busy longer than this; empty: never.")
 
     class Meta:
         ordering = ["-priority"]

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from jobs.models import Job, Organization, Project
 from jobs.scheduler.trigger import request_tick
+from jobs.services.admission import admit
 from jobs.services.errors import ValidationFailed
 from jobs.services.storable import unstorable
 from jobs.transitions import record_creation
@@ -64,9 +65,14 @@ def _check_limits(spec: JobSpec) -> int:
 
 
 def job_submit(*, organization: Organization, spec: JobSpec, user=None) -> Job:
-    """Accept a job: it is QUEUED and visible once this returns (invariant 1)."""
+    """Accept a job: it is QUEUED and visible once this returns (invariant 1), or refuse it
+    with a ServiceError (admission: jobs/services/admission.py) and queue nothing."""
     time_limit = _check_limits(spec)
     with transaction.atomic():
+        # one submission of an organization at a time past this point, so that its queue
+        # limit holds; the tier's row stays unlocked (every organization of it reads it)
+        admit(Organization.objects.select_for_update(of=("self",)).select_related("tier")
+              .get(pk=organization.pk))
         job = Job.objects.create(
             organization=organization,
             project=_project_for(organization, spec.project),
