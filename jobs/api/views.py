@@ -8,7 +8,16 @@ from jobs.api.errors import not_found
 from jobs.api.serializers import JobSerializer, JobSubmitSerializer
 from jobs.models import Job
 from jobs.services.cancellation import job_cancel
-from jobs.services.submission import JobSpec, job_submit
+from jobs.services.errors import ValidationFailed
+from jobs.services.submission import JobSpec, job_submit_once
+
+
+def _idempotency_key(request) -> str:
+    key = request.headers.get("Idempotency-Key", "").strip()
+    if len(key) > 255:
+        raise ValidationFailed("Idempotency-Key must be at most 255 characters",
+                               code="invalid_idempotency_key")
+    return key
 
 
 def _jobs_of(request):
@@ -18,14 +27,18 @@ def _jobs_of(request):
 
 class JobListCreate(APIView):
     def post(self, request):
+        key = _idempotency_key(request)
         body = JobSubmitSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = dict(body.validated_data)
         data["gpu_types"] = tuple(data["gpu_types"])
-        job = job_submit(organization=request.user.organization, spec=JobSpec(**data),
-                         user=request.user.user)
+        job, replayed = job_submit_once(organization=request.user.organization,
+                                        spec=JobSpec(**data), user=request.user.user,
+                                        idempotency_key=key)
+        # a repeated request gets the job the first one made, in the state it is in now
         return Response({"id": job.pk, "state": job.state, "url": f"/api/v1/jobs/{job.pk}"},
-                        status=status.HTTP_202_ACCEPTED)
+                        status=status.HTTP_202_ACCEPTED,
+                        headers={"Idempotent-Replayed": "true"} if replayed else None)
 
     def get(self, request):
         jobs = _jobs_of(request).order_by("-created_at")[:100]

@@ -51,8 +51,17 @@ class Job(models.Model):
     nominated_node = models.ForeignKey("workers.Node", null=True, blank=True,
                                        on_delete=models.SET_NULL, related_name="+")
     nominated_gpus = models.JSONField(default=list, blank=True)
+    # the client's Idempotency-Key, if any: a retried submission gets this job back, provided
+    # it asks for the same thing (the fingerprint of its spec)
+    idempotency_key = models.CharField(max_length=255, blank=True)
+    request_fingerprint = models.CharField(max_length=64, blank=True)
 
     class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "idempotency_key"],
+                                    condition=~models.Q(idempotency_key=""),
+                                    name="job_idempotency_key_unique"),
+        ]
         indexes = [
             # the tick reads exactly the waiting jobs
             models.Index(fields=["enqueued_at"], name="job_queued_idx",

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
 
 from django.conf import settings
 from django.db import transaction
@@ -11,7 +13,7 @@ from django.utils import timezone
 from jobs.models import Job, Organization, Project
 from jobs.scheduler.trigger import request_tick
 from jobs.services.admission import admit
-from jobs.services.errors import ValidationFailed
+from jobs.services.errors import Conflict, ValidationFailed
 from jobs.services.storable import unstorable
 from jobs.transitions import record_creation
 
@@ -67,15 +69,32 @@ def _check_limits(spec: JobSpec) -> int:
 def job_submit(*, organization: Organization, spec: JobSpec, user=None) -> Job:
     """Accept a job: it is QUEUED and visible once this returns (invariant 1), or refuse it
     with a ServiceError (admission: jobs/services/admission.py) and queue nothing."""
-    time_limit = _check_limits(spec)
+    return job_submit_once(organization=organization, spec=spec, user=user)[0]
+
+
+def job_submit_once(*, organization: Organization, spec: JobSpec, user=None,
+                    idempotency_key: str = "") -> tuple[Job, bool]:
+    """`job_submit`, but a request that repeats an earlier one's `idempotency_key` gets that
+    job back instead of a new one: (job, True). The same key with another spec is a Conflict.
+    """
     with transaction.atomic():
         # one submission of an organization at a time past this point, so that its queue
-        # limit holds; the tier's row stays unlocked (every organization of it reads it)
-        admit(Organization.objects.select_for_update(of=("self",)).select_related("tier")
-              .get(pk=organization.pk))
+        # limit holds and a repeated key finds its job; the tier's row stays unlocked
+        org = (Organization.objects.select_for_update(of=("self",)).select_related("tier")
+               .get(pk=organization.pk))
+        fingerprint = _fingerprint(spec) if idempotency_key else ""
+        if idempotency_key:
+            earlier = Job.objects.filter(organization=org, idempotency_key=idempotency_key).first()
+            if earlier is not None:
+                if earlier.request_fingerprint != fingerprint:
+                    raise Conflict("this Idempotency-Key was used for another request",
+                                   code="idempotency_key_reused")
+                return earlier, True
+        time_limit = _check_limits(spec)
+        admit(org)
         job = Job.objects.create(
-            organization=organization,
-            project=_project_for(organization, spec.project),
+            organization=org,
+            project=_project_for(org, spec.project),
             submitted_by=user,
             prompt=spec.prompt,
             params=spec.params,
@@ -89,7 +108,15 @@ def job_submit(*, organization: Organization, spec: JobSpec, user=None) -> Job:
             enqueued_at=timezone.now(),
             pending_code="new",
             pending_reason="waiting for the next scheduling round",
+            idempotency_key=idempotency_key,
+            request_fingerprint=fingerprint,
         )
         record_creation(job)
         transaction.on_commit(request_tick)
-    return job
+    return job, False
+
+
+def _fingerprint(spec: JobSpec) -> str:
+    """What the request asked for, so that a reused key with another request is caught."""
+    text = json.dumps(asdict(spec), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
