@@ -44,8 +44,8 @@ def admit(org: Organization) -> None:
         backlog = backlog_seconds(tier.name)
         if backlog is not None and backlog > shed_after:
             raise Refused(f"the work waiting at tier {tier.name} or above would keep the fleet "
-                          f"busy for {backlog / 3600:.1f} h, over the {shed_after / 3600:.1f} h "
-                          f"it takes new jobs to", code="overloaded",
+                          f"busy for {backlog / 3600:.1f} h; the tier takes new jobs while "
+                          f"that is under {shed_after / 3600:.1f} h", code="overloaded",
                           retry_after=backlog - shed_after)
 
 
