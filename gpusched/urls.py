@@ -1,10 +1,11 @@
 from django.conf import settings
 from django.conf.urls.static import static
 from django.contrib import admin
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import include, path
 
+from jobs.metrics import render as render_metrics
 from jobs.models import Job
 from jobs.scheduler.tick import capacity_advice
 from jobs.states import JobState
@@ -18,6 +19,11 @@ def healthz(request):
 def capacity(request):
     """What the last scheduling round says the fleet lacks, per GPU type (for autoscalers)."""
     return JsonResponse(capacity_advice())
+
+
+def metrics(request):
+    """Prometheus scrape target (jobs/metrics.py); like /capacity, for the operators' network."""
+    return HttpResponse(render_metrics(), content_type="text/plain; version=0.0.4; charset=utf-8")
 
 
 def home(request):
@@ -34,5 +40,6 @@ urlpatterns = [
     path("api/v1/", include("jobs.api.urls")),
     path("healthz", healthz),
     path("capacity", capacity),
+    path("metrics", metrics),
     path("", home),
 ] + static(settings.MEDIA_URL, document_root=settings.MEDIA_ROOT)

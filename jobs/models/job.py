@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from jobs.states import JobState
+from jobs.states import TERMINAL, JobState
 
 
 class Job(models.Model):
@@ -67,6 +67,9 @@ class Job(models.Model):
             models.Index(fields=["enqueued_at"], name="job_queued_idx",
                          condition=models.Q(state=JobState.QUEUED)),
             models.Index(fields=["organization", "-created_at"], name="job_org_recent_idx"),
+            # metrics count the jobs not finished, however many have
+            models.Index(fields=["state"], name="job_live_state_idx",
+                         condition=~models.Q(state__in=sorted(TERMINAL))),
             # every tick releases the jobs whose retry wait is over
             models.Index(fields=["retry_at"], name="job_retry_due_idx",
                          condition=models.Q(state=JobState.RETRY_WAIT)),

@@ -11,6 +11,7 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from jobs import policy as P
+from jobs.metrics import publish_tick
 from jobs.scheduler.apply import ApplyReport, apply_decisions
 from jobs.scheduler.backlog import publish_backlog
 from jobs.scheduler.holds import kept_holds, remember_holds
@@ -69,6 +70,7 @@ def scheduler_tick_run() -> TickReport:
         remember_holds(decisions)
         publish_capacity_advice(decisions.capacity_advice, now.timestamp())
         publish_backlog(snapshot, {p.job_id for p in decisions.placements})
+        publish_tick(now.timestamp(), len(snapshot.queued), decision_ms)
     if applied.placed or applied.preempted or nominees.started:
         log.info("tick: %d queued, placed %d (+%d nominees), preempted %d, refused %d "
                  "in %.1f ms", len(snapshot.queued), applied.placed, nominees.started,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import time
 
+from jobs.metrics import count_refusal
 from jobs.models import Job, Organization
 from jobs.scheduler.backlog import backlog_seconds
 from jobs.services.errors import ServiceError
@@ -26,6 +27,7 @@ class Refused(ServiceError):
     def __init__(self, message: str, *, code: str, retry_after: float):
         super().__init__(message, code=code)
         self.retry_after = max(1, math.ceil(retry_after))
+        count_refusal(code)
 
 
 def admit(org: Organization) -> None:

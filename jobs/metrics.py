@@ -1,0 +1,97 @@
+"""Prometheus text exposition of the queue, the fleet and the scheduler: `GET /metrics`.
+
+Gauges are read from the database at scrape time (live jobs only: the partial index on them
+keeps a scrape cheap however many jobs have finished); the scheduler's last round, its
+backlog and capacity advice come from what each tick publishes; refusals are counters kept
+in the cache, shared by every web process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.core.cache import cache
+from django.db.models import Count, Sum
+
+from jobs.models import GpuBinding, Job
+from jobs.scheduler.backlog import BACKLOG_KEY
+from jobs.states import TERMINAL, JobState
+from workers.models import Gpu
+
+LAST_TICK_KEY = "gpusched:last-tick"
+_REFUSED_KEY = "gpusched:refused:{}"
+REFUSAL_CODES = ("queue_full", "overloaded")
+
+Sample = tuple[dict[str, str], float]
+
+
+def count_refusal(code: str) -> None:
+    """One more request refused with `code` (a counter, never reset but by the cache)."""
+    key = _REFUSED_KEY.format(code)
+    cache.add(key, 0, timeout=None)
+    cache.incr(key)
+
+
+def publish_tick(at: float, queued: int, decision_ms: float) -> None:
+    cache.set(LAST_TICK_KEY, {"at": at, "queued": queued, "decision_ms": decision_ms},
+              timeout=None)
+
+
+def render() -> str:
+    """Every metric in the text format, version 0.0.4."""
+    out: list[str] = []
+    for name, kind, text, samples in _metrics():
+        out += [f"# HELP {name} {text}", f"# TYPE {name} {kind}"]
+        out += [f"{name}{_labels(labels)} {value:g}" for labels, value in samples]
+    return "\n".join(out) + "\n"
+
+
+def _metrics() -> Iterable[tuple[str, str, str, list[Sample]]]:
+    live = Job.objects.exclude(state__in=sorted(TERMINAL))  # as the index says it
+    yield ("gpusched_jobs", "gauge", "Jobs not finished, by state.",
+           [({"state": s}, n) for s, n in live.values_list("state").annotate(Count("id"))])
+    queued = live.filter(state=JobState.QUEUED).values_list("organization__tier__name")
+    yield ("gpusched_queued_gpus", "gauge", "GPUs asked for by queued jobs, by tier.",
+           [({"tier": t}, n) for t, n in queued.annotate(Sum("gpus"))])
+    bound = GpuBinding.objects.filter(released_at__isnull=True).values_list(
+        "attempt__job__organization__tier__name")
+    yield ("gpusched_running_gpus", "gauge", "GPUs bound to live attempts, by tier.",
+           [({"tier": t}, n) for t, n in bound.annotate(Count("id"))])
+    gpus = Gpu.objects.values_list("node__gpu_type", "node__state", "health")
+    yield ("gpusched_gpus", "gauge", "GPUs of the fleet, by type, node state and health.",
+           [({"gpu_type": g, "node_state": s, "health": h}, n)
+            for g, s, h, n in gpus.annotate(Count("id"))])
+    yield from _published()
+    yield ("gpusched_admission_refused_total", "counter",
+           "Submissions refused with 429 since the cache was last emptied, by code.",
+           [({"code": c}, cache.get(_REFUSED_KEY.format(c), 0)) for c in REFUSAL_CODES])
+
+
+def _published() -> Iterable[tuple[str, str, str, list[Sample]]]:
+    from jobs.scheduler.tick import capacity_advice  # the tick imports this module
+
+    tick = cache.get(LAST_TICK_KEY)
+    if tick is not None:
+        yield ("gpusched_tick_last_run_timestamp_seconds", "gauge",
+               "When the scheduler last ran a round (Unix time).", [({}, tick["at"])])
+        yield ("gpusched_tick_decision_seconds", "gauge",
+               "How long the last round's policy decision took.",
+               [({}, tick["decision_ms"] / 1000)])
+    backlog = cache.get(BACKLOG_KEY)
+    yield ("gpusched_backlog_seconds", "gauge",
+           "How long the work waiting at each tier or above would keep the fleet busy.",
+           [({"tier": t}, s) for t, s in (backlog["seconds"] if backlog else {}).items()])
+    yield ("gpusched_capacity_short_gpus", "gauge",
+           "GPUs per type the fleet lacks to meet every tier's start SLO (last round).",
+           [({"gpu_type": g}, n) for g, n in capacity_advice()["short_gpus"].items()])
+
+
+def _labels(labels: dict[str, str]) -> str:
+    if not labels:
+        return ""
+    pairs = (f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
+    return "{" + ",".join(pairs) + "}"
+
+
+def _escape(value: str) -> str:
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

@@ -1,0 +1,54 @@
+"""GET /metrics: the queue, the fleet, the last round and refusals, in Prometheus' format."""
+
+import re
+
+import pytest
+
+from jobs.models import Tier
+from jobs.scheduler.tick import scheduler_tick_run
+from tests.support.broker import purge_broker_and_cache
+from tests.support.factories import make_job, make_node
+
+pytestmark = pytest.mark.django_db
+
+_SAMPLE = re.compile(r'^([a-z_]+)(\{(?:[a-z_]+="(?:[^"\\]|\\.)*",?)*\})? (\S+)$')
+
+
+def _scrape(client) -> dict[tuple[str, str], float]:
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/plain; version=0.0.4")
+    samples, typed = {}, set()
+    for line in response.content.decode().splitlines():
+        if line.startswith("# TYPE "):
+            typed.add(line.split()[2])
+            continue
+        if line.startswith("#"):
+            continue
+        match = _SAMPLE.match(line)
+        assert match, f"not a sample line: {line!r}"
+        assert match[1] in typed, f"{match[1]} has no TYPE line before it"
+        samples[match[1], match[2] or ""] = float(match[3])
+    return samples
+
+
+def test_metrics_show_the_queue_the_fleet_the_last_round_and_refusals(alice, api, client):
+    purge_broker_and_cache()
+    make_node("n1", gpus=4)
+    make_job(alice, gpus=1)
+    make_job(alice, gpus=2)
+    make_job(alice, gpus=4)  # waits: 3 of the node's 4 GPUs are taken
+    scheduler_tick_run()
+    Tier.objects.filter(name="paid").update(max_queued_jobs_per_org=1)
+    assert api.post("/api/v1/jobs", {"prompt": "x"}, format="json").status_code == 429
+
+    m = _scrape(client)
+    assert m["gpusched_jobs", '{state="SCHEDULED"}'] == 2
+    assert m["gpusched_jobs", '{state="QUEUED"}'] == 1
+    assert m["gpusched_queued_gpus", '{tier="paid"}'] == 4
+    assert m["gpusched_running_gpus", '{tier="paid"}'] == 3
+    assert m["gpusched_gpus", '{gpu_type="H100",health="HEALTHY",node_state="ACTIVE"}'] == 4
+    assert m["gpusched_tick_last_run_timestamp_seconds", ""] > 0
+    assert m["gpusched_backlog_seconds", '{tier="free"}'] > 0
+    assert m["gpusched_admission_refused_total", '{code="queue_full"}'] == 1
+    assert m["gpusched_admission_refused_total", '{code="overloaded"}'] == 0
