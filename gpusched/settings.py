@@ -117,6 +117,7 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
+    "DEFAULT_THROTTLE_CLASSES": ["jobs.api.throttles.TierRateThrottle"],
     "UNAUTHENTICATED_USER": None,
 }
 

@@ -19,7 +19,7 @@ from jobs.models import (
 class TierAdmin(admin.ModelAdmin):
     list_display = ["name", "priority", "weight", "guaranteed_share", "max_share",
                     "start_slo_seconds", "preemptible", "max_preemptions",
-                    "max_queued_jobs_per_org", "shed_after_backlog_s"]
+                    "max_queued_jobs_per_org", "shed_after_backlog_s", "api_requests_per_min"]
 
 
 @admin.register(Organization)

@@ -22,3 +22,6 @@ TIER_FIELDS = ("priority", "weight", "guaranteed_share", "max_share", "start_slo
 # fleet busy this long (jobs/services/admission.py): the lowest tier first, enterprise never.
 # Kept apart from DEFAULT_TIERS, which migration 0002 reads as it was.
 DEFAULT_SHED_AFTER_BACKLOG_S = {"paid": 24 * 3600, "free": 6 * 3600}
+# API requests a minute per organization, all its keys together (jobs/api/throttles.py):
+# polling a job's state every second is 60; a tenant's client loop gone wrong is not
+DEFAULT_API_REQUESTS_PER_MIN = {"enterprise": 6000, "paid": 3000, "free": 600}

@@ -20,7 +20,7 @@ from workers.models import Gpu
 
 LAST_TICK_KEY = "gpusched:last-tick"
 _REFUSED_KEY = "gpusched:refused:{}"
-REFUSAL_CODES = ("queue_full", "overloaded")
+REFUSAL_CODES = ("queue_full", "overloaded", "rate_limited")
 
 Sample = tuple[dict[str, str], float]
 
@@ -62,8 +62,8 @@ def _metrics() -> Iterable[tuple[str, str, str, list[Sample]]]:
            [({"gpu_type": g, "node_state": s, "health": h}, n)
             for g, s, h, n in gpus.annotate(Count("id"))])
     yield from _published()
-    yield ("gpusched_admission_refused_total", "counter",
-           "Submissions refused with 429 since the cache was last emptied, by code.",
+    yield ("gpusched_requests_refused_total", "counter",
+           "Requests refused with 429 since the cache was last emptied, by code.",
            [({"code": c}, cache.get(_REFUSED_KEY.format(c), 0)) for c in REFUSAL_CODES])
 
 

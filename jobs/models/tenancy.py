@@ -25,6 +25,10 @@ class Tier(models.Model):
         null=True, blank=True,
         help_text="An organization's waiting jobs past which a new one is refused (429); "
                   "empty: no limit.")
+    api_requests_per_min = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="API requests an organization of this tier may make a minute, all its keys "
+                  "together; past it, 429 rate_limited. Empty: no limit.")
     shed_after_backlog_s = models.PositiveIntegerField(
         null=True, blank=True,
         help_text="Refuse new jobs of this tier (429) while the work waiting at or above it "

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from jobs.defaults import DEFAULT_SHED_AFTER_BACKLOG_S, DEFAULT_TIERS, TIER_FIELDS
+from jobs.defaults import (
+    DEFAULT_API_REQUESTS_PER_MIN,
+    DEFAULT_SHED_AFTER_BACKLOG_S,
+    DEFAULT_TIERS,
+    TIER_FIELDS,
+)
 from jobs.models import ApiKey, Organization, Project, Tier
 
 
@@ -14,6 +19,7 @@ def tiers_ensure_defaults() -> list[Tier]:
     for name, *values in DEFAULT_TIERS:
         defaults = dict(zip(TIER_FIELDS, values, strict=True))
         defaults["shed_after_backlog_s"] = DEFAULT_SHED_AFTER_BACKLOG_S.get(name)
+        defaults["api_requests_per_min"] = DEFAULT_API_REQUESTS_PER_MIN.get(name)
         tiers.append(Tier.objects.get_or_create(name=name, defaults=defaults)[0])
     return tiers
 

@@ -50,5 +50,5 @@ def test_metrics_show_the_queue_the_fleet_the_last_round_and_refusals(alice, api
     assert m["gpusched_gpus", '{gpu_type="H100",health="HEALTHY",node_state="ACTIVE"}'] == 4
     assert m["gpusched_tick_last_run_timestamp_seconds", ""] > 0
     assert m["gpusched_backlog_seconds", '{tier="free"}'] > 0
-    assert m["gpusched_admission_refused_total", '{code="queue_full"}'] == 1
-    assert m["gpusched_admission_refused_total", '{code="overloaded"}'] == 0
+    assert m["gpusched_requests_refused_total", '{code="queue_full"}'] == 1
+    assert m["gpusched_requests_refused_total", '{code="overloaded"}'] == 0
