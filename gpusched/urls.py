@@ -38,6 +38,8 @@ def home(request):
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("jobs.api.urls")),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("dashboard/", include("jobs.web.urls")),
     path("healthz", healthz),
     path("capacity", capacity),
     path("metrics", metrics),

@@ -1,0 +1,8 @@
+from django.urls import path
+
+from jobs.web import views
+
+urlpatterns = [
+    path("", views.job_list, name="dashboard"),
+    path("jobs/<int:job_id>", views.job_detail, name="dashboard-job"),
+]

@@ -1,0 +1,36 @@
+"""The users' dashboard: the jobs of the organizations they belong to, why each waits and
+when it should start, how far each runs, and what each made."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.db.models import Prefetch, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from jobs.models import Attempt, Job
+
+RECENT = 100  # jobs listed, newest first
+
+
+def _jobs_of_user(request: HttpRequest) -> QuerySet[Job]:
+    """Jobs of the user's organizations, each with its live attempt (for progress)."""
+    live = Prefetch("attempts", queryset=Attempt.objects.filter(ended_at__isnull=True),
+                    to_attr="live_attempts")
+    return (Job.objects.filter(organization__memberships__user=request.user)
+            .select_related("organization", "project").prefetch_related(live))
+
+
+@login_required
+def job_list(request: HttpRequest) -> HttpResponse:
+    jobs = _jobs_of_user(request).order_by("-created_at")[:RECENT]
+    return render(request, "dashboard/job_list.html", {"jobs": jobs})
+
+
+@login_required
+def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = _jobs_of_user(request).filter(pk=job_id).first()
+    if job is None:  # another organization's job is indistinguishable from none
+        raise Http404("no such job")
+    return render(request, "dashboard/job_detail.html",
+                  {"job": job, "events": job.events.all(), "attempts": job.attempts.all()})

@@ -1,0 +1,56 @@
+"""The users' dashboard shows the jobs of their organizations, why each waits and how far
+each runs, and nothing of other organizations."""
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from jobs.models import Attempt, Membership
+from jobs.scheduler.tick import scheduler_tick_run
+from tests.support.factories import make_job, make_node
+from workers.services.attempts import attempt_heartbeat, attempt_start
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def member(client, alice):
+    user = get_user_model().objects.create_user("ann", password="pw-ann-1")
+    Membership.objects.create(user=user, organization=alice)
+    client.force_login(user)
+    return client
+
+
+def test_the_dashboard_asks_who_you_are(client):
+    response = client.get("/dashboard/")
+    assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
+    assert client.get("/accounts/login/").status_code == 200
+
+
+def test_a_member_sees_why_jobs_wait_and_how_far_they_run(member, alice, bob):
+    make_node("n1", gpus=1)
+    running = make_job(alice)
+    waiting = make_job(alice)
+    hidden = make_job(bob)
+    scheduler_tick_run()
+    attempt = Attempt.objects.get(job=running)
+    attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token, progress=0.42)
+    waiting.refresh_from_db()
+    page = member.get("/dashboard/").content.decode()
+    assert f"#{running.pk}" in page and "42% done" in page
+    assert f"#{waiting.pk}" in page and waiting.pending_reason in page
+    assert f"#{hidden.pk}" not in page
+    detail = member.get(f"/dashboard/jobs/{running.pk}").content.decode()
+    assert "RUNNING" in detail and "n1" in detail
+
+
+def test_the_list_reads_a_fixed_number_of_queries(member, alice,
+                                                  django_assert_max_num_queries):
+    for _ in range(20):
+        make_job(alice)
+    with django_assert_max_num_queries(5):  # session, user, jobs, their live attempts
+        assert member.get("/dashboard/").status_code == 200
+
+
+def test_another_organizations_job_is_a_404(member, bob):
+    assert member.get(f"/dashboard/jobs/{make_job(bob).pk}").status_code == 404
