@@ -1,4 +1,4 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 
 from jobs.models import (
     ApiKey,
@@ -13,6 +13,8 @@ from jobs.models import (
     Tier,
     UsageAccount,
 )
+from jobs.services.errors import ServiceError
+from jobs.services.redrive import job_redrive
 
 
 @admin.register(Tier)
@@ -90,6 +92,20 @@ class JobAdmin(admin.ModelAdmin):
                        "preemptions", "pending_code", "pending_reason", "pending_what_if",
                        "estimated_start", "nominated_node", "nominated_gpus"]
     inlines = [AttemptInline, JobEventInline]
+    actions = ["run_again"]
+
+    @admin.action(description="Run again as new jobs (dead, failed or timed out)")
+    def run_again(self, request, queryset):
+        made, refused = [], []
+        for job in queryset.select_related("organization__tier", "project", "submitted_by"):
+            try:
+                made.append(job_redrive(job=job, by=request.user.get_username()).pk)
+            except ServiceError as exc:
+                refused.append(f"job {job.pk}: {exc.message}")
+        if made:
+            self.message_user(request, f"New jobs queued: {', '.join(map(str, made))}.")
+        if refused:
+            self.message_user(request, "; ".join(refused), level=messages.WARNING)
 
 
 @admin.register(Attempt)

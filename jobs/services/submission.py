@@ -66,14 +66,16 @@ def _check_limits(spec: JobSpec) -> int:
     return limit
 
 
-def job_submit(*, organization: Organization, spec: JobSpec, user=None) -> Job:
+def job_submit(*, organization: Organization, spec: JobSpec, user=None,
+               reason: str = "submitted") -> Job:
     """Accept a job: it is QUEUED and visible once this returns (invariant 1), or refuse it
-    with a ServiceError (admission: jobs/services/admission.py) and queue nothing."""
-    return job_submit_once(organization=organization, spec=spec, user=user)[0]
+    with a ServiceError (admission: jobs/services/admission.py) and queue nothing. `reason`
+    is its first event's."""
+    return job_submit_once(organization=organization, spec=spec, user=user, reason=reason)[0]
 
 
 def job_submit_once(*, organization: Organization, spec: JobSpec, user=None,
-                    idempotency_key: str = "") -> tuple[Job, bool]:
+                    idempotency_key: str = "", reason: str = "submitted") -> tuple[Job, bool]:
     """`job_submit`, but a request that repeats an earlier one's `idempotency_key` gets that
     job back instead of a new one: (job, True). The same key with another spec is a Conflict.
     """
@@ -111,7 +113,7 @@ def job_submit_once(*, organization: Organization, spec: JobSpec, user=None,
             idempotency_key=idempotency_key,
             request_fingerprint=fingerprint,
         )
-        record_creation(job)
+        record_creation(job, reason)
         transaction.on_commit(request_tick)
     return job, False
 

@@ -1,0 +1,26 @@
+"""Run a job that ended badly again, as a new job with the same spec: how an operator empties
+the dead letters once the cause is fixed. The old job keeps its end and its history (an ended
+job never changes state); the new one's first event names it."""
+
+from __future__ import annotations
+
+from jobs.models import Job
+from jobs.services.errors import Conflict
+from jobs.services.submission import JobSpec, job_submit
+from jobs.states import JobState
+
+REDRIVABLE = (JobState.DEAD, JobState.FAILED, JobState.TIMED_OUT)
+
+
+def job_redrive(*, job: Job, by: str) -> Job:
+    """A new QUEUED job like `job` (dead-lettered, failed or timed out), through admission."""
+    if job.state not in REDRIVABLE:
+        raise Conflict(f"job {job.pk} is {job.state}: only a dead, failed or timed-out job "
+                       f"runs again", code="not_redrivable")
+    spec = JobSpec(prompt=job.prompt, gpus=job.gpus, params=job.params,
+                   gpu_types=tuple(job.gpu_types), min_gpu_memory_mb=job.min_gpu_memory_mb,
+                   region=job.region, time_limit_s=job.time_limit_s,
+                   checkpointable=job.checkpointable, preemptible=job.preemptible,
+                   project=job.project.name)
+    return job_submit(organization=job.organization, spec=spec, user=job.submitted_by,
+                      reason=f"run again from job {job.pk} ({job.state}) by {by}")
