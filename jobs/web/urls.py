@@ -5,4 +5,5 @@ from jobs.web import views
 urlpatterns = [
     path("", views.job_list, name="dashboard"),
     path("jobs/<int:job_id>", views.job_detail, name="dashboard-job"),
+    path("jobs/<int:job_id>/cancel", views.job_cancel_view, name="dashboard-job-cancel"),
 ]

@@ -3,12 +3,17 @@ when it should start, how far each runs, and what each made."""
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Prefetch, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
 
 from jobs.models import Attempt, Job
+from jobs.services.cancellation import job_cancel
+from jobs.services.errors import ServiceError
+from jobs.states import TERMINAL
 
 RECENT = 100  # jobs listed, newest first
 
@@ -27,10 +32,30 @@ def job_list(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboard/job_list.html", {"jobs": jobs})
 
 
-@login_required
-def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
+def _job_of_user(request: HttpRequest, job_id: int) -> Job:
     job = _jobs_of_user(request).filter(pk=job_id).first()
     if job is None:  # another organization's job is indistinguishable from none
         raise Http404("no such job")
+    return job
+
+
+@login_required
+def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = _job_of_user(request, job_id)
     return render(request, "dashboard/job_detail.html",
-                  {"job": job, "events": job.events.all(), "attempts": job.attempts.all()})
+                  {"job": job, "events": job.events.all(), "attempts": job.attempts.all(),
+                   "cancellable": job.state not in TERMINAL})
+
+
+@login_required
+@require_POST
+def job_cancel_view(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = _job_of_user(request, job_id)
+    try:
+        job = job_cancel(job=job, reason=f"cancelled by {request.user.get_username()}")
+    except ServiceError as exc:
+        messages.warning(request, exc.message)
+    else:
+        messages.info(request, "Cancelled." if job.state == "CANCELLED" else
+                      "Stopping: the job's node stops it at its next heartbeat.")
+    return redirect("dashboard-job", job_id=job.pk)

@@ -54,3 +54,17 @@ def test_the_list_reads_a_fixed_number_of_queries(member, alice,
 
 def test_another_organizations_job_is_a_404(member, bob):
     assert member.get(f"/dashboard/jobs/{make_job(bob).pk}").status_code == 404
+
+
+def test_a_member_cancels_a_waiting_job_and_not_another_organizations(member, alice, bob):
+    mine, theirs = make_job(alice), make_job(bob)
+    assert "Cancel this job" in member.get(f"/dashboard/jobs/{mine.pk}").content.decode()
+    page = member.post(f"/dashboard/jobs/{mine.pk}/cancel", follow=True).content.decode()
+    assert "Cancelled." in page and "cancelled by ann" in page
+    mine.refresh_from_db()
+    assert mine.state == "CANCELLED"
+    assert "Cancel this job" not in page
+    assert member.post(f"/dashboard/jobs/{theirs.pk}/cancel").status_code == 404
+    assert member.get(f"/dashboard/jobs/{mine.pk}/cancel").status_code == 405
+    theirs.refresh_from_db()
+    assert theirs.state == "QUEUED"
