@@ -27,7 +27,6 @@ class Refused(ServiceError):
     def __init__(self, message: str, *, code: str, retry_after: float):
         super().__init__(message, code=code)
         self.retry_after = max(1, math.ceil(retry_after))
-        count_refusal(code)
 
 
 def admit(org: Organization) -> None:
@@ -38,17 +37,20 @@ def admit(org: Organization) -> None:
     if limit is not None:
         waiting = Job.objects.filter(organization=org, state__in=WAITING)
         if waiting.count() >= limit:
-            raise Refused(f"{limit} jobs of this organization are waiting, the most tier "
-                          f"{tier.name} allows", code="queue_full",
-                          retry_after=_next_start_in(waiting))
+            _refuse(f"{limit} jobs of this organization are waiting, the most tier "
+                    f"{tier.name} allows", "queue_full", _next_start_in(waiting))
     shed_after = tier.shed_after_backlog_s
     if shed_after is not None:
         backlog = backlog_seconds(tier.name)
         if backlog is not None and backlog > shed_after:
-            raise Refused(f"the work waiting at tier {tier.name} or above would keep the fleet "
-                          f"busy for {backlog / 3600:.1f} h; the tier takes new jobs while "
-                          f"that is under {shed_after / 3600:.1f} h", code="overloaded",
-                          retry_after=backlog - shed_after)
+            _refuse(f"the work waiting at tier {tier.name} or above would keep the fleet busy "
+                    f"for {backlog / 3600:.1f} h; the tier takes new jobs while that is under "
+                    f"{shed_after / 3600:.1f} h", "overloaded", backlog - shed_after)
+
+
+def _refuse(message: str, code: str, retry_after: float) -> None:
+    count_refusal(code)  # operators see refusals in /metrics
+    raise Refused(message, code=code, retry_after=retry_after)
 
 
 def _next_start_in(waiting) -> float:
