@@ -139,7 +139,10 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_DEFAULT_QUEUE = "default"
-CELERY_TASK_ROUTES = {"jobs.tasks.scheduler_tick": {"queue": "scheduler"}}
+# webhook posts wait on other people's servers: their own queue and workers, never the tick's
+CELERY_TASK_ROUTES = {"jobs.tasks.scheduler_tick": {"queue": "scheduler"},
+                      "jobs.tasks.deliver_webhook": {"queue": "notify"},
+                      "jobs.tasks.sweep_webhooks": {"queue": "notify"}}
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
@@ -148,6 +151,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "jobs.tasks.scheduler_tick",
         "schedule": GPUSCHED_TICK_SECONDS,
         "options": {"expires": 10 * GPUSCHED_TICK_SECONDS, "queue": "scheduler"},
+    },
+    "webhooks-sweep": {
+        "task": "jobs.tasks.sweep_webhooks",
+        "schedule": 30.0,
+        "options": {"expires": 60, "queue": "notify"},
     },
 }
 

@@ -12,6 +12,8 @@ from jobs.models import (
     Project,
     Tier,
     UsageAccount,
+    WebhookDelivery,
+    WebhookEndpoint,
 )
 from jobs.services.errors import ServiceError
 from jobs.services.redrive import job_redrive
@@ -142,3 +144,18 @@ class CounterAdmin(admin.ModelAdmin):
 
     list_display = ["name", "value"]
     readonly_fields = ["name", "value"]
+
+
+@admin.register(WebhookEndpoint)
+class WebhookEndpointAdmin(admin.ModelAdmin):
+    list_display = ["organization", "url", "active", "created_at"]
+    list_filter = ["active"]
+    readonly_fields = ["secret"]  # the receiver's copy; new endpoints get a fresh one
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(admin.ModelAdmin):
+    list_display = ["id", "job", "event", "endpoint", "status", "attempts", "next_attempt_at",
+                    "last_error", "delivered_at"]
+    list_filter = ["status", "event"]
+    readonly_fields = [f.name for f in WebhookDelivery._meta.fields]

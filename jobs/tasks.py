@@ -3,9 +3,22 @@
 from celery import shared_task
 
 from jobs.scheduler.tick import scheduler_tick_run
+from jobs.services.webhooks import webhook_deliver, webhooks_sweep
 
 
 @shared_task(ignore_result=True)
 def scheduler_tick() -> bool:
     """Run by beat every GPUSCHED_TICK_SECONDS and on demand (submit, attempt end)."""
     return scheduler_tick_run().ran
+
+
+@shared_task(ignore_result=True)
+def deliver_webhook(delivery_id: int) -> None:
+    """Post one notice of a job's end (jobs/services/webhooks.py); retries come by the sweep."""
+    webhook_deliver(delivery_id)
+
+
+@shared_task(ignore_result=True)
+def sweep_webhooks() -> int:
+    """Run by beat: send the notices that are due again, or whose first send was lost."""
+    return webhooks_sweep()

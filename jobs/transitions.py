@@ -11,7 +11,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from jobs.models import Attempt, Job, JobEvent
-from jobs.states import JobState, is_allowed
+from jobs.states import TERMINAL, JobState, is_allowed
 
 
 class TransitionError(Exception):
@@ -53,9 +53,13 @@ def transition(
         JobEvent.objects.create(job_id=job.pk, from_state=src, to_state=to,
                                 version=job.version + 1, reason=reason[:200],
                                 attempt=attempt, data=data or {})
-    job.state, job.version, job.updated_at = to, job.version + 1, now
-    for name, value in fields.items():
-        setattr(job, name, value)
+        job.state, job.version, job.updated_at = to, job.version + 1, now
+        for name, value in fields.items():
+            setattr(job, name, value)
+        if to in TERMINAL:  # its notices are owed in the same transaction as the end
+            from jobs.services.webhooks import notify_job_ended
+
+            notify_job_ended(job)
     return job
 
 

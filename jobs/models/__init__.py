@@ -3,8 +3,9 @@ from .job import Job, JobEvent
 from .sequence import Counter
 from .tenancy import ApiKey, Membership, Organization, Project, Tier
 from .usage import UsageAccount
+from .webhook import WebhookDelivery, WebhookEndpoint
 
 __all__ = [
     "ApiKey", "Attempt", "AttemptStatus", "Counter", "GpuBinding", "Job", "JobEvent", "Membership",
-    "Organization", "Project", "Tier", "UsageAccount",
+    "Organization", "Project", "Tier", "UsageAccount", "WebhookDelivery", "WebhookEndpoint",
 ]

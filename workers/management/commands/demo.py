@@ -19,7 +19,8 @@ NODES = [("demo-a", 2, "H100"), ("demo-b", 4, "A100")]
 
 
 class Command(BaseCommand):
-    help = "Start the demo: web app, beat, scheduler worker and two simulated GPU nodes."
+    help = ("Start the demo: web app, beat, scheduler worker, webhook worker and two simulated "
+            "GPU nodes.")
 
     def add_arguments(self, parser):
         parser.add_argument("--port", type=int, default=8000)
@@ -70,6 +71,8 @@ class Command(BaseCommand):
             celery + ["beat", "--loglevel=WARNING"],
             celery + ["worker", "-Q", "scheduler,default", "-c", "1", "--loglevel=WARNING",
                       "--hostname=scheduler@%h"],
+            celery + ["worker", "-Q", "notify", "-c", "2", "--loglevel=WARNING",
+                      "--hostname=notify@%h"],
         ] + [manage + ["gpu_node", "--name", name, "--gpus", str(gpus), "--gpu-type", kind,
                        "--loglevel=WARNING"] for name, gpus, kind in NODES]
         return [subprocess.Popen(argv, cwd=settings.BASE_DIR, start_new_session=True)

@@ -1,0 +1,53 @@
+"""Webhooks: an organization's endpoints, and each notice owed to one of them (an outbox row
+written with the job's end, in the same transaction, so no end goes unannounced)."""
+
+from __future__ import annotations
+
+import secrets
+
+from django.db import models
+
+
+def _new_secret() -> str:
+    return secrets.token_hex(32)
+
+
+class WebhookEndpoint(models.Model):
+    organization = models.ForeignKey("jobs.Organization", on_delete=models.CASCADE,
+                                     related_name="webhooks")
+    url = models.URLField(max_length=500, help_text="Receives a signed POST when a job ends.")
+    secret = models.CharField(max_length=64, default=_new_secret, editable=False,
+                              help_text="Signs each delivery (HMAC-SHA256); the receiver "
+                                        "checks it.")
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.organization} → {self.url}"
+
+
+class WebhookDelivery(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "PENDING"
+        DELIVERED = "DELIVERED"
+        FAILED = "FAILED"  # every attempt refused or unreachable: given up
+
+    endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE,
+                                 related_name="deliveries")
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="+")
+    event = models.CharField(max_length=40)
+    payload = models.JSONField()
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    # a pending delivery is due from this time; a sender claims it by moving it forward
+    next_attempt_at = models.DateTimeField()
+    last_error = models.CharField(max_length=300, blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["next_attempt_at"], name="webhook_due_idx",
+                                condition=models.Q(status="PENDING"))]
+
+    def __str__(self) -> str:
+        return f"{self.event} of job {self.job_id} → {self.endpoint.url} ({self.status})"

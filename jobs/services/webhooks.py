@@ -1,0 +1,113 @@
+"""Tell an organization's endpoints that a job ended: at least once, signed, retried.
+
+A job's end writes one delivery per active endpoint in the transaction of the end itself
+(`notify_job_ended`, called by jobs/transitions.py), so an end is never lost between the
+database and the broker. A sender claims a due delivery by pushing its due time forward (a
+conditional update: two senders never post it at once), posts it outside any transaction,
+then records the answer. A refusal or an unreachable endpoint is tried again with backoff
+by the sweep (beat) until `MAX_ATTEMPTS`; receivers deduplicate by the delivery id.
+
+Signature: `X-Gpusched-Signature: sha256=HMAC(secret, "<timestamp>.<body>")` with the
+timestamp in `X-Gpusched-Timestamp`, so a receiver can refuse replays of old notices.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+import urllib.error
+import urllib.request
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from jobs.models import Job, WebhookDelivery, WebhookEndpoint
+
+MAX_ATTEMPTS = 8
+TIMEOUT_S = 5.0
+CLAIM_S = 60  # a claimed delivery is due again after this if its sender died meanwhile
+Status = WebhookDelivery.Status
+
+
+def notify_job_ended(job: Job) -> None:
+    """Owe each active endpoint of the job's organization a notice of its end (call inside
+    the transaction that ends it); they are sent once it commits."""
+    endpoints = list(WebhookEndpoint.objects.filter(organization_id=job.organization_id,
+                                                    active=True))
+    if not endpoints:
+        return
+    event = f"job.{job.state.lower()}"
+    now = timezone.now()
+    made = WebhookDelivery.objects.bulk_create(
+        WebhookDelivery(endpoint=e, job=job, event=event, payload=_payload(job, event),
+                        next_attempt_at=now) for e in endpoints)
+    ids = [d.pk for d in made]
+    transaction.on_commit(lambda: _send_later(ids))
+
+
+def _payload(job: Job, event: str) -> dict:
+    return {"event": event, "job": {
+        "id": job.pk, "state": job.state, "error_code": job.error_code,
+        "result": job.result, "output_url": job.output.url if job.output else None,
+        "finished_at": job.finished_at.isoformat() if job.finished_at else None}}
+
+
+def _send_later(ids: list[int]) -> None:
+    from jobs.tasks import deliver_webhook
+
+    for pk in ids:
+        deliver_webhook.delay(pk)
+
+
+def webhook_deliver(delivery_id: int) -> str | None:
+    """Post one due delivery if no other sender holds it; its status after, or None."""
+    now = timezone.now()
+    claimed = WebhookDelivery.objects.filter(
+        pk=delivery_id, status=Status.PENDING, next_attempt_at__lte=now).update(
+        next_attempt_at=now + timedelta(seconds=CLAIM_S))
+    if not claimed:
+        return None
+    delivery = WebhookDelivery.objects.select_related("endpoint").get(pk=delivery_id)
+    error = _post(delivery)
+    fields: dict = {"attempts": delivery.attempts + 1, "last_error": error[:300]}
+    if not error:
+        fields.update(status=Status.DELIVERED, delivered_at=timezone.now())
+    elif fields["attempts"] >= MAX_ATTEMPTS:
+        fields["status"] = Status.FAILED
+    else:  # 30 s, 1 min, 2 min, ... at most an hour
+        wait = min(30 * 2 ** delivery.attempts, 3600)
+        fields["next_attempt_at"] = timezone.now() + timedelta(seconds=wait)
+    WebhookDelivery.objects.filter(pk=delivery_id).update(**fields)
+    return fields.get("status", Status.PENDING)
+
+
+def _post(delivery: WebhookDelivery) -> str:
+    """Send it; "" if the endpoint took it (2xx), else why not."""
+    body = json.dumps({**delivery.payload, "delivery": delivery.pk}).encode()
+    stamp = str(int(time.time()))
+    signature = hmac.new(delivery.endpoint.secret.encode(), stamp.encode() + b"." + body,
+                         hashlib.sha256).hexdigest()
+    request = urllib.request.Request(delivery.endpoint.url, data=body, method="POST", headers={
+        "Content-Type": "application/json", "User-Agent": "gpusched-webhooks",
+        "X-Gpusched-Event": delivery.event, "X-Gpusched-Delivery": str(delivery.pk),
+        "X-Gpusched-Timestamp": stamp, "X-Gpusched-Signature": f"sha256={signature}"})
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+            return "" if 200 <= response.status < 300 else f"HTTP {response.status}"
+    except urllib.error.HTTPError as exc:
+        return f"HTTP {exc.code}"
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return f"unreachable: {exc}"
+
+
+def webhooks_sweep(limit: int = 100) -> int:
+    """Send the deliveries that are due (retries, and any whose first send was lost)."""
+    due = list(WebhookDelivery.objects.filter(
+        status=Status.PENDING, next_attempt_at__lte=timezone.now())
+        .order_by("next_attempt_at").values_list("pk", flat=True)[:limit])
+    for pk in due:
+        webhook_deliver(pk)
+    return len(due)

@@ -1,0 +1,93 @@
+"""A job's end is announced to its organization's endpoints: owed in the transaction of the
+end, posted signed to a real HTTP server, retried with backoff while refused, given up after
+the last attempt, and never posted twice at once."""
+
+import hashlib
+import hmac
+import json
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from jobs.models import WebhookDelivery, WebhookEndpoint
+from jobs.services.cancellation import job_cancel
+from jobs.services.webhooks import MAX_ATTEMPTS, webhook_deliver, webhooks_sweep
+from tests.support.factories import make_job
+from tests.support.receiver import Receiver
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def receiver():
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def _due_now(delivery: WebhookDelivery) -> None:
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(next_attempt_at=timezone.now())
+
+
+def test_a_jobs_end_is_posted_signed_to_each_active_endpoint(alice, bob, receiver):
+    endpoint = WebhookEndpoint.objects.create(organization=alice, url=receiver.url)
+    WebhookEndpoint.objects.create(organization=alice, url=receiver.url, active=False)
+    WebhookEndpoint.objects.create(organization=bob, url=receiver.url)
+    job = job_cancel(job=make_job(alice))
+    delivery = WebhookDelivery.objects.get()  # one: alice's active endpoint only
+    assert (delivery.endpoint, delivery.event) == (endpoint, "job.cancelled")
+
+    assert webhook_deliver(delivery.pk) == "DELIVERED"
+    assert webhook_deliver(delivery.pk) is None  # delivered: never posted again
+    (headers, body), = receiver.posts
+    payload = json.loads(body)
+    assert (payload["event"], payload["job"]["id"], payload["job"]["state"],
+            payload["delivery"]) == ("job.cancelled", job.pk, "CANCELLED", delivery.pk)
+    signed = headers["X-Gpusched-Timestamp"].encode() + b"." + body
+    expected = hmac.new(endpoint.secret.encode(), signed, hashlib.sha256).hexdigest()
+    assert headers["X-Gpusched-Signature"] == f"sha256={expected}"
+
+
+def test_a_refused_notice_is_retried_with_backoff_then_given_up(alice, receiver):
+    WebhookEndpoint.objects.create(organization=alice, url=receiver.url)
+    job_cancel(job=make_job(alice))
+    delivery = WebhookDelivery.objects.get()
+    receiver.status = 503
+    assert webhook_deliver(delivery.pk) == "PENDING"
+    delivery.refresh_from_db()
+    assert delivery.attempts == 1 and delivery.last_error == "HTTP 503"
+    assert delivery.next_attempt_at > timezone.now() + timedelta(seconds=25)
+    assert webhooks_sweep() == 0  # not due yet
+    for _ in range(MAX_ATTEMPTS - 1):
+        _due_now(delivery)
+        assert webhooks_sweep() == 1
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts) == ("FAILED", MAX_ATTEMPTS)
+    assert len(receiver.posts) == MAX_ATTEMPTS
+
+
+def test_an_unreachable_endpoint_is_an_attempt_not_an_error(alice):
+    WebhookEndpoint.objects.create(organization=alice, url="http://127.0.0.1:9/nobody")
+    job_cancel(job=make_job(alice))
+    delivery = WebhookDelivery.objects.get()
+    assert webhook_deliver(delivery.pk) == "PENDING"
+    delivery.refresh_from_db()
+    assert delivery.last_error.startswith("unreachable")
+
+
+def test_a_claimed_notice_is_not_posted_by_a_second_sender(alice, receiver):
+    WebhookEndpoint.objects.create(organization=alice, url=receiver.url)
+    job_cancel(job=make_job(alice))
+    delivery = WebhookDelivery.objects.get()
+    # a sender claimed it a moment ago and is still posting: it is not due for the sweep
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(
+        next_attempt_at=timezone.now() + timedelta(seconds=50))
+    assert webhooks_sweep() == 0 and webhook_deliver(delivery.pk) is None
+    assert receiver.posts == []
+
+
+def test_a_job_that_does_not_end_owes_no_notice(alice, receiver):
+    WebhookEndpoint.objects.create(organization=alice, url=receiver.url)
+    make_job(alice)
+    assert not WebhookDelivery.objects.exists()
