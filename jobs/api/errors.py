@@ -48,6 +48,6 @@ def exception_handler(exc, context):
     return response
 
 
-def not_found() -> Response:
-    return Response({"error": {"code": "not_found", "message": "no such job"}},
+def not_found(message: str = "no such job") -> Response:
+    return Response({"error": {"code": "not_found", "message": message}},
                     status=status.HTTP_404_NOT_FOUND)

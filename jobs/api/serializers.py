@@ -1,9 +1,10 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import URLValidator
 from rest_framework import serializers
 
-from jobs.models import Job
+from jobs.models import Job, WebhookEndpoint
 
 
 class JobSubmitSerializer(serializers.Serializer):
@@ -49,3 +50,12 @@ class JobSerializer(serializers.ModelSerializer):
 
     def get_output_url(self, job: Job) -> str | None:
         return job.output.url if job.output else None
+
+
+class WebhookEndpointSerializer(serializers.ModelSerializer):
+    url = serializers.URLField(max_length=500, validators=[URLValidator(schemes=["http", "https"])])
+
+    class Meta:
+        model = WebhookEndpoint
+        fields = ["id", "url", "active", "created_at"]
+        read_only_fields = ["id", "active", "created_at"]

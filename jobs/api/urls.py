@@ -1,9 +1,17 @@
 from django.urls import path
 
-from jobs.api.views import JobCancel, JobDetail, JobListCreate
+from jobs.api.views import (
+    JobCancel,
+    JobDetail,
+    JobListCreate,
+    WebhookDetail,
+    WebhookListCreate,
+)
 
 urlpatterns = [
     path("jobs", JobListCreate.as_view(), name="job-list"),
     path("jobs/<int:job_id>", JobDetail.as_view(), name="job-detail"),
     path("jobs/<int:job_id>/cancel", JobCancel.as_view(), name="job-cancel"),
+    path("webhooks", WebhookListCreate.as_view(), name="webhook-list"),
+    path("webhooks/<int:hook_id>", WebhookDetail.as_view(), name="webhook-detail"),
 ]

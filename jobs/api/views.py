@@ -5,10 +5,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs.api.errors import not_found
-from jobs.api.serializers import JobSerializer, JobSubmitSerializer
-from jobs.models import Job
+from jobs.api.serializers import JobSerializer, JobSubmitSerializer, WebhookEndpointSerializer
+from jobs.models import Job, WebhookEndpoint
 from jobs.services.cancellation import job_cancel
-from jobs.services.errors import ValidationFailed
+from jobs.services.errors import Conflict, ValidationFailed
 from jobs.services.submission import JobSpec, job_submit_once
 
 
@@ -60,3 +60,35 @@ class JobDetail(APIView):
         if job is None:  # another organization's job is indistinguishable from none
             return not_found()
         return Response(JobSerializer(job).data)
+
+
+MAX_WEBHOOKS = 10  # endpoints per organization
+
+
+class WebhookListCreate(APIView):
+    """An organization's webhook endpoints; the secret that signs deliveries is given once,
+    in the answer that creates the endpoint."""
+
+    def get(self, request):
+        hooks = WebhookEndpoint.objects.filter(organization=request.user.organization)
+        return Response({"results": WebhookEndpointSerializer(hooks, many=True).data})
+
+    def post(self, request):
+        body = WebhookEndpointSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        org = request.user.organization
+        if WebhookEndpoint.objects.filter(organization=org).count() >= MAX_WEBHOOKS:
+            raise Conflict(f"at most {MAX_WEBHOOKS} webhook endpoints per organization",
+                           code="too_many_webhooks")
+        hook = body.save(organization=org)
+        return Response({**WebhookEndpointSerializer(hook).data, "secret": hook.secret},
+                        status=status.HTTP_201_CREATED)
+
+
+class WebhookDetail(APIView):
+    def delete(self, request, hook_id: int):
+        deleted, _ = WebhookEndpoint.objects.filter(
+            organization=request.user.organization, pk=hook_id).delete()
+        if not deleted:
+            return not_found("no such webhook endpoint")
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from rest_framework.test import APIClient
 
 from jobs.models import WebhookDelivery, WebhookEndpoint
 from jobs.services.cancellation import job_cancel
@@ -91,3 +92,28 @@ def test_a_job_that_does_not_end_owes_no_notice(alice, receiver):
     WebhookEndpoint.objects.create(organization=alice, url=receiver.url)
     make_job(alice)
     assert not WebhookDelivery.objects.exists()
+
+
+def test_clients_manage_their_endpoints_through_the_api(api, bob):
+    made = api.post("/api/v1/webhooks", {"url": "https://example.com/hook"}, format="json")
+    assert made.status_code == 201
+    hook = made.json()
+    assert len(hook["secret"]) == 64  # given once, to check the signatures with
+    listed = api.get("/api/v1/webhooks").json()["results"]
+    assert [h["url"] for h in listed] == ["https://example.com/hook"]
+    assert "secret" not in listed[0]
+    for bad in ("ftp://example.com/x", "not a url", ""):
+        refused = api.post("/api/v1/webhooks", {"url": bad}, format="json")
+        assert (refused.status_code, refused.json()["error"]["code"]) == (400, "invalid")
+    other = APIClient()
+    other.credentials(HTTP_AUTHORIZATION=f"Bearer {bob.raw_key}")
+    assert other.delete(f"/api/v1/webhooks/{hook['id']}").status_code == 404
+    assert api.delete(f"/api/v1/webhooks/{hook['id']}").status_code == 204
+    assert api.get("/api/v1/webhooks").json()["results"] == []
+
+
+def test_an_organization_has_at_most_ten_endpoints(api):
+    for i in range(10):
+        api.post("/api/v1/webhooks", {"url": f"https://example.com/{i}"}, format="json")
+    refused = api.post("/api/v1/webhooks", {"url": "https://example.com/x"}, format="json")
+    assert (refused.status_code, refused.json()["error"]["code"]) == (409, "too_many_webhooks")
