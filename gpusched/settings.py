@@ -40,6 +40,9 @@ try:
     GPUSCHED_HANG_TIMEOUT_S = env_number("GPUSCHED_HANG_TIMEOUT_S", 300.0, minimum=1)
     GPUSCHED_KILL_GRACE_S = env_number("GPUSCHED_KILL_GRACE_S", 10.0, minimum=0)
     GPUSCHED_WORK_ROOT = Path(env_str("GPUSCHED_WORK_ROOT", str(VAR_DIR / "work")))
+    # webhooks to loopback, private or link-local addresses (a tenant's URL must not reach
+    # the service's own network); on for a fleet whose receivers are all internal
+    GPUSCHED_WEBHOOK_ALLOW_PRIVATE = env_bool("GPUSCHED_WEBHOOK_ALLOW_PRIVATE", False)
     # argv template of the model binary; each element is formatted, never given to a shell
     GPUSCHED_BINARY = env_str(
         "GPUSCHED_BINARY",

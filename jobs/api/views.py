@@ -10,6 +10,7 @@ from jobs.models import Job, WebhookEndpoint
 from jobs.services.cancellation import job_cancel
 from jobs.services.errors import Conflict, ValidationFailed
 from jobs.services.submission import JobSpec, job_submit_once
+from jobs.services.webhooks import url_refusal
 
 
 def _idempotency_key(request) -> str:
@@ -76,6 +77,9 @@ class WebhookListCreate(APIView):
     def post(self, request):
         body = WebhookEndpointSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        refusal = url_refusal(body.validated_data["url"])
+        if refusal:
+            raise ValidationFailed(refusal, code="webhook_url_not_allowed", field="url")
         org = request.user.organization
         if WebhookEndpoint.objects.filter(organization=org).count() >= MAX_WEBHOOKS:
             raise Conflict(f"at most {MAX_WEBHOOKS} webhook endpoints per organization",

@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
+import socket
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -62,6 +66,21 @@ def _send_later(ids: list[int]) -> None:
         deliver_webhook.delay(pk)
 
 
+def url_refusal(url: str) -> str:
+    """Why a webhook may not go to `url`, or "": it must resolve, and only to public
+    addresses unless GPUSCHED_WEBHOOK_ALLOW_PRIVATE (a tenant's URL must not reach the
+    service's own network: its database, its metadata service, its admin)."""
+    if settings.GPUSCHED_WEBHOOK_ALLOW_PRIVATE:
+        return ""
+    host = urllib.parse.urlsplit(url).hostname or ""
+    try:
+        found = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except (OSError, UnicodeError):
+        return f"{host!r} does not resolve"
+    private = sorted(a for a in found if not ipaddress.ip_address(a.split("%")[0]).is_global)
+    return f"{host!r} resolves to a non-public address ({private[0]})" if private else ""
+
+
 def webhook_deliver(delivery_id: int) -> str | None:
     """Post one due delivery if no other sender holds it; its status after, or None."""
     now = timezone.now()
@@ -86,6 +105,9 @@ def webhook_deliver(delivery_id: int) -> str | None:
 
 def _post(delivery: WebhookDelivery) -> str:
     """Send it; "" if the endpoint took it (2xx), else why not."""
+    refusal = url_refusal(delivery.endpoint.url)  # again: what a name resolves to changes
+    if refusal:
+        return f"refused: {refusal}"
     body = json.dumps({**delivery.payload, "delivery": delivery.pk}).encode()
     stamp = str(int(time.time()))
     signature = hmac.new(delivery.endpoint.secret.encode(), stamp.encode() + b"." + body,

@@ -21,7 +21,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def receiver():
+def receiver(settings):
+    settings.GPUSCHED_WEBHOOK_ALLOW_PRIVATE = True  # it listens on loopback
     r = Receiver()
     yield r
     r.close()
@@ -68,7 +69,8 @@ def test_a_refused_notice_is_retried_with_backoff_then_given_up(alice, receiver)
     assert len(receiver.posts) == MAX_ATTEMPTS
 
 
-def test_an_unreachable_endpoint_is_an_attempt_not_an_error(alice):
+def test_an_unreachable_endpoint_is_an_attempt_not_an_error(alice, settings):
+    settings.GPUSCHED_WEBHOOK_ALLOW_PRIVATE = True
     WebhookEndpoint.objects.create(organization=alice, url="http://127.0.0.1:9/nobody")
     job_cancel(job=make_job(alice))
     delivery = WebhookDelivery.objects.get()
@@ -95,14 +97,14 @@ def test_a_job_that_does_not_end_owes_no_notice(alice, receiver):
 
 
 def test_clients_manage_their_endpoints_through_the_api(api, bob):
-    made = api.post("/api/v1/webhooks", {"url": "https://example.com/hook"}, format="json")
+    made = api.post("/api/v1/webhooks", {"url": "https://93.184.216.34/hook"}, format="json")
     assert made.status_code == 201
     hook = made.json()
     assert len(hook["secret"]) == 64  # given once, to check the signatures with
     listed = api.get("/api/v1/webhooks").json()["results"]
-    assert [h["url"] for h in listed] == ["https://example.com/hook"]
+    assert [h["url"] for h in listed] == ["https://93.184.216.34/hook"]
     assert "secret" not in listed[0]
-    for bad in ("ftp://example.com/x", "not a url", ""):
+    for bad in ("ftp://93.184.216.34/x", "not a url", ""):
         refused = api.post("/api/v1/webhooks", {"url": bad}, format="json")
         assert (refused.status_code, refused.json()["error"]["code"]) == (400, "invalid")
     other = APIClient()
@@ -114,6 +116,21 @@ def test_clients_manage_their_endpoints_through_the_api(api, bob):
 
 def test_an_organization_has_at_most_ten_endpoints(api):
     for i in range(10):
-        api.post("/api/v1/webhooks", {"url": f"https://example.com/{i}"}, format="json")
-    refused = api.post("/api/v1/webhooks", {"url": "https://example.com/x"}, format="json")
+        api.post("/api/v1/webhooks", {"url": f"https://93.184.216.34/{i}"}, format="json")
+    refused = api.post("/api/v1/webhooks", {"url": "https://93.184.216.34/x"}, format="json")
     assert (refused.status_code, refused.json()["error"]["code"]) == (409, "too_many_webhooks")
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8080/hook", "http://169.254.169.254/latest",
+                                 "http://10.0.0.7/hook", "http://[::1]/hook"])
+def test_a_tenants_webhook_can_not_reach_the_services_own_network(api, alice, url):
+    refused = api.post("/api/v1/webhooks", {"url": url}, format="json")
+    assert (refused.status_code, refused.json()["error"]["code"]) == (
+        400, "webhook_url_not_allowed")
+    # nor one an operator made before: it is checked again at each delivery
+    WebhookEndpoint.objects.create(organization=alice, url=url)
+    job_cancel(job=make_job(alice))
+    delivery = WebhookDelivery.objects.get()
+    assert webhook_deliver(delivery.pk) == "PENDING"
+    delivery.refresh_from_db()
+    assert delivery.last_error.startswith("refused:")
