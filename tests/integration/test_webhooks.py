@@ -104,8 +104,10 @@ def test_clients_manage_their_endpoints_through_the_api(api, bob):
     listed = api.get("/api/v1/webhooks").json()["results"]
     assert [h["url"] for h in listed] == ["https://93.184.216.34/hook"]
     assert "secret" not in listed[0]
-    for bad in ("ftp://93.184.216.34/x", "not a url", ""):
-        refused = api.post("/api/v1/webhooks", {"url": bad}, format="json")
+    for bad in ("ftp://93.184.216.34/x", "not a url", "", "http://a\x00b.com/", "http://\ud800/"):
+        # JSON escapes the lone surrogate, as a client's encoder would
+        refused = api.post("/api/v1/webhooks", json.dumps({"url": bad}),
+                           content_type="application/json")
         assert (refused.status_code, refused.json()["error"]["code"]) == (400, "invalid")
     other = APIClient()
     other.credentials(HTTP_AUTHORIZATION=f"Bearer {bob.raw_key}")
