@@ -32,9 +32,8 @@ def count_refusal(code: str) -> None:
     cache.incr(key)
 
 
-def publish_tick(at: float, queued: int, decision_ms: float) -> None:
-    cache.set(LAST_TICK_KEY, {"at": at, "queued": queued, "decision_ms": decision_ms},
-              timeout=None)
+def publish_tick(at: float, decision_ms: float) -> None:
+    cache.set(LAST_TICK_KEY, {"at": at, "decision_ms": decision_ms}, timeout=None)
 
 
 def render() -> str:
@@ -42,7 +41,8 @@ def render() -> str:
     out: list[str] = []
     for name, kind, text, samples in _metrics():
         out += [f"# HELP {name} {text}", f"# TYPE {name} {kind}"]
-        out += [f"{name}{_labels(labels)} {value:g}" for labels, value in samples]
+        # repr, not :g, whose six digits would round a Unix time to a quarter of an hour
+        out += [f"{name}{_labels(labels)} {float(value)!r}" for labels, value in samples]
     return "\n".join(out) + "\n"
 
 

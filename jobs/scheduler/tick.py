@@ -70,7 +70,7 @@ def scheduler_tick_run() -> TickReport:
         remember_holds(decisions)
         publish_capacity_advice(decisions.capacity_advice, now.timestamp())
         publish_backlog(snapshot, {p.job_id for p in decisions.placements})
-        publish_tick(now.timestamp(), len(snapshot.queued), decision_ms)
+        publish_tick(now.timestamp(), decision_ms)
     if applied.placed or applied.preempted or nominees.started:
         log.info("tick: %d queued, placed %d (+%d nominees), preempted %d, refused %d "
                  "in %.1f ms", len(snapshot.queued), applied.placed, nominees.started,
