@@ -20,7 +20,7 @@ from workers.models import Gpu
 
 LAST_TICK_KEY = "gpusched:last-tick"
 _REFUSED_KEY = "gpusched:refused:{}"
-REFUSAL_CODES = ("queue_full", "overloaded", "rate_limited")
+REFUSAL_CODES = ("queue_full", "overloaded", "rate_limited", "insufficient_credits")
 
 Sample = tuple[dict[str, str], float]
 

@@ -56,9 +56,11 @@ def transition(
         job.state, job.version, job.updated_at = to, job.version + 1, now
         for name, value in fields.items():
             setattr(job, name, value)
-        if to in TERMINAL:  # its notices are owed in the same transaction as the end
+        if to in TERMINAL:  # its credits and notices are settled in the end's transaction
+            from credits.services.holds import settle_job
             from jobs.services.webhooks import notify_job_ended
 
+            settle_job(job)
             notify_job_ended(job)
     return job
 

@@ -27,6 +27,7 @@ def exception_handler(exc, context):
         body = {"code": exc.code, "message": exc.message}
         if exc.field:
             body["fields"] = {exc.field: [exc.message]}
+        body.update(getattr(exc, "details", {}))
         retry_after = getattr(exc, "retry_after", None)
         if retry_after is None:
             return Response({"error": body}, status=exc.status)

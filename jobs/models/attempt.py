@@ -43,6 +43,9 @@ class Attempt(models.Model):
     outcome = models.CharField(max_length=10, choices=Outcome.choices, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     stderr_tail = models.TextField(blank=True)
+    # its price, fixed when it starts (its GPUs' type), and the credits it was billed so far
+    credits_per_hour = models.PositiveIntegerField(default=0)
+    credits_metered = models.BigIntegerField(default=0)
     # folded into its project's UsageAccount (jobs/scheduler/usage.py), once it has ended
     usage_counted = models.BooleanField(default=False)
 

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from credits.services.holds import hold_for_job
 from jobs.models import Job, Organization, Project
 from jobs.scheduler.trigger import request_tick
 from jobs.services.admission import admit
@@ -113,6 +114,7 @@ def job_submit_once(*, organization: Organization, spec: JobSpec, user=None,
             idempotency_key=idempotency_key,
             request_fingerprint=fingerprint,
         )
+        hold_for_job(job)  # a refusal (402) rolls the job back with the rest
         record_creation(job, reason)
         transaction.on_commit(request_tick)
     return job, False

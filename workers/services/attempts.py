@@ -18,6 +18,8 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 from django.utils import timezone
 
+from credits.services.holds import meter_attempt
+from credits.services.pricing import gpu_hour_price
 from jobs.models import Attempt, AttemptStatus, GpuBinding, Job
 from jobs.scheduler.trigger import request_tick
 from jobs.services.storable import storable
@@ -64,6 +66,7 @@ def attempt_start(*, attempt_id: int, token: int) -> AttemptClaim:
             raise StaleAttempt(f"attempt {attempt_id} token {token} is not startable")
         attempt = Attempt.objects.select_related("job", "node").get(pk=attempt_id)
         job = attempt.job
+        _fix_price(attempt)
         transition(job, JobState.RUNNING, attempt=attempt, reason=f"started on {attempt.node}",
                    started_at=job.started_at or now)
     return AttemptClaim(attempt_id=attempt.pk, token=token, job_id=job.pk,
@@ -71,9 +74,18 @@ def attempt_start(*, attempt_id: int, token: int) -> AttemptClaim:
                         prompt=job.prompt, params=job.params, time_limit_s=job.time_limit_s)
 
 
+def _fix_price(attempt: Attempt) -> None:
+    """An attempt costs what its GPUs cost when it starts; later price changes do not reach it.
+    """
+    rate = gpu_hour_price(attempt.node.gpu_type) * len(attempt.gpu_indices)
+    if rate:
+        Attempt.objects.filter(pk=attempt.pk).update(credits_per_hour=rate)
+
+
 def attempt_heartbeat(*, attempt_id: int, token: int, progress: float | None = None,
                       checkpointed: bool = False) -> Verdict:
-    """Renew the lease; answer whether the attempt should go on."""
+    """Renew the lease; answer whether the attempt should go on. A checkpoint posts the
+    credits of the work it keeps (credits/services/holds.py)."""
     now = timezone.now()
     fields = {"lease_expires_at": now + _lease()}
     if progress is not None:
@@ -82,8 +94,11 @@ def attempt_heartbeat(*, attempt_id: int, token: int, progress: float | None = N
         fields["last_checkpoint_at"] = now
     live = Attempt.objects.filter(pk=attempt_id, token=token, status=AttemptStatus.RUNNING,
                                   ended_at__isnull=True)
-    if live.update(**fields) != 1:
-        return Verdict("stale")
+    with transaction.atomic():
+        if live.update(**fields) != 1:
+            return Verdict("stale")
+        if checkpointed:
+            meter_attempt(attempt_id, until=now)
     stop, deadline = live.values_list("stop_requested", "stop_deadline").first() or ("", None)
     if not stop:
         return Verdict("continue")
@@ -108,6 +123,10 @@ _JOB_STATE_FOR = {
     Outcome.CANCELLED: JobState.CANCELLED,
     Outcome.PREEMPTED: JobState.QUEUED,
 }
+
+
+# ends that bill the attempt's whole run; the others bill what it had checkpointed
+_BILLED_TO_THE_END = frozenset({Outcome.SUCCEEDED, Outcome.TIMED_OUT, Outcome.CANCELLED})
 
 
 def _end_attempt(attempt_id: int, token: int, result: AttemptResult) -> Attempt:
@@ -144,6 +163,8 @@ def attempt_finish(*, attempt_id: int, token: int, result: AttemptResult) -> Job
     """End the attempt, free its GPUs and settle the job, all or nothing."""
     with transaction.atomic():
         attempt = _end_attempt(attempt_id, token, result)
+        if result.outcome in _BILLED_TO_THE_END:
+            meter_attempt(attempt.pk, until=attempt.ended_at)
         job = Job.objects.get(pk=attempt.job_id)
         target = _JOB_STATE_FOR[result.outcome]
         if result.outcome == Outcome.PREEMPTED and job.state == JobState.RUNNING:

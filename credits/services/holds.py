@@ -1,0 +1,124 @@
+"""A job's credits: reserved at submission, posted as its GPU time is kept, settled at its end.
+
+What a job pays: the GPU time of its attempts at the price of the GPUs they ran on, never more
+than its hold (the dearest GPUs it accepts, for its whole time limit). Work lost to a
+preemption or a lost node past the last checkpoint is not billed: a running attempt posts only
+what it has checkpointed, and the rest at its end if it ends the job SUCCEEDED, TIMED_OUT or
+CANCELLED. A job that ends FAILED or DEAD delivered nothing and is refunded in full.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db.models import F, Q
+from django.utils import timezone
+
+from credits.errors import InsufficientCredits
+from credits.models import Account, Hold, Transfer
+from credits.services.ledger import USAGE, lock_wallets, record, system_account
+from credits.services.pricing import cost, highest_price
+from jobs.metrics import count_refusal
+from jobs.models import Attempt, Job
+from jobs.states import JobState
+
+REFUNDED_ENDS = frozenset({JobState.FAILED, JobState.DEAD})
+
+
+def spendable_wallets(organization_id: int) -> list[Account]:
+    """The organization's wallets that may pay now, locked, in the order they are spent:
+    promotional before paid, the one expiring soonest first."""
+    now = timezone.now()
+    ids = Account.objects.filter(
+        Q(expires_at__isnull=True) | Q(expires_at__gt=now),
+        kind=Account.Kind.WALLET, organization_id=organization_id,
+    ).values_list("pk", flat=True)
+    wallets = lock_wallets(ids).values()
+    far = now.replace(year=9999)
+    return sorted(wallets, key=lambda w: (w.spend_priority, w.expires_at or far, w.pk))
+
+
+def hold_for_job(job: Job) -> list[Hold]:
+    """Reserve what `job` may cost, or raise InsufficientCredits. Run inside the submission's
+    transaction, after its organization's row lock: a refusal queues nothing."""
+    amount = cost(highest_price(job.gpu_types) * job.gpus, job.time_limit_s)
+    if amount == 0:
+        return []
+    wallets = spendable_wallets(job.organization_id)
+    available = sum(max(0, w.available) for w in wallets)
+    if available < amount:
+        count_refusal(InsufficientCredits.code)
+        raise InsufficientCredits(needed=amount, available=available)
+    usage, holds = system_account(USAGE), []
+    for wallet in wallets:
+        take = min(amount, wallet.available)
+        if take <= 0:
+            continue
+        hold = Hold.objects.create(job=job, account=wallet, amount=take)
+        record(Transfer.Kind.HOLD, wallet, usage, take, hold=hold, job_id=job.pk,
+               memo=f"job {job.pk}: {job.gpus} GPU for up to {job.time_limit_s} s")
+        holds.append(hold)
+        amount -= take
+        if amount == 0:
+            break
+    return holds
+
+
+def _lock_open_holds(job_id: int) -> list[Hold]:
+    holds = list(Hold.objects.select_for_update().filter(job_id=job_id, closed_at__isnull=True)
+                 .order_by("pk"))
+    wallets = lock_wallets(h.account_id for h in holds)
+    for hold in holds:
+        hold.account = wallets[hold.account_id]
+    return holds
+
+
+def meter_attempt(attempt_id: int, *, until: datetime) -> int:
+    """Post what the attempt owes for its run up to `until` beyond what it posted already.
+    The caller has just changed the attempt under its fencing token (invariant 3: a stale
+    attempt never gets here), which also keeps two meterings of it apart."""
+    attempt = Attempt.objects.select_for_update().get(pk=attempt_id)
+    seconds = (until - attempt.started_at).total_seconds() if attempt.started_at else 0.0
+    owed = cost(attempt.credits_per_hour, seconds) - attempt.credits_metered
+    if owed <= 0:
+        return 0
+    usage, posted = system_account(USAGE), 0
+    for hold in _lock_open_holds(attempt.job_id):
+        take = min(owed - posted, hold.remaining)
+        if take <= 0:
+            continue
+        record(Transfer.Kind.POST, hold.account, usage, take, hold=hold, job_id=attempt.job_id,
+               attempt_id=attempt.pk, memo=f"{seconds:.0f} s of attempt {attempt.pk}")
+        Hold.objects.filter(pk=hold.pk).update(posted=F("posted") + take)
+        posted += take
+    # what the holds could not cover is on the house; it is not asked again
+    Attempt.objects.filter(pk=attempt.pk).update(credits_metered=F("credits_metered") + owed)
+    return posted
+
+
+def settle_job(job: Job) -> None:
+    """At the job's end: refund a job that delivered nothing, then void what its holds have
+    left. Called by the transition into a terminal state, in its transaction, so it runs once.
+    """
+    usage, now = system_account(USAGE), timezone.now()
+    for hold in _lock_open_holds(job.pk):
+        refund = hold.posted - hold.refunded if job.state in REFUNDED_ENDS else 0
+        if refund:
+            record(Transfer.Kind.REFUND, usage, hold.account, refund, hold=hold, job_id=job.pk,
+                   memo=f"job {job.pk} ended {job.state}")
+        rest = hold.remaining
+        if rest:
+            record(Transfer.Kind.VOID, hold.account, usage, rest, hold=hold, job_id=job.pk,
+                   memo=f"job {job.pk} ended {job.state}")
+        Hold.objects.filter(pk=hold.pk).update(voided=F("voided") + rest,
+                                               refunded=F("refunded") + refund, closed_at=now)
+
+
+def job_credits(job: Job) -> dict[str, int]:
+    """What the job holds now, has spent and was refunded, over all its holds."""
+    totals = {"held": 0, "spent": 0, "refunded": 0}
+    for hold in Hold.objects.filter(job=job):
+        totals["held"] += 0 if hold.closed_at else hold.remaining
+        totals["spent"] += hold.posted - hold.refunded
+        totals["refunded"] += hold.refunded
+    return totals
