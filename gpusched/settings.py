@@ -155,6 +155,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": GPUSCHED_TICK_SECONDS,
         "options": {"expires": 10 * GPUSCHED_TICK_SECONDS, "queue": "scheduler"},
     },
+    "credits-expiry": {
+        "task": "credits.tasks.expire_credit_buckets",
+        "schedule": 300.0,
+        "options": {"expires": 600},
+    },
     "webhooks-sweep": {
         "task": "jobs.tasks.sweep_webhooks",
         "schedule": 30.0,

@@ -38,6 +38,7 @@ def home(request):
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("jobs.api.urls")),
+    path("api/v1/", include("credits.api.urls")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("dashboard/", include("jobs.web.urls")),
     path("healthz", healthz),

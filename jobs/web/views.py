@@ -10,7 +10,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from jobs.models import Attempt, Job
+from credits.services.grants import organization_balance
+from credits.services.holds import job_credits
+from jobs.models import Attempt, Job, Organization
 from jobs.services.cancellation import job_cancel
 from jobs.services.errors import ServiceError
 from jobs.states import TERMINAL
@@ -29,7 +31,9 @@ def _jobs_of_user(request: HttpRequest) -> QuerySet[Job]:
 @login_required
 def job_list(request: HttpRequest) -> HttpResponse:
     jobs = _jobs_of_user(request).order_by("-created_at")[:RECENT]
-    return render(request, "dashboard/job_list.html", {"jobs": jobs})
+    orgs = Organization.objects.filter(memberships__user=request.user).order_by("slug")
+    return render(request, "dashboard/job_list.html", {
+        "jobs": jobs, "balances": [(org, organization_balance(org)) for org in orgs]})
 
 
 def _job_of_user(request: HttpRequest, job_id: int) -> Job:
@@ -44,7 +48,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     job = _job_of_user(request, job_id)
     return render(request, "dashboard/job_detail.html",
                   {"job": job, "events": job.events.all(), "attempts": job.attempts.all(),
-                   "cancellable": job.state not in TERMINAL})
+                   "cancellable": job.state not in TERMINAL, "credits": job_credits(job)})
 
 
 @login_required

@@ -52,6 +52,10 @@ def test_the_demo_runs_a_job_without_any_server(tmp_path, stop):
         wait_for(lambda: _call(f"{base}/{job['id']}", key)["state"] == "SUCCEEDED", 90,
                  "the demo job to succeed")
         assert _call(f"{base}/{job['id']}", key)["result"]["size"] > 0
+        # the demo's jobs cost credits: the job paid its run and holds nothing now
+        credits = _call(f"http://127.0.0.1:{port}/api/v1/credits", key)
+        assert credits["held"] == 0 and 0 < 1_000_000 - credits["available"] < 1_000
+        assert [t["kind"] for t in credits["transfers"]] == ["VOID", "POST", "HOLD", "GRANT"]
     finally:
         os.kill(demo.pid, stop)  # Ctrl-C or `kill`, as a person would
         # its processes write to the same pipe: the output ends once all of them are gone

@@ -19,6 +19,11 @@ def operator(client):
 
 
 def test_every_registered_model_lists_and_opens(operator, alice):
+    from credits.models import GpuPrice
+    from credits.services.grants import credits_grant
+
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=100)  # ledger rows too
+    credits_grant(organization=alice, amount=10_000)
     make_node("n1", gpus=2)
     make_job(alice, gpus=1)
     scheduler_tick_run()
@@ -36,5 +41,5 @@ def test_every_registered_model_lists_and_opens(operator, alice):
 def test_every_model_of_ours_is_in_admin():
     from django.apps import apps
 
-    ours = [m for app in ("jobs", "workers") for m in apps.get_app_config(app).get_models()]
+    ours = [m for app in ("jobs", "workers", "credits") for m in apps.get_app_config(app).get_models()]
     assert [m.__name__ for m in ours if m not in admin.site._registry] == []

@@ -48,7 +48,8 @@ def test_the_list_reads_a_fixed_number_of_queries(member, alice,
                                                   django_assert_max_num_queries):
     for _ in range(20):
         make_job(alice)
-    with django_assert_max_num_queries(5):  # session, user, jobs, their live attempts
+    # session, user, jobs, their live attempts, the user's organizations, one's credits
+    with django_assert_max_num_queries(7):
         assert member.get("/dashboard/").status_code == 200
 
 
@@ -68,3 +69,17 @@ def test_a_member_cancels_a_waiting_job_and_not_another_organizations(member, al
     assert member.get(f"/dashboard/jobs/{mine.pk}/cancel").status_code == 405
     theirs.refresh_from_db()
     assert theirs.state == "QUEUED"
+
+
+def test_a_member_sees_the_credits_and_what_a_job_holds(member, alice):
+    from credits.models import GpuPrice
+    from credits.services.grants import credits_grant
+
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
+    credits_grant(organization=alice, amount=10_000)
+    job = make_job(alice)  # the default time limit, at the price of an H100
+    page = member.get("/dashboard/").content.decode()
+    held = job.time_limit_s
+    assert f"alice: {10_000 - held} credits available,\n{held} held" in page
+    detail = member.get(f"/dashboard/jobs/{job.pk}").content.decode()
+    assert f"Credits: 0 spent, {held} held" in detail

@@ -12,10 +12,14 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from credits.models import GpuPrice
+from credits.services.grants import credits_grant
 from jobs.models import Organization
 from jobs.services.tenancy import api_key_issue, organization_create, tiers_ensure_defaults
 
 NODES = [("demo-a", 2, "H100"), ("demo-b", 4, "A100")]
+DEMO_PRICES = {"H100": 7200, "A100": 3600}  # credits per GPU-hour
+DEMO_GRANT = 1_000_000
 
 
 class Command(BaseCommand):
@@ -58,6 +62,7 @@ class Command(BaseCommand):
             return path.read_text().strip()
         org = (Organization.objects.filter(slug="demo").first()
                or organization_create(slug="demo", tier="paid", name="Demo Org"))
+        _price_and_fund(org)
         raw = api_key_issue(organization=org, name="demo")[1]
         path.write_text(raw + "\n")
         path.chmod(0o600)
@@ -88,6 +93,16 @@ class Command(BaseCommand):
                 time.sleep(0.5)
         except KeyboardInterrupt:
             pass
+
+
+def _price_and_fund(org: Organization) -> None:
+    """Jobs cost credits in the demo (docs/credits.md): prices for its GPU types and a grant
+    that covers many jobs, given once."""
+    for gpu_type, price in DEMO_PRICES.items():
+        GpuPrice.objects.get_or_create(gpu_type=gpu_type,
+                                       defaults={"credits_per_gpu_hour": price})
+    credits_grant(organization=org, amount=DEMO_GRANT, idempotency_key="demo-welcome",
+                  memo="welcome to the demo")
 
 
 def _interrupt(signum, frame) -> None:

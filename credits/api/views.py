@@ -1,0 +1,41 @@
+"""The organization's credits, as its API keys see them."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from credits.models import Account, Transfer
+from credits.services.grants import organization_balance
+
+RECENT_TRANSFERS = 50
+
+
+class TransferSerializer(serializers.ModelSerializer):
+    bucket = serializers.SerializerMethodField()
+    direction = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Transfer
+        fields = ["id", "kind", "amount", "direction", "bucket", "job", "attempt", "memo",
+                  "created_at"]
+
+    def get_direction(self, transfer: Transfer) -> str:
+        return "in" if transfer.credit.kind == Account.Kind.WALLET else "out"
+
+    def get_bucket(self, transfer: Transfer) -> str:
+        wallet = transfer.credit if self.get_direction(transfer) == "in" else transfer.debit
+        return wallet.bucket
+
+
+class CreditBalance(APIView):
+    """GET: spendable and held credits, bucket by bucket, and the latest transfers."""
+
+    def get(self, request):
+        org = request.user.organization
+        transfers = (Transfer.objects.filter(debit__organization=org)
+                     | Transfer.objects.filter(credit__organization=org))
+        recent = transfers.select_related("debit", "credit").order_by("-id")[:RECENT_TRANSFERS]
+        return Response({**organization_balance(org),
+                         "transfers": TransferSerializer(recent, many=True).data})

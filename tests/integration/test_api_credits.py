@@ -1,0 +1,49 @@
+"""What an organization sees of its credits, and how operators grant them."""
+
+import pytest
+from django.core.management import CommandError, call_command
+from rest_framework.test import APIClient
+
+from credits.models import GpuPrice, Transfer
+from credits.services.grants import credits_grant
+from jobs.services.submission import JobSpec, job_submit
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_balance_shows_buckets_holds_and_transfers(alice, api, bob):
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
+    credits_grant(organization=alice, amount=1_000, memo="invoice 17")
+    credits_grant(organization=alice, amount=200, promo=True,
+                  expires_at="2099-01-01T00:00:00Z")
+    credits_grant(organization=bob, amount=5)
+    job = job_submit(organization=alice, spec=JobSpec(prompt="x", time_limit_s=300))
+    body = api.get("/api/v1/credits").json()
+    assert (body["available"], body["held"]) == (900, 300)
+    assert [(b["bucket"], b["available"], b["held"]) for b in body["buckets"]] == [
+        ("promo", 0, 200), ("paid", 900, 100)]
+    assert [(t["kind"], t["amount"], t["direction"], t["bucket"], t["job"])
+            for t in body["transfers"]] == [
+        ("HOLD", 100, "out", "paid", job.pk), ("HOLD", 200, "out", "promo", job.pk),
+        ("GRANT", 200, "in", "promo", None), ("GRANT", 1_000, "in", "paid", None)]
+
+
+def test_an_organization_without_credits_sees_none(api):
+    assert api.get("/api/v1/credits").json() == {
+        "available": 0, "held": 0, "buckets": [], "transfers": []}
+
+
+def test_the_balance_needs_a_key():
+    assert APIClient().get("/api/v1/credits").status_code == 401
+
+
+def test_operators_grant_with_a_command(alice, capsys):
+    call_command("grant_credits", "alice", "5000", "--key", "inv-1")
+    call_command("grant_credits", "alice", "5000", "--key", "inv-1")  # a retry: once
+    call_command("grant_credits", "alice", "300", "--promo", "--days", "30")
+    assert "5300 available" in capsys.readouterr().out.splitlines()[-1]
+    assert Transfer.objects.filter(kind="GRANT").count() == 2
+    with pytest.raises(CommandError):
+        call_command("grant_credits", "nobody", "5")
+    with pytest.raises(CommandError):
+        call_command("grant_credits", "alice", "-5")
