@@ -41,5 +41,6 @@ def test_every_registered_model_lists_and_opens(operator, alice):
 def test_every_model_of_ours_is_in_admin():
     from django.apps import apps
 
-    ours = [m for app in ("jobs", "workers", "credits") for m in apps.get_app_config(app).get_models()]
+    ours = [m for app in ("jobs", "workers", "credits")
+            for m in apps.get_app_config(app).get_models()]
     assert [m.__name__ for m in ours if m not in admin.site._registry] == []
