@@ -3,7 +3,7 @@
 
 from django.contrib import admin
 
-from credits.models import Account, GpuPrice, Hold, Transfer
+from credits.models import Account, Budget, GpuPrice, Hold, Transfer
 
 
 class ReadOnly(admin.ModelAdmin):
@@ -45,3 +45,10 @@ class TransferAdmin(ReadOnly):
 @admin.register(GpuPrice)
 class GpuPriceAdmin(admin.ModelAdmin):
     list_display = ["gpu_type", "credits_per_gpu_hour"]
+
+
+@admin.register(Budget)
+class BudgetAdmin(admin.ModelAdmin):
+    list_display = ["__str__", "organization", "project", "user", "monthly_limit"]
+    list_select_related = ["organization", "project__organization", "user"]
+    raw_id_fields = ["organization", "project", "user"]

@@ -13,6 +13,7 @@ gives them back.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
@@ -162,3 +163,44 @@ class GpuPrice(models.Model):
 
     def __str__(self) -> str:
         return f"{self.gpu_type}: {self.credits_per_gpu_hour}/GPU-h"
+
+
+class Budget(models.Model):
+    """A monthly cap on the credits that jobs of one project, or of one member, may commit:
+    what their holds reserve less what was voided or refunded, for the jobs submitted in the
+    calendar month (UTC). Without a project or a user it caps the whole organization."""
+
+    organization = models.ForeignKey("jobs.Organization", on_delete=models.CASCADE,
+                                     related_name="credit_budgets")
+    project = models.ForeignKey("jobs.Project", null=True, blank=True, on_delete=models.CASCADE,
+                                related_name="credit_budgets")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                             on_delete=models.CASCADE, related_name="credit_budgets")
+    monthly_limit = models.BigIntegerField(help_text="Credits a calendar month.")
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(monthly_limit__gte=0),
+                                   name="budget_limit_not_negative"),
+            models.CheckConstraint(condition=Q(project__isnull=True) | Q(user__isnull=True),
+                                   name="budget_for_a_project_or_a_user"),
+            models.UniqueConstraint(fields=["project"], condition=Q(project__isnull=False),
+                                    name="one_budget_per_project"),
+            models.UniqueConstraint(fields=["organization", "user"],
+                                    condition=Q(user__isnull=False),
+                                    name="one_budget_per_member"),
+            models.UniqueConstraint(fields=["organization"],
+                                    condition=Q(project__isnull=True, user__isnull=True),
+                                    name="one_budget_per_organization"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope}: {self.monthly_limit}/month"
+
+    @property
+    def scope(self) -> str:
+        if self.project_id:
+            return f"project {self.project}"
+        if self.user_id:
+            return f"member {self.user}"
+        return f"organization {self.organization}"

@@ -7,6 +7,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from credits.models import Account, Transfer
+from credits.services.budgets import budget_report
 from credits.services.grants import organization_balance
 
 RECENT_TRANSFERS = 50
@@ -30,12 +31,13 @@ class TransferSerializer(serializers.ModelSerializer):
 
 
 class CreditBalance(APIView):
-    """GET: spendable and held credits, bucket by bucket, and the latest transfers."""
+    """GET: spendable and held credits, bucket by bucket, this month's budgets and the latest
+    transfers."""
 
     def get(self, request):
         org = request.user.organization
         transfers = (Transfer.objects.filter(debit__organization=org)
                      | Transfer.objects.filter(credit__organization=org))
         recent = transfers.select_related("debit", "credit").order_by("-id")[:RECENT_TRANSFERS]
-        return Response({**organization_balance(org),
+        return Response({**organization_balance(org), "budgets": budget_report(org.pk),
                          "transfers": TransferSerializer(recent, many=True).data})

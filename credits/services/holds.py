@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from credits.errors import InsufficientCredits
 from credits.models import Account, Hold, Transfer
+from credits.services.budgets import check_budgets
 from credits.services.ledger import USAGE, lock_wallets, record, system_account
 from credits.services.pricing import cost, highest_price
 from jobs.metrics import count_refusal
@@ -39,11 +40,13 @@ def spendable_wallets(organization_id: int) -> list[Account]:
 
 
 def hold_for_job(job: Job) -> list[Hold]:
-    """Reserve what `job` may cost, or raise InsufficientCredits. Run inside the submission's
-    transaction, after its organization's row lock: a refusal queues nothing."""
+    """Reserve what `job` may cost, or raise InsufficientCredits or BudgetExceeded. Run inside
+    the submission's transaction, after its organization's row lock (which also keeps its
+    budgets' checks apart): a refusal queues nothing."""
     amount = cost(highest_price(job.gpu_types) * job.gpus, job.time_limit_s)
     if amount == 0:
         return []
+    check_budgets(job, amount)
     wallets = spendable_wallets(job.organization_id)
     available = sum(max(0, w.available) for w in wallets)
     if available < amount:

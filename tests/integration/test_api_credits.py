@@ -30,7 +30,7 @@ def test_the_balance_shows_buckets_holds_and_transfers(alice, api, bob):
 
 def test_an_organization_without_credits_sees_none(api):
     assert api.get("/api/v1/credits").json() == {
-        "available": 0, "held": 0, "buckets": [], "transfers": []}
+        "available": 0, "held": 0, "buckets": [], "budgets": [], "transfers": []}
 
 
 def test_the_balance_needs_a_key():

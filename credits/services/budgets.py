@@ -1,0 +1,61 @@
+"""Budgets: an organization caps what a project, a member or the whole organization may commit
+in a calendar month. Checked with the hold, under the organization's row lock, so that racing
+submissions cannot pass one budget together."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from django.db.models import F, Q, Sum
+from django.utils import timezone
+
+from credits.errors import BudgetExceeded
+from credits.models import Budget, Hold
+from jobs.models import Job
+
+
+def month_start(now: datetime) -> datetime:
+    return now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0,
+                                                 microsecond=0)
+
+
+def committed(budget: Budget, *, since: datetime) -> int:
+    """What the budget's jobs submitted since `since` reserve or spent: holds less what they
+    voided or refunded."""
+    holds = Hold.objects.filter(job__organization_id=budget.organization_id,
+                                job__created_at__gte=since)
+    if budget.project_id:
+        holds = holds.filter(job__project_id=budget.project_id)
+    elif budget.user_id:
+        holds = holds.filter(job__submitted_by_id=budget.user_id)
+    total = holds.aggregate(n=Sum(F("amount") - F("voided") - F("refunded")))["n"]
+    return total or 0
+
+
+def budgets_of(job: Job):
+    """The budgets a job of this project and submitter counts against."""
+    scope = Q(project__isnull=True, user__isnull=True) | Q(project_id=job.project_id)
+    if job.submitted_by_id:
+        scope |= Q(user_id=job.submitted_by_id)
+    return Budget.objects.filter(scope, organization_id=job.organization_id
+                                 ).select_related("project__organization", "user")
+
+
+def check_budgets(job: Job, amount: int) -> None:
+    """Raise BudgetExceeded if holding `amount` more for `job` would pass one of its budgets.
+    The job's own holds do not exist yet."""
+    since = month_start(timezone.now())
+    for budget in budgets_of(job):
+        used = committed(budget, since=since)
+        if used + amount > budget.monthly_limit:
+            raise BudgetExceeded(scope=budget.scope, limit=budget.monthly_limit,
+                                 committed=used, needed=amount)
+
+
+def budget_report(organization_id: int) -> list[dict]:
+    since = month_start(timezone.now())
+    budgets = Budget.objects.filter(organization_id=organization_id).select_related(
+        "project__organization", "user").order_by("pk")
+    return [{"scope": b.scope, "monthly_limit": b.monthly_limit,
+             "committed": committed(b, since=since), "month": since.strftime("%Y-%m")}
+            for b in budgets]
