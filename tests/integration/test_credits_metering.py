@@ -178,3 +178,37 @@ def test_a_job_cancelled_while_running_pays_what_it_ran(funded):
     job = _finish(attempt, "CANCELLED")
     assert job.state == "CANCELLED" and _posted(job) == _billed(attempt) >= 70
     assert_ledger_consistent()
+
+
+def test_the_ledger_is_free_while_a_finished_attempt_copies_its_output(funded, settings,
+                                                                         tmp_path):
+    """Metering locks system:usage, which every ledger change of the fleet needs: the output
+    is copied first, so another organization's submission is not held up by a video copy."""
+    from django.db import OperationalError, transaction
+
+    from credits.models import Account
+    from tests.support.storage import ProbingStorage
+
+    settings.STORAGES = {**settings.STORAGES, "default": {
+        "BACKEND": "tests.support.storage.ProbingStorage",
+        "OPTIONS": {"location": str(tmp_path / "media")}}}
+
+    def usage_is_free() -> bool:
+        try:
+            with transaction.atomic():
+                Account.objects.select_for_update(nowait=True).get(code="usage")
+            return True
+        except OperationalError:
+            return False
+
+    attempt = _running(funded, gpus=1, ran_s=10)
+    output = tmp_path / "out.bin"
+    output.write_bytes(b"frames")
+    ProbingStorage.probe, ProbingStorage.results = usage_is_free, []
+    try:
+        attempt_finish(attempt_id=attempt.pk, token=attempt.token,
+                       result=AttemptResult("SUCCEEDED", 0, output_path=output))
+    finally:
+        ProbingStorage.probe = None
+    assert ProbingStorage.results == [True]
+    assert _posted(attempt.job) == _billed(attempt)

@@ -163,13 +163,16 @@ def attempt_finish(*, attempt_id: int, token: int, result: AttemptResult) -> Job
     """End the attempt, free its GPUs and settle the job, all or nothing."""
     with transaction.atomic():
         attempt = _end_attempt(attempt_id, token, result)
-        if result.outcome in _BILLED_TO_THE_END:
-            meter_attempt(attempt.pk, until=attempt.ended_at)
         job = Job.objects.get(pk=attempt.job_id)
         target = _JOB_STATE_FOR[result.outcome]
         if result.outcome == Outcome.PREEMPTED and job.state == JobState.RUNNING:
             target = JobState.FAILED  # exited with "resumable" although nobody asked it to stop
+        # the output is copied before the ledger is touched: metering and settling lock the
+        # fleet's system:usage account until this commits, and a video takes a while to copy
+        fields = _job_fields(job, result)
+        if result.outcome in _BILLED_TO_THE_END:
+            meter_attempt(attempt.pk, until=attempt.ended_at)
         transition(job, target, attempt=attempt, reason=f"attempt {result.outcome.lower()}, "
-                   f"exit {result.exit_code}", **_job_fields(job, result))
+                   f"exit {result.exit_code}", **fields)
         transaction.on_commit(request_tick)
     return job
