@@ -1,6 +1,8 @@
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.db.models import Count, Q
 
 from workers.models import Gpu, Node
+from workers.services.fleet import node_cordon, node_drain, node_return_to_service
 
 
 class GpuInline(admin.TabularInline):
@@ -11,11 +13,44 @@ class GpuInline(admin.TabularInline):
 
 @admin.register(Node)
 class NodeAdmin(admin.ModelAdmin):
-    list_display = ["name", "state", "gpu_type", "gpu_count", "gpu_memory_mb", "region",
-                    "island", "last_heartbeat"]
+    list_display = ["name", "state", "gpu_type", "gpu_count", "live_attempts", "gpu_memory_mb",
+                    "region", "island", "last_heartbeat"]
     list_filter = ["state", "gpu_type", "region", "island"]
     search_fields = ["name"]
     inlines = [GpuInline]
+    actions = ["cordon", "drain", "drain_and_evacuate", "return_to_service"]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).annotate(
+            live=Count("attempts", filter=Q(attempts__ended_at__isnull=True)))
+
+    @admin.display(description="live attempts", ordering="live")
+    def live_attempts(self, node: Node) -> int:
+        return node.live
+
+    @admin.action(description="Cordon: take no new jobs")
+    def cordon(self, request, queryset):
+        for node in queryset:
+            node_cordon(node)
+        messages.info(request, f"{queryset.count()} node(s) cordoned.")
+
+    @admin.action(description="Drain: take no new jobs, let running ones finish")
+    def drain(self, request, queryset):
+        for node in queryset:
+            node_drain(node)
+        messages.info(request, f"{queryset.count()} node(s) draining.")
+
+    @admin.action(description="Drain and evacuate: running jobs checkpoint and move elsewhere")
+    def drain_and_evacuate(self, request, queryset):
+        asked = sum(node_drain(node, evacuate=True) for node in queryset)
+        messages.info(request, f"{queryset.count()} node(s) draining; {asked} running job(s) "
+                               "asked to checkpoint and stop.")
+
+    @admin.action(description="Return to service")
+    def return_to_service(self, request, queryset):
+        for node in queryset:
+            node_return_to_service(node)
+        messages.info(request, f"{queryset.count()} node(s) take jobs again (unless down).")
 
 
 @admin.register(Gpu)

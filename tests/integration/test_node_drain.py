@@ -1,0 +1,78 @@
+"""Operators take a node out of service: a cordoned or draining node gets no new job; a drain
+with evacuation stops its running jobs at a checkpoint and they resume on another node."""
+
+import pytest
+from django.contrib.auth.models import User
+
+from jobs.models import Attempt, Job
+from jobs.scheduler.tick import scheduler_tick_run
+from tests.support.factories import make_job, make_node
+from workers.models import Node
+from workers.services.attempts import (
+    AttemptResult,
+    attempt_finish,
+    attempt_heartbeat,
+    attempt_start,
+)
+from workers.services.fleet import node_cordon, node_drain, node_return_to_service
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _run(job) -> Attempt:
+    scheduler_tick_run()
+    attempt = Attempt.objects.get(job=job, ended_at__isnull=True)
+    attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    return attempt
+
+
+def test_a_cordoned_node_gets_nothing_new_until_it_returns(alice):
+    node = make_node("n1", gpus=2)
+    node_cordon(node)
+    job = make_job(alice)
+    scheduler_tick_run()
+    assert Job.objects.get(pk=job.pk).state == "QUEUED"
+    node_return_to_service(node)
+    scheduler_tick_run()
+    assert Job.objects.get(pk=job.pk).state == "SCHEDULED"
+
+
+def test_a_plain_drain_lets_running_jobs_finish(alice):
+    node = make_node("n1", gpus=2)
+    running = _run(make_job(alice))
+    assert node_drain(node) == 0
+    assert attempt_heartbeat(attempt_id=running.pk, token=running.token).action == "continue"
+    waiting = make_job(alice)
+    scheduler_tick_run()
+    assert Job.objects.get(pk=waiting.pk).state == "QUEUED"
+    assert Node.objects.get(pk=node.pk).state == "DRAINING"
+
+
+def test_an_evacuated_job_checkpoints_and_resumes_on_another_node(alice):
+    n1 = make_node("n1", gpus=2)
+    job = make_job(alice, checkpointable=True)
+    first = _run(job)
+    make_node("n2", gpus=2)
+    assert node_drain(n1, evacuate=True, grace_s=30) == 1
+    assert node_drain(n1, evacuate=True) == 0  # asked once
+    verdict = attempt_heartbeat(attempt_id=first.pk, token=first.token)
+    assert verdict.action == "preempt" and 0 < verdict.deadline_s <= 30
+    assert Job.objects.get(pk=job.pk).state == "PREEMPTING"
+    attempt_finish(attempt_id=first.pk, token=first.token, result=AttemptResult("PREEMPTED", 75))
+    assert Job.objects.get(pk=job.pk).state == "QUEUED"
+    scheduler_tick_run()
+    second = Attempt.objects.get(job=job, ended_at__isnull=True)
+    assert second.node.name == "n2"
+
+
+def test_operators_drain_from_admin(alice, client):
+    client.force_login(User.objects.create_superuser("olga", "o@example.com", "pw"))
+    node = make_node("n1", gpus=1)
+    attempt = _run(make_job(alice))
+    answer = client.post("/admin/workers/node/", {
+        "action": "drain_and_evacuate", "_selected_action": [node.pk]}, follow=True)
+    assert "1 running job(s) asked to checkpoint" in answer.content.decode()
+    assert Attempt.objects.get(pk=attempt.pk).stop_requested == "preempt"
+    client.post("/admin/workers/node/", {"action": "return_to_service",
+                                          "_selected_action": [node.pk]})
+    assert Node.objects.get(pk=node.pk).state == "ACTIVE"
