@@ -4,6 +4,7 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from credits.services.holds import job_credits
 from jobs.api.errors import not_found
 from jobs.api.serializers import JobSerializer, JobSubmitSerializer, WebhookEndpointSerializer
 from jobs.models import Job, WebhookEndpoint
@@ -60,7 +61,7 @@ class JobDetail(APIView):
         job = _jobs_of(request).filter(pk=job_id).first()
         if job is None:  # another organization's job is indistinguishable from none
             return not_found()
-        return Response(JobSerializer(job).data)
+        return Response({**JobSerializer(job).data, "credits": job_credits(job)})
 
 
 MAX_WEBHOOKS = 10  # endpoints per organization

@@ -67,7 +67,7 @@ def _posted(job) -> int:
     return sum(Transfer.objects.filter(job=job, kind="POST").values_list("amount", flat=True))
 
 
-def test_a_succeeded_job_pays_its_run_and_gets_the_rest_of_its_hold_back(funded):
+def test_a_succeeded_job_pays_its_run_and_gets_the_rest_of_its_hold_back(funded, api):
     attempt = _running(funded, gpus=2, ran_s=100)
     assert attempt.__class__.objects.get(pk=attempt.pk).credits_per_hour == 2 * 3600
     job = _finish(attempt, "SUCCEEDED")
@@ -78,6 +78,8 @@ def test_a_succeeded_job_pays_its_run_and_gets_the_rest_of_its_hold_back(funded)
     wallet = wallet_of(funded)
     assert (wallet.balance, wallet.debits_pending) == (GRANT - spent, 0)
     assert_ledger_consistent()
+    assert api.get(f"/api/v1/jobs/{job.pk}").json()["credits"] == {
+        "held": 0, "spent": spent, "refunded": 0}
 
 
 def test_a_checkpoint_posts_the_work_it_keeps_and_a_stale_token_posts_nothing(funded):
