@@ -4,6 +4,7 @@ from jobs.api.views import (
     JobCancel,
     JobDetail,
     JobListCreate,
+    OpenApiDocument,
     WebhookDetail,
     WebhookListCreate,
 )
@@ -14,4 +15,5 @@ urlpatterns = [
     path("jobs/<int:job_id>/cancel", JobCancel.as_view(), name="job-cancel"),
     path("webhooks", WebhookListCreate.as_view(), name="webhook-list"),
     path("webhooks/<int:hook_id>", WebhookDetail.as_view(), name="webhook-detail"),
+    path("openapi.json", OpenApiDocument.as_view(), name="openapi"),
 ]

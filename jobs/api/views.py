@@ -1,11 +1,12 @@
 from __future__ import annotations
 
-from rest_framework import status
+from rest_framework import permissions, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from credits.services.holds import job_credits
 from jobs.api.errors import not_found
+from jobs.api.openapi import openapi_document
 from jobs.api.serializers import JobSerializer, JobSubmitSerializer, WebhookEndpointSerializer
 from jobs.models import Job, WebhookEndpoint
 from jobs.services.cancellation import job_cancel
@@ -97,3 +98,14 @@ class WebhookDetail(APIView):
         if not deleted:
             return not_found("no such webhook endpoint")
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class OpenApiDocument(APIView):
+    """The API described as OpenAPI 3.1 (jobs/api/openapi.py); readable without a key."""
+
+    authentication_classes: list = []
+    permission_classes = [permissions.AllowAny]
+    throttle_classes: list = []
+
+    def get(self, request):
+        return Response(openapi_document())

@@ -1,0 +1,193 @@
+"""The client API described as OpenAPI 3.1, served at /api/v1/openapi.json.
+
+Request bodies are derived from the serializers that validate them, so they cannot drift;
+answers are written out here, and tests/integration/test_openapi.py checks real answers of
+every call against them (no key the document does not name, none it requires missing).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from rest_framework import serializers
+
+from jobs.api.serializers import JobSubmitSerializer, WebhookEndpointSerializer
+from jobs.states import JobState
+
+
+def _nullable(schema: dict) -> dict:
+    return {**schema, "type": [schema["type"], "null"]}
+
+
+def _obj(properties: dict, optional: tuple[str, ...] = ()) -> dict:
+    return {"type": "object", "properties": properties, "additionalProperties": False,
+            "required": [k for k in properties if k not in optional]}
+
+
+STR, INT, BOOL = {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
+TIME = {"type": "string", "format": "date-time"}
+ANY_OBJECT = {"type": "object"}
+
+
+def field_schema(field: serializers.Field) -> dict:
+    """The JSON schema of one serializer field, with the limits it enforces."""
+    if isinstance(field, serializers.BooleanField):
+        return dict(BOOL)
+    if isinstance(field, serializers.IntegerField):
+        schema = dict(INT)
+        for key, value in (("minimum", field.min_value), ("maximum", field.max_value)):
+            if value is not None:
+                schema[key] = value
+        return schema
+    if isinstance(field, serializers.DictField):
+        return dict(ANY_OBJECT)
+    if isinstance(field, serializers.ListField):
+        schema = {"type": "array", "items": field_schema(field.child)}
+        if field.max_length is not None:
+            schema["maxItems"] = field.max_length
+        return schema
+    if isinstance(field, serializers.CharField):
+        schema = dict(STR)
+        if field.max_length is not None:
+            schema["maxLength"] = field.max_length
+        if not field.allow_blank:
+            schema["minLength"] = 1
+        if isinstance(field, serializers.SlugField):
+            schema["pattern"] = r"^[-a-zA-Z0-9_]*$"
+        return schema
+    raise TypeError(f"no schema for {type(field).__name__}")
+
+
+def request_schema(serializer: serializers.Serializer) -> dict:
+    fields = {name: f for name, f in serializer.fields.items() if not f.read_only}
+    return {"type": "object", "properties": {n: field_schema(f) for n, f in fields.items()},
+            "required": [n for n, f in fields.items() if f.required]}
+
+
+def _job_submit() -> dict:
+    schema = request_schema(JobSubmitSerializer())
+    schema["properties"]["gpus"]["maximum"] = settings.GPUSCHED_MAX_GPUS_PER_JOB
+    schema["properties"]["time_limit_s"]["maximum"] = settings.GPUSCHED_MAX_TIME_LIMIT_S
+    return schema
+
+
+PENDING = _nullable(_obj({"code": STR, "reason": STR, "estimated_start": _nullable(TIME),
+                          "what_if": STR}))
+JOB = _obj({
+    "id": INT, "organization": STR, "project": STR,
+    "state": {"type": "string", "enum": list(JobState.values)}, "version": INT, "prompt": STR,
+    "params": ANY_OBJECT, "gpus": INT, "gpu_types": {"type": "array", "items": STR},
+    "min_gpu_memory_mb": INT, "region": STR, "time_limit_s": INT, "checkpointable": BOOL,
+    "preemptible": BOOL, "created_at": TIME, "started_at": _nullable(TIME),
+    "finished_at": _nullable(TIME), "preemptions": INT, "pending": PENDING,
+    "result": ANY_OBJECT, "output_url": _nullable(STR), "error_code": STR, "error": STR})
+JOB_CREDITS = _obj({"held": INT, "spent": INT, "refunded": INT})
+JOB_DETAIL = {**JOB, "properties": {**JOB["properties"], "credits": JOB_CREDITS},
+              "required": [*JOB["required"], "credits"]}
+ACCEPTED = _obj({"id": INT, "state": STR, "url": STR})
+ERROR = _obj({"error": {
+    "type": "object", "required": ["code", "message"],
+    "description": "Refusals add their figures: retry_after_s (429), needed and available "
+                   "(402 insufficient_credits), scope, monthly_limit and committed (402 "
+                   "budget_exceeded).",
+    "properties": {"code": STR, "message": STR, "fields": ANY_OBJECT, "retry_after_s": INT,
+                   "needed": INT, "available": INT, "scope": STR, "monthly_limit": INT,
+                   "committed": INT}}})
+WEBHOOK = _obj({"id": INT, "url": STR, "active": BOOL, "created_at": TIME})
+WEBHOOK_CREATED = {**WEBHOOK, "properties": {**WEBHOOK["properties"], "secret": STR},
+                   "required": [*WEBHOOK["required"], "secret"]}
+CREDITS = _obj({
+    "available": INT, "held": INT,
+    "buckets": {"type": "array", "items": _obj({
+        "bucket": {"type": "string", "enum": ["paid", "promo"]}, "available": INT,
+        "held": INT, "expires_at": _nullable(TIME)})},
+    "budgets": {"type": "array", "items": _obj({
+        "scope": STR, "monthly_limit": INT, "committed": INT, "month": STR})},
+    "transfers": {"type": "array", "items": _obj({
+        "id": INT, "kind": STR, "amount": INT, "direction": {"enum": ["in", "out"]},
+        "bucket": STR, "job": _nullable(INT), "attempt": _nullable(INT), "memo": STR,
+        "created_at": TIME})}})
+
+
+def _ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _answer(description: str, schema: str | None = None) -> dict:
+    if schema is None:
+        return {"description": description}
+    return {"description": description,
+            "content": {"application/json": {"schema": _ref(schema)}}}
+
+
+def _errors(*statuses: int) -> dict:
+    meaning = {400: "invalid request", 401: "no or a bad API key", 402: "not enough credits, "
+               "or past a budget", 404: "no such object in this organization", 409: "conflict",
+               413: "request too large", 429: "refused for now: see Retry-After"}
+    return {str(s): _answer(meaning[s], "Error") for s in (*statuses, 401)}
+
+
+JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": INT}
+HOOK_ID = {"name": "hook_id", "in": "path", "required": True, "schema": INT}
+IDEMPOTENCY_KEY = {"name": "Idempotency-Key", "in": "header", "required": False,
+                   "schema": {"type": "string", "maxLength": 255},
+                   "description": "A retry with the same key gets the same job."}
+
+
+def _paths() -> dict:
+    return {
+        "/api/v1/jobs": {
+            "post": {"operationId": "submitJob", "parameters": [IDEMPOTENCY_KEY],
+                     "requestBody": {"required": True, "content": {
+                         "application/json": {"schema": _ref("JobSubmit")}}},
+                     "responses": {"202": _answer("accepted: the job waits in the queue",
+                                                  "Accepted"),
+                                   **_errors(400, 402, 409, 413, 429)}},
+            "get": {"operationId": "listJobs", "responses": {
+                "200": {"description": "the organization's 100 latest jobs", "content": {
+                    "application/json": {"schema": _obj(
+                        {"results": {"type": "array", "items": _ref("Job")}})}}},
+                **_errors(429)}}},
+        "/api/v1/jobs/{job_id}": {"get": {
+            "operationId": "getJob", "parameters": [JOB_ID],
+            "responses": {"200": _answer("the job", "JobDetail"), **_errors(404, 429)}}},
+        "/api/v1/jobs/{job_id}/cancel": {"post": {
+            "operationId": "cancelJob", "parameters": [JOB_ID],
+            "responses": {"202": _answer("cancelled, or stopping on its node", "Job"),
+                          **_errors(404, 409, 429)}}},
+        "/api/v1/webhooks": {
+            "get": {"operationId": "listWebhooks", "responses": {
+                "200": {"description": "the organization's endpoints", "content": {
+                    "application/json": {"schema": _obj(
+                        {"results": {"type": "array", "items": _ref("Webhook")}})}}},
+                **_errors(429)}},
+            "post": {"operationId": "createWebhook",
+                     "requestBody": {"required": True, "content": {"application/json": {
+                         "schema": request_schema(WebhookEndpointSerializer())}}},
+                     "responses": {"201": _answer("created; the secret is shown this once",
+                                                  "WebhookCreated"),
+                                   **_errors(400, 409, 429)}}},
+        "/api/v1/webhooks/{hook_id}": {"delete": {
+            "operationId": "deleteWebhook", "parameters": [HOOK_ID],
+            "responses": {"204": _answer("removed"), **_errors(404, 429)}}},
+        "/api/v1/credits": {"get": {
+            "operationId": "getCredits",
+            "responses": {"200": _answer("the organization's credits", "Credits"),
+                          **_errors(429)}}},
+    }
+
+
+def openapi_document() -> dict:
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "gpusched", "version": "1",
+                 "description": "Submit GPU jobs, follow them, cancel them; webhooks and "
+                                "credits. Errors are {error: {code, message, ...}}."},
+        "security": [{"apiKey": []}],
+        "paths": _paths(),
+        "components": {
+            "securitySchemes": {"apiKey": {"type": "http", "scheme": "bearer",
+                                           "description": "an organization's API key, gs_…"}},
+            "schemas": {"JobSubmit": _job_submit(), "Job": JOB, "JobDetail": JOB_DETAIL,
+                        "Accepted": ACCEPTED, "Error": ERROR, "Webhook": WEBHOOK,
+                        "WebhookCreated": WEBHOOK_CREATED, "Credits": CREDITS}},
+    }

@@ -1,0 +1,99 @@
+"""The OpenAPI document names every call the API has, with the methods it answers, and the
+answers of real calls, refusals included, are what it says."""
+
+import pytest
+from django.urls import URLPattern, get_resolver
+from rest_framework.test import APIClient
+
+from credits.models import GpuPrice
+from credits.services.grants import credits_grant
+from jobs.api.serializers import JobSubmitSerializer
+from jobs.models import Tier
+from jobs.services.tenancy import api_key_issue, organization_create
+from tests.support.openapi import conforms
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def document(client):
+    answer = client.get("/api/v1/openapi.json")  # no key needed
+    assert answer.status_code == 200
+    return answer.json()
+
+
+def _api_routes():
+    """(path in OpenAPI form, methods) of every route under /api/v1/."""
+    for prefix in get_resolver().url_patterns:
+        if str(prefix.pattern) != "api/v1/":
+            continue
+        for route in prefix.url_patterns:
+            assert isinstance(route, URLPattern)
+            path = "/api/v1/" + str(route.pattern).replace("<int:", "{").replace(">", "}")
+            view = route.callback.view_class
+            yield path, {m for m in ("get", "post", "put", "patch", "delete") if hasattr(view, m)}
+
+
+def test_every_route_and_method_is_documented(document):
+    routes = dict(_api_routes())
+    routes.pop("/api/v1/openapi.json")
+    assert {p: set(ops) for p, ops in document["paths"].items()} == routes
+
+
+def test_the_submit_body_is_the_serializers(document):
+    schema = document["components"]["schemas"]["JobSubmit"]
+    assert set(schema["properties"]) == set(JobSubmitSerializer().fields)
+    assert schema["required"] == ["prompt"]
+    assert schema["properties"]["gpus"] == {"type": "integer", "minimum": 1, "maximum": 8}
+
+
+def _check(document, answer, path, method, status):
+    operation = document["paths"][path][method]
+    assert str(status) in operation["responses"], (path, method, status)
+    assert answer.status_code == status, answer.content
+    content = operation["responses"][str(status)].get("content")
+    if content:
+        schema = content["application/json"]["schema"]
+        assert conforms(answer.json(), schema, document) == []
+
+
+def test_real_answers_are_what_the_document_says(document, api, alice, settings):
+    settings.GPUSCHED_WEBHOOK_ALLOW_PRIVATE = True  # no name resolves here
+    d = document
+    submitted = api.post("/api/v1/jobs", {"prompt": "a crane", "gpus": 2}, format="json")
+    _check(d, submitted, "/api/v1/jobs", "post", 202)
+    job_id = submitted.json()["id"]
+    _check(d, api.get("/api/v1/jobs"), "/api/v1/jobs", "get", 200)
+    _check(d, api.get(f"/api/v1/jobs/{job_id}"), "/api/v1/jobs/{job_id}", "get", 200)
+    _check(d, api.get("/api/v1/jobs/999999"), "/api/v1/jobs/{job_id}", "get", 404)
+    _check(d, api.post(f"/api/v1/jobs/{job_id}/cancel"), "/api/v1/jobs/{job_id}/cancel",
+           "post", 202)
+    _check(d, api.post(f"/api/v1/jobs/{job_id}/cancel"), "/api/v1/jobs/{job_id}/cancel",
+           "post", 202)
+    _check(d, api.post("/api/v1/jobs", {"gpus": 99}, format="json"), "/api/v1/jobs", "post",
+           400)
+    hook = api.post("/api/v1/webhooks", {"url": "http://127.0.0.1:9/hook"}, format="json")
+    _check(d, hook, "/api/v1/webhooks", "post", 201)
+    _check(d, api.get("/api/v1/webhooks"), "/api/v1/webhooks", "get", 200)
+    _check(d, api.delete(f"/api/v1/webhooks/{hook.json()['id']}"), "/api/v1/webhooks/{hook_id}",
+           "delete", 204)
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
+    credits_grant(organization=alice, amount=100)
+    _check(d, api.post("/api/v1/jobs", {"prompt": "x"}, format="json"), "/api/v1/jobs", "post",
+           402)
+    _check(d, api.get("/api/v1/credits"), "/api/v1/credits", "get", 200)
+
+
+def test_an_answer_with_an_undocumented_key_is_caught(document):
+    wrong = {"id": 1, "state": "QUEUED", "url": "/x", "position": 3}
+    assert conforms(wrong, {"$ref": "#/components/schemas/Accepted"}, document) == [
+        "$: undocumented position"]
+
+
+def test_a_refusal_for_now_is_documented_with_retry_after(document, tiers):
+    Tier.objects.filter(name="free").update(max_queued_jobs_per_org=0)
+    api = APIClient()
+    key = api_key_issue(organization=organization_create(slug="dora", tier="free"), name="k")[1]
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    _check(document, api.post("/api/v1/jobs", {"prompt": "x"}, format="json"), "/api/v1/jobs",
+           "post", 429)
