@@ -5,9 +5,12 @@ from pathlib import Path
 
 import pytest
 
+from credits.models import GpuPrice, Hold
+from credits.services.grants import credits_grant
 from jobs.models import Attempt, Job
 from tests.support.broker import purge_broker_and_cache
 from tests.support.factories import make_job
+from tests.support.ledger import assert_ledger_consistent
 from tests.support.processes import ProcessGroup, wait_for
 from workers.models import Node
 
@@ -41,6 +44,8 @@ def test_a_job_on_a_killed_node_runs_again_on_another(alice, fast_leases):
     doomed_proc = fast_leases.node(doomed, 2)
     wait_for(lambda: Node.objects.filter(name=doomed).exists(), 60, "the first node")
     fast_leases.scheduler()
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)  # the job pays
+    credits_grant(organization=alice, amount=100_000)
     job = make_job(alice, gpus=2, run_seconds=30, progress_interval=0.5)
     wait_for(lambda: Job.objects.get(pk=job.pk).state == "RUNNING", 60, "the job to run")
     first = Attempt.objects.get(job=job)
@@ -58,3 +63,7 @@ def test_a_job_on_a_killed_node_runs_again_on_another(alice, fast_leases):
     states = [e.to_state for e in job.events.all()]
     assert states[:7] == ["QUEUED", "SCHEDULED", "RUNNING", "LOST", "RETRY_WAIT", "QUEUED",
                           "SCHEDULED"]
+    # its credits survived the kill: still held for the retry, nothing billed for lost work
+    hold = Hold.objects.get(job=job)
+    assert hold.closed_at is None and hold.posted == 0 and hold.remaining == hold.amount > 0
+    assert_ledger_consistent()
