@@ -1,5 +1,6 @@
-"""Operators see every account, hold and transfer; they change prices, never the ledger's rows
-(grants go through `manage.py grant_credits`, so that each is a transfer)."""
+"""Operators see every account, hold and transfer; they change prices and budgets, never the
+ledger's rows (grants go through the organization list's action or `manage.py
+grant_credits`, so that each is a transfer)."""
 
 from django.contrib import admin
 

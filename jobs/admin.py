@@ -1,5 +1,6 @@
 from django.contrib import admin, messages
 
+from credits.admin_actions import grant_credits
 from jobs.models import (
     ApiKey,
     Attempt,
@@ -31,6 +32,7 @@ class OrganizationAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "tier", "weight", "running_gpu_cap", "created_at"]
     list_filter = ["tier"]
     search_fields = ["slug", "name"]
+    actions = [grant_credits]
 
 
 @admin.register(Project)

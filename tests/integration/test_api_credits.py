@@ -1,11 +1,12 @@
 """What an organization sees of its credits, and how operators grant them."""
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
 from credits.models import GpuPrice, Transfer
-from credits.services.grants import credits_grant
+from credits.services.grants import credits_grant, organization_balance
 from jobs.services.submission import JobSpec, job_submit
 
 pytestmark = pytest.mark.django_db
@@ -47,3 +48,18 @@ def test_operators_grant_with_a_command(alice, capsys):
         call_command("grant_credits", "nobody", "5")
     with pytest.raises(CommandError):
         call_command("grant_credits", "alice", "-5")
+
+
+def test_operators_grant_from_the_organization_list(alice, bob, client):
+    client.force_login(User.objects.create_superuser("olga", "o@example.com", "pw"))
+    chosen = {"action": "grant_credits", "_selected_action": [alice.pk, bob.pk]}
+    form = client.post("/admin/jobs/organization/", chosen)
+    assert form.status_code == 200 and "Grant credits to 2 organizations" in form.content.decode()
+    refused = client.post("/admin/jobs/organization/", {**chosen, "apply": "1", "amount": "5",
+                                                        "expires_in_days": "3"})
+    assert "only promotional credits expire" in refused.content.decode()
+    for _ in range(2):  # the same key twice: granted once
+        client.post("/admin/jobs/organization/", {**chosen, "apply": "1", "amount": "750",
+                                                  "key": "order-9"}, follow=True)
+    assert Transfer.objects.filter(kind="GRANT").count() == 2
+    assert [organization_balance(o)["available"] for o in (alice, bob)] == [750, 750]
