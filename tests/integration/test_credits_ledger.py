@@ -5,11 +5,13 @@ that takes only what nobody holds."""
 from datetime import timedelta
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from credits.models import Account, GpuPrice, Hold, Transfer
+from credits.services.audit import audit_ledger
 from credits.services.grants import credits_grant, expire_buckets, organization_balance
 from jobs.services.cancellation import job_cancel
 from jobs.services.errors import Conflict
@@ -115,3 +117,20 @@ def test_grants_are_positive_and_only_promotions_expire(alice):
         credits_grant(organization=alice, amount=5, expires_at=timezone.now())
     assert paid.value.code == "paid_credits_expire"
     assert not Transfer.objects.exists()
+
+
+def test_the_audit_passes_good_books_and_names_what_is_off(alice, capsys):
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
+    credits_grant(organization=alice, amount=1_000)
+    job = job_submit(organization=alice, spec=JobSpec(prompt="x", time_limit_s=100))
+    call_command("audit_ledger")
+    assert "the ledger balances: 2 transfers checked" in capsys.readouterr().out
+    # rows changed behind the ledger's back (the checks let these through)
+    Account.objects.filter(pk=wallet_of(alice).pk).update(credits_posted=F("credits_posted") + 7)
+    Hold.objects.filter(job=job).update(posted=10)
+    problems = audit_ledger()
+    assert len(problems) == 3, problems
+    assert "stored" in problems[0] and "does not sum to zero: posted 7" in problems[1]
+    assert problems[2].startswith(f"hold {Hold.objects.get(job=job).pk}:")
+    with pytest.raises(CommandError):
+        call_command("audit_ledger")

@@ -7,13 +7,16 @@ from collections import defaultdict
 from django.db.models import Sum
 
 from credits.models import Account, Hold, Transfer
+from credits.services.audit import audit_ledger
 
 _PENDING_SIGN = {"HOLD": 1, "POST": -1, "VOID": -1}
 
 
 def assert_ledger_consistent() -> None:
     """Every account's sums are what its transfers add up to, all balances sum to zero, no
-    wallet is below zero, and every hold has moved at most what it reserved."""
+    wallet is below zero, and every hold has moved at most what it reserved. Recomputed here
+    transfer by transfer, and by the operators' audit (credits/services/audit.py)."""
+    assert audit_ledger() == []
     sums: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for t in Transfer.objects.all():
         if t.kind in _PENDING_SIGN:
