@@ -5,7 +5,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .env import ConfigError, database_from_url, env_bool, env_int, env_number, env_str
+from .env import (
+    ConfigError,
+    database_from_url,
+    env_bool,
+    env_choice,
+    env_int,
+    env_number,
+    env_str,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("GPUSCHED_VAR_DIR", str(BASE_DIR / "var")))
@@ -49,6 +57,7 @@ try:
         f"{sys.executable} -m workers.fakegen --prompt {{prompt}} --output {{output}} "
         "--checkpoint-dir {checkpoint_dir} --seed {seed} --params-file {params_file}",
     )
+    LOG_FORMAT = env_choice("LOG_FORMAT", "plain", ("plain", "json"))
 except ConfigError as exc:  # fail at start, naming the variable
     raise SystemExit(f"gpusched: bad configuration: {exc}") from None
 
@@ -170,7 +179,8 @@ CELERY_BEAT_SCHEDULE = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+                   "json": {"()": "gpusched.logs.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
 }

@@ -6,12 +6,16 @@ loses the race and is told so, instead of overwriting someone else's move.
 
 from __future__ import annotations
 
+import logging
+
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from jobs.models import Attempt, Job, JobEvent
 from jobs.states import TERMINAL, JobState, is_allowed
+
+log = logging.getLogger(__name__)
 
 
 class TransitionError(Exception):
@@ -53,6 +57,7 @@ def transition(
         JobEvent.objects.create(job_id=job.pk, from_state=src, to_state=to,
                                 version=job.version + 1, reason=reason[:200],
                                 attempt=attempt, data=data or {})
+        _log_once_committed(job, src, to, reason, attempt)
         job.state, job.version, job.updated_at = to, job.version + 1, now
         for name, value in fields.items():
             setattr(job, name, value)
@@ -63,6 +68,15 @@ def transition(
             settle_job(job)
             notify_job_ended(job)
     return job
+
+
+def _log_once_committed(job: Job, src: str, to: str, reason: str,
+                        attempt: Attempt | None) -> None:
+    """One structured line per move, written only if the move commits."""
+    fields = {"job_id": job.pk, "organization_id": job.organization_id, "from_state": src,
+              "to_state": str(to), "attempt_id": attempt.pk if attempt else None}
+    transaction.on_commit(lambda: log.info("job %s: %s → %s (%s)", job.pk, src, to, reason,
+                                           extra=fields))
 
 
 def record_creation(job: Job, reason: str = "submitted") -> None:

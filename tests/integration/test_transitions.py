@@ -61,3 +61,21 @@ def test_concurrent_moves_from_one_state_let_exactly_one_win(alice):
     assert sum(o.startswith("won") for o in outcomes) == 1
     job.refresh_from_db()
     assert job.version == 1 and JobEvent.objects.filter(job=job).count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_each_committed_move_is_logged_with_its_fields_and_a_rolled_back_one_is_not(alice,
+                                                                                   caplog):
+    from django.db import transaction
+
+    job = make_job(alice)
+    caplog.set_level("INFO", logger="jobs.transitions")
+    with pytest.raises(RuntimeError), transaction.atomic():
+        transition(job, JobState.CANCELLED, reason="never happened")
+        raise RuntimeError
+    job = Job.objects.get(pk=job.pk)
+    transition(job, JobState.CANCELLED, reason="by the client")
+    moves = [r for r in caplog.records if r.name == "jobs.transitions"]
+    assert [(r.job_id, r.from_state, r.to_state) for r in moves] == [
+        (job.pk, "QUEUED", "CANCELLED")]
+    assert moves[0].getMessage() == f"job {job.pk}: QUEUED → CANCELLED (by the client)"

@@ -16,6 +16,7 @@ from tests.support.processes import ROOT
     ("GPUSCHED_LIMIT_WEIGHT", "-1"),
     ("GPUSCHED_FIRST_KILL_LOSS_RATIO", "-1"),
     ("DATABASE_URL", "mysql://x/y"),
+    ("LOG_FORMAT", "xml"),
 ])
 def test_a_bad_value_fails_at_start_naming_the_variable(name, value):
     env = {**os.environ, name: value, "DJANGO_SETTINGS_MODULE": "gpusched.settings"}
