@@ -47,7 +47,8 @@ def _ask_to_stop(proc: subprocess.Popen, sup: Supervision, why: str, grace_s: fl
     if sup.stop:
         return
     sup.stop, sup.kill_at = why, time.monotonic() + grace_s
-    log.info("stopping pid %s (%s), SIGKILL in %.0fs", proc.pid, why, grace_s)
+    log.info("stopping pid %s (%s), SIGKILL in %.0fs", proc.pid, why, grace_s,
+             extra={"pid": proc.pid, "stop": why})
     _signal_group(proc, signal.SIGTERM)
 
 
@@ -126,7 +127,7 @@ def run_attempt(attempt_id: int, token: int) -> str:
     try:
         claim = attempt_start(attempt_id=attempt_id, token=token)
     except StaleAttempt as exc:
-        log.warning("refused: %s", exc)
+        log.warning("refused: %s", exc, extra={"attempt_id": attempt_id, "token": token})
         return "stale"
     paths = AttemptPaths.under(settings.GPUSCHED_WORK_ROOT, claim.job_id, claim.attempt_id,
                                suffix=claim.params.get("output_suffix", ".y4m"))
@@ -143,7 +144,8 @@ def run_attempt(attempt_id: int, token: int) -> str:
     _signal_group(proc, signal.SIGKILL)
     reader.join(timeout=5)
     if sup.stop == "stale":
-        log.warning("attempt %s was fenced off; its result is discarded", attempt_id)
+        log.warning("attempt %s was fenced off; its result is discarded", attempt_id,
+                    extra={"attempt_id": attempt_id, "job_id": claim.job_id})
         return _discard(paths)
     stderr = _tail(paths.stderr)
     outcome, error_code = classify(
@@ -165,7 +167,8 @@ def _report(claim: AttemptClaim, paths: AttemptPaths, result: AttemptResult) -> 
     try:
         attempt_finish(attempt_id=claim.attempt_id, token=claim.token, result=result)
     except StaleAttempt as exc:
-        log.warning("result of attempt %s discarded: %s", claim.attempt_id, exc)
+        log.warning("result of attempt %s discarded: %s", claim.attempt_id, exc,
+                    extra={"attempt_id": claim.attempt_id, "job_id": claim.job_id})
         return _discard(paths)
     paths.remove(keep_checkpoint=result.outcome == "PREEMPTED")
     return result.outcome
