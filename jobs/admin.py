@@ -150,7 +150,7 @@ class CounterAdmin(admin.ModelAdmin):
 
 @admin.register(WebhookEndpoint)
 class WebhookEndpointAdmin(admin.ModelAdmin):
-    list_display = ["organization", "url", "active", "created_at"]
+    list_display = ["organization", "url", "events", "active", "created_at"]
     list_filter = ["active"]
     readonly_fields = ["secret"]  # the receiver's copy; new endpoints get a fresh one
 

@@ -16,6 +16,9 @@ from jobs.models import Attempt, Job, JobEvent
 from jobs.states import TERMINAL, JobState, is_allowed
 
 log = logging.getLogger(__name__)
+# states an endpoint may be told of (jobs/models/webhook.py EVENTS); SCHEDULED and QUEUED
+# moves are the tick's hundreds a round and are not announced
+NOTIFIED = TERMINAL | {JobState.RUNNING, JobState.PREEMPTING, JobState.RETRY_WAIT}
 
 
 class TransitionError(Exception):
@@ -61,12 +64,14 @@ def transition(
         job.state, job.version, job.updated_at = to, job.version + 1, now
         for name, value in fields.items():
             setattr(job, name, value)
-        if to in TERMINAL:  # its credits and notices are settled in the end's transaction
+        if to in TERMINAL:  # its credits are settled in the end's transaction
             from credits.services.holds import settle_job
-            from jobs.services.webhooks import notify_job_ended
 
             settle_job(job)
-            notify_job_ended(job)
+        if to in NOTIFIED:  # and the notices owed, in the move's
+            from jobs.services.webhooks import notify_job_moved
+
+            notify_job_moved(job)
     return job
 
 

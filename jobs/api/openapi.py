@@ -11,6 +11,7 @@ from django.conf import settings
 from rest_framework import serializers
 
 from jobs.api.serializers import JobSubmitSerializer, WebhookEndpointSerializer
+from jobs.models.webhook import EVENTS
 from jobs.states import JobState
 
 
@@ -45,6 +46,8 @@ def field_schema(field: serializers.Field) -> dict:
         if field.max_length is not None:
             schema["maxItems"] = field.max_length
         return schema
+    if isinstance(field, serializers.ChoiceField):
+        return {"type": "string", "enum": list(field.choices)}
     if isinstance(field, serializers.CharField):
         schema = dict(STR)
         if field.max_length is not None:
@@ -92,7 +95,8 @@ ERROR = _obj({"error": {
     "properties": {"code": STR, "message": STR, "fields": ANY_OBJECT, "retry_after_s": INT,
                    "needed": INT, "available": INT, "scope": STR, "monthly_limit": INT,
                    "committed": INT}}})
-WEBHOOK = _obj({"id": INT, "url": STR, "active": BOOL, "created_at": TIME})
+WEBHOOK = _obj({"id": INT, "url": STR, "events": {"type": "array", "items": {
+    "type": "string", "enum": list(EVENTS)}}, "active": BOOL, "created_at": TIME})
 WEBHOOK_CREATED = {**WEBHOOK, "properties": {**WEBHOOK["properties"], "secret": STR},
                    "required": [*WEBHOOK["required"], "secret"]}
 CREDITS = _obj({

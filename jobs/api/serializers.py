@@ -5,6 +5,7 @@ from django.core.validators import URLValidator
 from rest_framework import serializers
 
 from jobs.models import Job, WebhookEndpoint
+from jobs.models.webhook import EVENTS
 
 
 class JobSubmitSerializer(serializers.Serializer):
@@ -57,7 +58,14 @@ class WebhookEndpointSerializer(serializers.ModelSerializer):
     url = serializers.CharField(max_length=500,
                                 validators=[URLValidator(schemes=["http", "https"])])
 
+    events = serializers.ListField(child=serializers.ChoiceField(choices=EVENTS),
+                                   required=False, allow_empty=False, max_length=len(EVENTS),
+                                   help_text="Default: the job's end (every terminal state).")
+
     class Meta:
         model = WebhookEndpoint
-        fields = ["id", "url", "active", "created_at"]
+        fields = ["id", "url", "events", "active", "created_at"]
         read_only_fields = ["id", "active", "created_at"]
+
+    def validate_events(self, events: list[str]) -> list[str]:
+        return sorted(set(events), key=EVENTS.index)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import secrets
 
+from django.core.exceptions import ValidationError
 from django.db import models
 
 
@@ -12,18 +13,35 @@ def _new_secret() -> str:
     return secrets.token_hex(32)
 
 
+# what an endpoint may subscribe to: "job." + the state a job moves into
+ENDED_EVENTS = ("job.succeeded", "job.failed", "job.timed_out", "job.cancelled", "job.dead")
+EVENTS = (*ENDED_EVENTS, "job.running", "job.preempting", "job.retry_wait")
+
+
+def _ended_events() -> list[str]:
+    return list(ENDED_EVENTS)
+
+
 class WebhookEndpoint(models.Model):
     organization = models.ForeignKey("jobs.Organization", on_delete=models.CASCADE,
                                      related_name="webhooks")
-    url = models.URLField(max_length=500, help_text="Receives a signed POST when a job ends.")
+    url = models.URLField(max_length=500, help_text="Receives a signed POST when a job moves.")
     secret = models.CharField(max_length=64, default=_new_secret, editable=False,
                               help_text="Signs each delivery (HMAC-SHA256); the receiver "
                                         "checks it.")
     active = models.BooleanField(default=True)
+    events = models.JSONField(default=_ended_events, blank=True,
+                              help_text=f"What it is told of, among {', '.join(EVENTS)}.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
         return f"{self.organization} → {self.url}"
+
+    def clean(self) -> None:
+        unknown = [e for e in self.events or [] if e not in EVENTS] if isinstance(
+            self.events, list) else [self.events]
+        if unknown or not self.events:
+            raise ValidationError({"events": f"a list of some of: {', '.join(EVENTS)}"})
 
 
 class WebhookDelivery(models.Model):

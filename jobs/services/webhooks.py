@@ -1,7 +1,8 @@
-"""Tell an organization's endpoints that a job ended: at least once, signed, retried.
+"""Tell an organization's endpoints that a job ended (or started, is being preempted, waits
+to retry: each endpoint chooses its `events`): at least once, signed, retried.
 
-A job's end writes one delivery per active endpoint in the transaction of the end itself
-(`notify_job_ended`, called by jobs/transitions.py), so an end is never lost between the
+A move writes one delivery per subscribed endpoint in the transaction of the move itself
+(`notify_job_moved`, called by jobs/transitions.py), so an end is never lost between the
 database and the broker. A sender claims a due delivery by pushing its due time forward (a
 conditional update: two senders never post it at once), posts it outside any transaction,
 then records the answer. A refusal or an unreachable endpoint is tried again with backoff
@@ -29,6 +30,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from jobs.models import Job, WebhookDelivery, WebhookEndpoint
+from jobs.models.webhook import EVENTS
 
 MAX_ATTEMPTS = 8
 TIMEOUT_S = 5.0
@@ -36,14 +38,17 @@ CLAIM_S = 60  # a claimed delivery is due again after this if its sender died me
 Status = WebhookDelivery.Status
 
 
-def notify_job_ended(job: Job) -> None:
-    """Owe each active endpoint of the job's organization a notice of its end (call inside
-    the transaction that ends it); they are sent once it commits."""
-    endpoints = list(WebhookEndpoint.objects.filter(organization_id=job.organization_id,
-                                                    active=True))
+def notify_job_moved(job: Job) -> None:
+    """Owe each active endpoint of the job's organization that subscribed to the state the
+    job just moved into a notice of it (call inside the transaction of the move); they are
+    sent once it commits."""
+    event = f"job.{job.state.lower()}"
+    if event not in EVENTS:
+        return
+    endpoints = [e for e in WebhookEndpoint.objects.filter(
+        organization_id=job.organization_id, active=True) if event in e.events]
     if not endpoints:
         return
-    event = f"job.{job.state.lower()}"
     now = timezone.now()
     made = WebhookDelivery.objects.bulk_create(
         WebhookDelivery(endpoint=e, job=job, event=event, payload=_payload(job, event),

@@ -136,3 +136,46 @@ def test_a_tenants_webhook_can_not_reach_the_services_own_network(api, alice, ur
     assert webhook_deliver(delivery.pk) == "PENDING"
     delivery.refresh_from_db()
     assert delivery.last_error.startswith("refused:")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_endpoint_is_told_of_the_moves_it_chose(alice, receiver):
+    from jobs.models import Attempt
+    from jobs.scheduler.tick import scheduler_tick_run
+    from tests.support.factories import make_node
+    from workers.services.attempts import AttemptResult, attempt_finish, attempt_start
+
+    ends = WebhookEndpoint.objects.create(organization=alice, url=receiver.url)
+    starts = WebhookEndpoint.objects.create(organization=alice, url=receiver.url,
+                                            events=["job.running", "job.failed"])
+    make_node("n1", gpus=1)
+    job = make_job(alice)
+    scheduler_tick_run()
+    attempt = Attempt.objects.get(job=job)
+    attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    attempt_finish(attempt_id=attempt.pk, token=attempt.token,
+                   result=AttemptResult("SUCCEEDED", 0))
+    told = sorted(WebhookDelivery.objects.values_list("endpoint_id", "event"))
+    assert told == sorted([(starts.pk, "job.running"), (ends.pk, "job.succeeded")])
+
+
+def test_clients_choose_events_and_unknown_ones_are_a_400(api):
+    made = api.post("/api/v1/webhooks", {"url": "https://93.184.216.34/h", "events": [
+        "job.running", "job.dead", "job.running"]}, format="json")
+    assert made.status_code == 201 and made.json()["events"] == ["job.dead", "job.running"]
+    default = api.post("/api/v1/webhooks", {"url": "https://93.184.216.34/i"}, format="json").json()
+    assert default["events"] == ["job.succeeded", "job.failed", "job.timed_out",
+                                 "job.cancelled", "job.dead"]
+    for events in (["job.queued"], [], "job.running"):
+        bad = api.post("/api/v1/webhooks", {"url": "https://93.184.216.34/j", "events": events},
+                       format="json")
+        assert bad.status_code == 400 and "events" in bad.json()["error"]["fields"]
+
+
+def test_operators_cannot_save_an_unknown_event(alice):
+    from django.core.exceptions import ValidationError
+
+    for events in (["job.queued"], [], "job.running"):
+        with pytest.raises(ValidationError):
+            WebhookEndpoint(organization=alice, url="https://93.184.216.34/", events=events
+                            ).full_clean()
