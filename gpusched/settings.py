@@ -169,6 +169,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 300.0,
         "options": {"expires": 600},
     },
+    "credits-allowances": {
+        "task": "credits.tasks.grant_allowances",
+        "schedule": 600.0,
+        "options": {"expires": 1200},
+    },
     "webhooks-sweep": {
         "task": "jobs.tasks.sweep_webhooks",
         "schedule": 30.0,

@@ -24,7 +24,8 @@ from jobs.services.redrive import job_redrive
 class TierAdmin(admin.ModelAdmin):
     list_display = ["name", "priority", "weight", "guaranteed_share", "max_share",
                     "start_slo_seconds", "preemptible", "max_preemptions",
-                    "max_queued_jobs_per_org", "shed_after_backlog_s", "api_requests_per_min"]
+                    "max_queued_jobs_per_org", "shed_after_backlog_s", "api_requests_per_min",
+                    "monthly_credits"]
 
 
 @admin.register(Organization)

@@ -29,6 +29,10 @@ class Tier(models.Model):
         null=True, blank=True,
         help_text="API requests an organization of this tier may make a minute, all its keys "
                   "together; past it, 429 rate_limited. Empty: no limit.")
+    monthly_credits = models.PositiveBigIntegerField(
+        null=True, blank=True,
+        help_text="Promotional credits each organization of this tier gets at the start of "
+                  "every calendar month (UTC), expiring at its end; empty: none.")
     shed_after_backlog_s = models.PositiveIntegerField(
         null=True, blank=True,
         help_text="Refuse new jobs of this tier (429) while the work waiting at or above it "
