@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from django.core.cache import cache
 from django.db.models import Count, Sum
 
+from credits.models import Account
 from jobs.models import GpuBinding, Job
 from jobs.scheduler.backlog import BACKLOG_KEY
 from jobs.states import TERMINAL, JobState
@@ -20,7 +21,8 @@ from workers.models import Gpu
 
 LAST_TICK_KEY = "gpusched:last-tick"
 _REFUSED_KEY = "gpusched:refused:{}"
-REFUSAL_CODES = ("queue_full", "overloaded", "rate_limited", "insufficient_credits")
+REFUSAL_CODES = ("queue_full", "overloaded", "rate_limited", "insufficient_credits",
+                 "budget_exceeded")
 
 Sample = tuple[dict[str, str], float]
 
@@ -62,9 +64,31 @@ def _metrics() -> Iterable[tuple[str, str, str, list[Sample]]]:
            [({"gpu_type": g, "node_state": s, "health": h}, n)
             for g, s, h, n in gpus.annotate(Count("id"))])
     yield from _published()
+    yield from _ledger()
     yield ("gpusched_requests_refused_total", "counter",
-           "Requests refused with 429 since the cache was last emptied, by code.",
+           "Requests refused (429, or 402 for credits) since the cache was last emptied, by "
+           "code.",
            [({"code": c}, cache.get(_REFUSED_KEY.format(c), 0)) for c in REFUSAL_CODES])
+
+
+def _ledger() -> Iterable[tuple[str, str, str, list[Sample]]]:
+    """The credit ledger's totals, read off its system accounts (docs/credits.md)."""
+    system = {a.code: a for a in Account.objects.filter(kind=Account.Kind.SYSTEM)}
+    for name, text, code, value in _LEDGER_FIGURES:
+        if code in system:
+            yield name, "gauge", text, [({}, value(system[code]))]
+
+
+_LEDGER_FIGURES = [
+    ("gpusched_credits_granted", "Credits granted to organizations, ever.", "issuance",
+     lambda a: -a.balance),
+    ("gpusched_credits_held", "Credits jobs hold now, not yet spent.", "usage",
+     lambda a: a.credits_pending),
+    ("gpusched_credits_spent", "Credits jobs spent, less refunds, ever.", "usage",
+     lambda a: a.balance),
+    ("gpusched_credits_expired", "Credits expired unspent, ever.", "expired",
+     lambda a: a.balance),
+]
 
 
 def _published() -> Iterable[tuple[str, str, str, list[Sample]]]:

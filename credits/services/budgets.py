@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from credits.errors import BudgetExceeded
 from credits.models import Budget, Hold
+from jobs.metrics import count_refusal
 from jobs.models import Job
 
 
@@ -48,6 +49,7 @@ def check_budgets(job: Job, amount: int) -> None:
     for budget in budgets_of(job):
         used = committed(budget, since=since)
         if used + amount > budget.monthly_limit:
+            count_refusal(BudgetExceeded.code)
             raise BudgetExceeded(scope=budget.scope, limit=budget.monthly_limit,
                                  committed=used, needed=amount)
 

@@ -52,3 +52,26 @@ def test_metrics_show_the_queue_the_fleet_the_last_round_and_refusals(alice, api
     assert m["gpusched_backlog_seconds", '{tier="free"}'] > 0
     assert m["gpusched_requests_refused_total", '{code="queue_full"}'] == 1
     assert m["gpusched_requests_refused_total", '{code="overloaded"}'] == 0
+
+
+def test_metrics_show_the_ledgers_totals(alice, bob, client):
+    from credits.errors import InsufficientCredits
+    from credits.models import GpuPrice
+    from credits.services.grants import credits_grant
+    from jobs.services.cancellation import job_cancel
+    from jobs.services.submission import JobSpec, job_submit
+
+    purge_broker_and_cache()
+    assert not any(name.startswith("gpusched_credits") for name, _ in _scrape(client))
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
+    credits_grant(organization=alice, amount=5_000)
+    credits_grant(organization=bob, amount=1_000)
+    job_submit(organization=alice, spec=JobSpec(prompt="x", time_limit_s=600))
+    job_cancel(job=job_submit(organization=bob, spec=JobSpec(prompt="y", time_limit_s=60)))
+    with pytest.raises(InsufficientCredits):  # counted with the refusals
+        job_submit(organization=bob, spec=JobSpec(prompt="z", time_limit_s=6_000))
+    m = _scrape(client)
+    assert (m["gpusched_credits_granted", ""], m["gpusched_credits_held", ""],
+            m["gpusched_credits_spent", ""]) == (6_000, 600, 0)
+    assert "gpusched_credits_expired" not in {name for name, _ in m}
+    assert m["gpusched_requests_refused_total", '{code="insufficient_credits"}'] == 1
