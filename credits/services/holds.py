@@ -85,8 +85,11 @@ def meter_attempt(attempt_id: int, *, until: datetime) -> int:
     owed = cost(attempt.credits_per_hour, seconds) - attempt.credits_metered
     if owed <= 0:
         return 0
-    usage, posted = system_account(USAGE), 0
-    for hold in _lock_open_holds(attempt.job_id):
+    holds, posted = _lock_open_holds(attempt.job_id), 0
+    if not holds:
+        return 0
+    usage = system_account(USAGE)  # system accounts after wallets: the ledger's lock order
+    for hold in holds:
         take = min(owed - posted, hold.remaining)
         if take <= 0:
             continue
@@ -103,8 +106,11 @@ def settle_job(job: Job) -> None:
     """At the job's end: refund a job that delivered nothing, then void what its holds have
     left. Called by the transition into a terminal state, in its transaction, so it runs once.
     """
-    usage, now = system_account(USAGE), timezone.now()
-    for hold in _lock_open_holds(job.pk):
+    holds, now = _lock_open_holds(job.pk), timezone.now()
+    if not holds:
+        return  # the common case of a fleet without prices: one query
+    usage = system_account(USAGE)
+    for hold in holds:
         refund = hold.posted - hold.refunded if job.state in REFUNDED_ENDS else 0
         if refund:
             record(Transfer.Kind.REFUND, usage, hold.account, refund, hold=hold, job_id=job.pk,
