@@ -18,6 +18,7 @@ from jobs.models import (
 )
 from jobs.services.errors import ServiceError
 from jobs.services.redrive import job_redrive
+from jobs.services.requeue import job_requeue
 
 
 @admin.register(Tier)
@@ -97,7 +98,20 @@ class JobAdmin(admin.ModelAdmin):
                        "preemptions", "pending_code", "pending_reason", "pending_what_if",
                        "estimated_start", "nominated_node", "nominated_gpus"]
     inlines = [AttemptInline, JobEventInline]
-    actions = ["run_again"]
+    actions = ["run_again", "requeue"]
+
+    @admin.action(description="Stop and requeue (running jobs checkpoint and resume later)")
+    def requeue(self, request, queryset):
+        done, refused = [], []
+        for job in queryset:
+            try:
+                done.append(job_requeue(job=job, by=request.user.get_username()).pk)
+            except ServiceError as exc:
+                refused.append(exc.message)
+        if done:
+            self.message_user(request, f"Asked to stop and requeue: {', '.join(map(str, done))}.")
+        if refused:
+            self.message_user(request, "; ".join(refused), level=messages.WARNING)
 
     @admin.action(description="Run again as new jobs (dead, failed or timed out)")
     def run_again(self, request, queryset):

@@ -76,3 +76,25 @@ def test_operators_drain_from_admin(alice, client):
     client.post("/admin/workers/node/", {"action": "return_to_service",
                                           "_selected_action": [node.pk]})
     assert Node.objects.get(pk=node.pk).state == "ACTIVE"
+
+
+def test_an_operator_requeues_a_running_job_and_not_a_waiting_one(alice, client):
+    from jobs.services.errors import Conflict
+    from jobs.services.requeue import job_requeue
+
+    make_node("n1", gpus=1)
+    running = _run(make_job(alice))
+    waiting = make_job(alice)
+    with pytest.raises(Conflict):
+        job_requeue(job=waiting, by="olga")
+    client.force_login(User.objects.create_superuser("olga", "o@example.com", "pw"))
+    answer = client.post("/admin/jobs/job/", {
+        "action": "requeue", "_selected_action": [running.job_id, waiting.pk]}, follow=True)
+    assert [m.message for m in answer.context["messages"]] == [
+        f"Asked to stop and requeue: {running.job_id}.",
+        f"job {waiting.pk} is QUEUED: only a running job is requeued"]
+    job = Job.objects.get(pk=running.job_id)
+    assert job.state == "PREEMPTING" and job.events.last().reason == "requeued by olga"
+    attempt_finish(attempt_id=running.pk, token=running.token,
+                   result=AttemptResult("PREEMPTED", 75))
+    assert Job.objects.get(pk=running.job_id).state == "QUEUED"

@@ -3,16 +3,11 @@ running jobs so that the node is free soon), and return to service."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
 from jobs.models import Attempt, AttemptStatus
 from jobs.scheduler.trigger import request_tick
-from jobs.states import JobState
-from jobs.transitions import TransitionError, transition
+from jobs.services.requeue import attempt_stop_and_requeue
 from workers.models import Node, NodeState
 
 
@@ -34,30 +29,11 @@ def node_drain(node: Node, *, evacuate: bool = False, grace_s: float | None = No
     stop within `grace_s` (the kill grace by default): it waits in the queue again and resumes
     elsewhere, as a preempted job does, and pays nothing for work it loses. Attempts that have
     not started yet run; drain again to move them too. Returns the jobs asked to stop."""
-    grace = timedelta(seconds=settings.GPUSCHED_KILL_GRACE_S if grace_s is None else grace_s)
     Node.objects.filter(pk=node.pk).exclude(state=NodeState.DOWN).update(
         state=NodeState.DRAINING)
     if not evacuate:
         return 0
-    asked = 0
     running = Attempt.objects.filter(node=node, status=AttemptStatus.RUNNING,
                                      ended_at__isnull=True, stop_requested="")
-    for attempt in running.select_related("job", "node"):
-        asked += _evacuate(attempt, grace)
-    return asked
-
-
-def _evacuate(attempt: Attempt, grace: timedelta) -> int:
-    with transaction.atomic():
-        stop = Attempt.objects.filter(pk=attempt.pk, stop_requested="", ended_at__isnull=True
-                                      ).update(stop_requested="preempt",
-                                               stop_deadline=timezone.now() + grace)
-        if not stop:
-            return 0
-        try:
-            transition(attempt.job, JobState.PREEMPTING, attempt=attempt,
-                       reason=f"node {attempt.node.name} drained by an operator")
-        except TransitionError:  # it ended or is being stopped for another reason
-            transaction.set_rollback(True)
-            return 0
-    return 1
+    return sum(attempt_stop_and_requeue(a, reason=f"node {node.name} drained by an operator",
+                                        grace_s=grace_s) for a in running)
