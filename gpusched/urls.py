@@ -1,5 +1,3 @@
-from django.conf import settings
-from django.conf.urls.static import static
 from django.contrib import admin
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -45,4 +43,5 @@ urlpatterns = [
     path("capacity", capacity),
     path("metrics", metrics),
     path("", home),
-] + static(settings.MEDIA_URL, document_root=settings.MEDIA_ROOT)
+]
+# no public media: a job's output goes only to its organization (jobs/services/outputs.py)

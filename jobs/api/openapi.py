@@ -154,6 +154,13 @@ def _paths() -> dict:
         "/api/v1/jobs/{job_id}": {"get": {
             "operationId": "getJob", "parameters": [JOB_ID],
             "responses": {"200": _answer("the job", "JobDetail"), **_errors(404, 429)}}},
+        "/api/v1/jobs/{job_id}/output": {"get": {
+            "operationId": "getJobOutput", "parameters": [JOB_ID],
+            "responses": {"200": {"description": "the output file, as an attachment",
+                                  "content": {"application/octet-stream": {
+                                      "schema": {"type": "string",
+                                                 "contentMediaType": "application/octet-stream"}}}},
+                          **_errors(404, 429)}}},
         "/api/v1/jobs/{job_id}/cancel": {"post": {
             "operationId": "cancelJob", "parameters": [JOB_ID],
             "responses": {"202": _answer("cancelled, or stopping on its node", "Job"),

@@ -6,6 +6,7 @@ from rest_framework import serializers
 
 from jobs.models import Job, WebhookEndpoint
 from jobs.models.webhook import EVENTS
+from jobs.services.outputs import output_path
 
 
 class JobSubmitSerializer(serializers.Serializer):
@@ -50,7 +51,7 @@ class JobSerializer(serializers.ModelSerializer):
                 "estimated_start": job.estimated_start, "what_if": job.pending_what_if}
 
     def get_output_url(self, job: Job) -> str | None:
-        return job.output.url if job.output else None
+        return output_path(job)
 
 
 class WebhookEndpointSerializer(serializers.ModelSerializer):

@@ -11,6 +11,7 @@ from jobs.api.serializers import JobSerializer, JobSubmitSerializer, WebhookEndp
 from jobs.models import Job, WebhookEndpoint
 from jobs.services.cancellation import job_cancel
 from jobs.services.errors import Conflict, ValidationFailed
+from jobs.services.outputs import output_response
 from jobs.services.submission import JobSpec, job_submit_once
 from jobs.services.webhooks import url_refusal
 
@@ -63,6 +64,15 @@ class JobDetail(APIView):
         if job is None:  # another organization's job is indistinguishable from none
             return not_found()
         return Response({**JobSerializer(job).data, "credits": job_credits(job)})
+
+
+class JobOutput(APIView):
+    """GET: the job's output file, to its own organization only."""
+
+    def get(self, request, job_id: int):
+        job = _jobs_of(request).filter(pk=job_id).first()
+        response = output_response(job) if job is not None else None
+        return response or not_found("no such job, or it has no output")
 
 
 MAX_WEBHOOKS = 10  # endpoints per organization

@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from jobs.models import Job, WebhookDelivery, WebhookEndpoint
 from jobs.models.webhook import EVENTS
+from jobs.services.outputs import output_path
 
 MAX_ATTEMPTS = 8
 TIMEOUT_S = 5.0
@@ -60,7 +61,7 @@ def notify_job_moved(job: Job) -> None:
 def _payload(job: Job, event: str) -> dict:
     return {"event": event, "job": {
         "id": job.pk, "state": job.state, "error_code": job.error_code,
-        "result": job.result, "output_url": job.output.url if job.output else None,
+        "result": job.result, "output_url": output_path(job),
         "finished_at": job.finished_at.isoformat() if job.finished_at else None}}
 
 

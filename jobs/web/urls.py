@@ -6,4 +6,5 @@ urlpatterns = [
     path("", views.job_list, name="dashboard"),
     path("jobs/<int:job_id>", views.job_detail, name="dashboard-job"),
     path("jobs/<int:job_id>/cancel", views.job_cancel_view, name="dashboard-job-cancel"),
+    path("jobs/<int:job_id>/output", views.job_output, name="dashboard-job-output"),
 ]

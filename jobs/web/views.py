@@ -15,6 +15,7 @@ from credits.services.holds import job_credits
 from jobs.models import Attempt, Job, Organization
 from jobs.services.cancellation import job_cancel
 from jobs.services.errors import ServiceError
+from jobs.services.outputs import output_response
 from jobs.states import TERMINAL
 
 RECENT = 100  # jobs listed, newest first
@@ -63,3 +64,11 @@ def job_cancel_view(request: HttpRequest, job_id: int) -> HttpResponse:
         messages.info(request, "Cancelled." if job.state == "CANCELLED" else
                       "Stopping: the job's node stops it at its next heartbeat.")
     return redirect("dashboard-job", job_id=job.pk)
+
+
+@login_required
+def job_output(request: HttpRequest, job_id: int) -> HttpResponse:
+    response = output_response(_job_of_user(request, job_id))
+    if response is None:
+        raise Http404("this job has no output")
+    return response

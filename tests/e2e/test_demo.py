@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -51,7 +52,17 @@ def test_the_demo_runs_a_job_without_any_server(tmp_path, stop):
                                 "params": {"run_seconds": 1, "progress_interval": 0.25}})
         wait_for(lambda: _call(f"{base}/{job['id']}", key)["state"] == "SUCCEEDED", 90,
                  "the demo job to succeed")
-        assert _call(f"{base}/{job['id']}", key)["result"]["size"] > 0
+        done = _call(f"{base}/{job['id']}", key)
+        assert done["result"]["size"] > 0
+        # the output comes with the key, and from nowhere else (the demo runs with DEBUG on)
+        with urllib.request.urlopen(urllib.request.Request(
+                f"http://127.0.0.1:{port}{done['output_url']}",
+                headers={"Authorization": f"Bearer {key}"}), timeout=10) as video:
+            assert len(video.read()) == done["result"]["size"]
+        with pytest.raises(urllib.error.HTTPError) as public:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/media/{done['result']['output']}",
+                                   timeout=10)
+        assert public.value.code == 404
         # the demo's jobs cost credits: the job paid its run and holds nothing now
         credits = _call(f"http://127.0.0.1:{port}/api/v1/credits", key)
         assert credits["held"] == 0 and 0 < 1_000_000 - credits["available"] < 1_000

@@ -1,0 +1,67 @@
+"""A job's output goes to its own organization only: its API keys and its members. Storage
+paths are not served, since they name the job and could be guessed."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from rest_framework.test import APIClient
+
+from jobs.models import Attempt, Membership
+from jobs.scheduler.tick import scheduler_tick_run
+from tests.support.factories import make_job, make_node
+from workers.services.attempts import AttemptResult, attempt_finish, attempt_start
+
+pytestmark = pytest.mark.django_db(transaction=True)
+VIDEO = b"YUV4MPEG2 W2 H2 F1:1\nFRAME\n" + bytes(range(6))
+
+
+@pytest.fixture
+def done(alice, tmp_path, settings):
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    make_node("n1", gpus=1)
+    job = make_job(alice)
+    scheduler_tick_run()
+    attempt = Attempt.objects.get(job=job)
+    attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    made = tmp_path / "out.y4m"
+    made.write_bytes(VIDEO)
+    return attempt_finish(attempt_id=attempt.pk, token=attempt.token,
+                          result=AttemptResult("SUCCEEDED", 0, output_path=made))
+
+
+def _key_of(org) -> APIClient:
+    from jobs.services.tenancy import api_key_issue
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key_issue(organization=org, name='k')[1]}")
+    return client
+
+
+def test_the_organization_downloads_its_output_through_the_api(done, api):
+    url = api.get(f"/api/v1/jobs/{done.pk}").json()["output_url"]
+    assert url == f"/api/v1/jobs/{done.pk}/output"
+    answer = api.get(url)
+    assert answer.status_code == 200 and b"".join(answer.streaming_content) == VIDEO
+    assert answer["Content-Disposition"] == 'attachment; filename="out.y4m"'
+
+
+def test_nobody_else_gets_it(done, bob):
+    assert _key_of(bob).get(f"/api/v1/jobs/{done.pk}/output").status_code == 404
+    assert APIClient().get(f"/api/v1/jobs/{done.pk}/output").status_code == 401
+
+
+def test_a_job_without_output_is_a_404(api, alice):
+    job = make_job(alice)
+    assert api.get(f"/api/v1/jobs/{job.pk}/output").json()["error"]["code"] == "not_found"
+
+
+def test_members_download_from_the_dashboard_and_others_do_not(done, alice, bob, client):
+    users = get_user_model().objects
+    ann, ben = users.create_user("ann"), users.create_user("ben")
+    Membership.objects.create(user=ann, organization=alice)
+    Membership.objects.create(user=ben, organization=bob)
+    client.force_login(ann)
+    page = client.get(f"/dashboard/jobs/{done.pk}").content.decode()
+    assert f'href="/dashboard/jobs/{done.pk}/output"' in page
+    assert b"".join(client.get(f"/dashboard/jobs/{done.pk}/output").streaming_content) == VIDEO
+    client.force_login(ben)
+    assert client.get(f"/dashboard/jobs/{done.pk}/output").status_code == 404
