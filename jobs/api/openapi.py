@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 from rest_framework import serializers
 
-from jobs.api.serializers import JobSubmitSerializer, WebhookEndpointSerializer
+from jobs.api.serializers import JobListQuery, JobSubmitSerializer, WebhookEndpointSerializer
 from jobs.models.webhook import EVENTS
 from jobs.states import JobState
 
@@ -130,6 +130,11 @@ def _errors(*statuses: int) -> dict:
     return {str(s): _answer(meaning[s], "Error") for s in (*statuses, 401)}
 
 
+def _query(serializer: serializers.Serializer) -> list[dict]:
+    return [{"name": name, "in": "query", "required": field.required,
+             "schema": field_schema(field)} for name, field in serializer.fields.items()]
+
+
 JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": INT}
 HOOK_ID = {"name": "hook_id", "in": "path", "required": True, "schema": INT}
 IDEMPOTENCY_KEY = {"name": "Idempotency-Key", "in": "header", "required": False,
@@ -146,11 +151,14 @@ def _paths() -> dict:
                      "responses": {"202": _answer("accepted: the job waits in the queue",
                                                   "Accepted"),
                                    **_errors(400, 402, 409, 413, 429)}},
-            "get": {"operationId": "listJobs", "responses": {
-                "200": {"description": "the organization's 100 latest jobs", "content": {
+            "get": {"operationId": "listJobs", "parameters": _query(JobListQuery()),
+                    "responses": {
+                "200": {"description": "the organization's jobs, newest first, a page at a "
+                                       "time; `next` is the following page's URL", "content": {
                     "application/json": {"schema": _obj(
-                        {"results": {"type": "array", "items": _ref("Job")}})}}},
-                **_errors(429)}}},
+                        {"results": {"type": "array", "items": _ref("Job")},
+                         "next": _nullable(STR)})}}},
+                **_errors(400, 429)}}},
         "/api/v1/jobs/{job_id}": {"get": {
             "operationId": "getJob", "parameters": [JOB_ID],
             "responses": {"200": _answer("the job", "JobDetail"), **_errors(404, 429)}}},

@@ -7,6 +7,7 @@ from rest_framework import serializers
 from jobs.models import Job, WebhookEndpoint
 from jobs.models.webhook import EVENTS
 from jobs.services.outputs import output_path
+from jobs.states import JobState
 
 
 class JobSubmitSerializer(serializers.Serializer):
@@ -27,6 +28,12 @@ class JobSubmitSerializer(serializers.Serializer):
             raise serializers.ValidationError(
                 f"at most {settings.GPUSCHED_MAX_GPUS_PER_JOB} GPUs per job")
         return value
+
+
+class JobListQuery(serializers.Serializer):
+    state = serializers.ChoiceField(choices=JobState.values, required=False)
+    limit = serializers.IntegerField(min_value=1, max_value=500, default=100)
+    before = serializers.IntegerField(min_value=1, required=False)
 
 
 class JobSerializer(serializers.ModelSerializer):

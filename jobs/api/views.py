@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from rest_framework import permissions, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -7,7 +9,12 @@ from rest_framework.views import APIView
 from credits.services.holds import job_credits
 from jobs.api.errors import not_found
 from jobs.api.openapi import openapi_document
-from jobs.api.serializers import JobSerializer, JobSubmitSerializer, WebhookEndpointSerializer
+from jobs.api.serializers import (
+    JobListQuery,
+    JobSerializer,
+    JobSubmitSerializer,
+    WebhookEndpointSerializer,
+)
 from jobs.models import Job, WebhookEndpoint
 from jobs.services.cancellation import job_cancel
 from jobs.services.errors import Conflict, ValidationFailed
@@ -45,8 +52,22 @@ class JobListCreate(APIView):
                         headers={"Idempotent-Replayed": "true"} if replayed else None)
 
     def get(self, request):
-        jobs = _jobs_of(request).order_by("-created_at")[:100]
-        return Response({"results": JobSerializer(jobs, many=True).data})
+        """Newest first, a page at a time: `?state=`, `?limit=` (1–500, 100 by default) and
+        `?before=<id>`, the cursor that `next` carries."""
+        query = JobListQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        jobs = _jobs_of(request).order_by("-pk")
+        q = query.validated_data
+        if "state" in q:
+            jobs = jobs.filter(state=q["state"])
+        if "before" in q:
+            jobs = jobs.filter(pk__lt=q["before"])
+        page = list(jobs[:q["limit"] + 1])
+        more, page = len(page) > q["limit"], page[:q["limit"]]
+        params = {**{k: v for k, v in request.query_params.items() if k != "before"},
+                  "before": page[-1].pk} if more else None
+        return Response({"results": JobSerializer(page, many=True).data,
+                         "next": f"/api/v1/jobs?{urlencode(params)}" if params else None})
 
 
 class JobCancel(APIView):

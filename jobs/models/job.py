@@ -66,7 +66,8 @@ class Job(models.Model):
             # the tick reads exactly the waiting jobs
             models.Index(fields=["enqueued_at"], name="job_queued_idx",
                          condition=models.Q(state=JobState.QUEUED)),
-            models.Index(fields=["organization", "-created_at"], name="job_org_recent_idx"),
+            # an organization's jobs, newest first, paged by id (the API's list)
+            models.Index(fields=["organization", "-id"], name="job_org_newest_idx"),
             # metrics count the jobs not finished, however many have
             models.Index(fields=["state"], name="job_live_state_idx",
                          condition=~models.Q(state__in=sorted(TERMINAL))),

@@ -31,7 +31,7 @@ def _jobs_of_user(request: HttpRequest) -> QuerySet[Job]:
 
 @login_required
 def job_list(request: HttpRequest) -> HttpResponse:
-    jobs = _jobs_of_user(request).order_by("-created_at")[:RECENT]
+    jobs = _jobs_of_user(request).order_by("-pk")[:RECENT]
     orgs = Organization.objects.filter(memberships__user=request.user).order_by("slug")
     return render(request, "dashboard/job_list.html", {
         "jobs": jobs, "balances": [(org, organization_balance(org)) for org in orgs]})

@@ -173,3 +173,24 @@ def test_the_last_round_publishes_what_the_fleet_lacks(api, client):
     scheduler_tick_run()
     body = client.get("/capacity").json()
     assert body["at"] and sum(body["short_gpus"].values()) >= 2
+
+
+def test_the_list_pages_newest_first_and_filters_by_state(api, alice, bob):
+    from jobs.services.cancellation import job_cancel
+    from tests.support.factories import make_job
+
+    ids = [make_job(alice).pk for _ in range(5)]
+    make_job(bob)
+    job_cancel(job=Job.objects.get(pk=ids[1]))
+    first = api.get("/api/v1/jobs?limit=2").json()
+    assert [j["id"] for j in first["results"]] == ids[:2:-1]
+    second = api.get(first["next"]).json()
+    assert [j["id"] for j in second["results"]] == ids[2:0:-1]
+    last = api.get(second["next"]).json()
+    assert [j["id"] for j in last["results"]] == [ids[0]] and last["next"] is None
+    queued = api.get("/api/v1/jobs?state=QUEUED&limit=3").json()
+    assert [j["id"] for j in queued["results"]] == [ids[4], ids[3], ids[2]]
+    assert api.get(queued["next"]).json()["results"][0]["id"] == ids[0]  # the filter stays
+    for bad in ("state=LATE", "limit=0", "limit=501", "before=x"):
+        answer = api.get(f"/api/v1/jobs?{bad}")
+        assert answer.status_code == 400 and answer.json()["error"]["code"] == "invalid", bad
