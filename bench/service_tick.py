@@ -34,6 +34,8 @@ def _fill(nodes: int, queued: int, history: int = 0) -> None:
     from tests.support.factories import make_node
     from workers.models import Gpu, Node
 
+    now = timezone.now()
+    GpuBinding.objects.update(released_at=now)  # the database keeps live ones
     GpuBinding.objects.all().delete()
     Attempt.objects.all().delete()
     Job.objects.all().delete()
@@ -45,7 +47,6 @@ def _fill(nodes: int, queued: int, history: int = 0) -> None:
             for i in range(30)]
     for i in range(nodes):
         make_node(f"n{i:04d}", gpus=8)
-    now = timezone.now()
     spec = dict(prompt="bench", gpus=1, time_limit_s=3600, enqueued_at=now)
     running = Job.objects.bulk_create(
         [Job(organization=orgs[i % 30], project=orgs[i % 30].projects.first(), state="RUNNING",

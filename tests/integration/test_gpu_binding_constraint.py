@@ -47,3 +47,31 @@ def test_the_database_refuses_a_second_live_attempt_of_one_job(alice):
 def test_fencing_tokens_only_grow(db):
     tokens = [next_token() for _ in range(5)]
     assert tokens == sorted(tokens) and len(set(tokens)) == 5
+
+
+def test_a_job_holding_gpus_or_credits_cannot_be_deleted(alice):
+    """DESIGN: a job is never deleted while it holds GPUs or credits; the database refuses,
+    whichever way the delete comes."""
+    from django.db import connection
+    from django.db.models import ProtectedError
+
+    from credits.models import GpuPrice
+    from credits.services.grants import credits_grant
+    from jobs.models import Job
+    from jobs.scheduler.tick import scheduler_tick_run
+
+    make_node(gpus=1)
+    running = make_job(alice)
+    scheduler_tick_run()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Job.objects.filter(pk=running.pk).delete()  # cascades to its attempt and binding
+    with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("DELETE FROM jobs_gpubinding")
+    assert GpuBinding.objects.filter(released_at__isnull=True).count() == 1
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
+    credits_grant(organization=alice, amount=10_000)
+    holding = make_job(alice)
+    with pytest.raises(ProtectedError), transaction.atomic():
+        holding.delete()
+    GpuBinding.objects.update(released_at=timezone.now())
+    Job.objects.filter(pk=running.pk).delete()  # released: it may go
