@@ -68,8 +68,8 @@ def hold_for_job(job: Job) -> list[Hold]:
 
 
 def _lock_open_holds(job_id: int) -> list[Hold]:
-    holds = list(Hold.objects.select_for_update().filter(job_id=job_id, closed_at__isnull=True)
-                 .order_by("pk"))
+    holds = list(Hold.objects.select_for_update(no_key=True)
+                 .filter(job_id=job_id, closed_at__isnull=True).order_by("pk"))
     wallets = lock_wallets(h.account_id for h in holds)
     for hold in holds:
         hold.account = wallets[hold.account_id]
@@ -80,7 +80,7 @@ def meter_attempt(attempt_id: int, *, until: datetime) -> int:
     """Post what the attempt owes for its run up to `until` beyond what it posted already.
     The caller has just changed the attempt under its fencing token (invariant 3: a stale
     attempt never gets here), which also keeps two meterings of it apart."""
-    attempt = Attempt.objects.select_for_update().get(pk=attempt_id)
+    attempt = Attempt.objects.select_for_update(no_key=True).get(pk=attempt_id)
     seconds = (until - attempt.started_at).total_seconds() if attempt.started_at else 0.0
     owed = cost(attempt.credits_per_hour, seconds) - attempt.credits_metered
     if owed <= 0:

@@ -4,7 +4,9 @@ Each transfer is one immutable row plus two conditional-free `F()` updates of th
 touches, inside the caller's transaction; the database's checks refuse any that would take a
 wallet below zero. Lock order, to keep concurrent ledger work free of deadlocks: a caller
 locks its holds, then every wallet it will touch (`lock_wallets`, lowest id first), and only
-then records transfers, which lock the system accounts last.
+then records transfers, which lock the system accounts last. Row locks are FOR NO KEY
+UPDATE: PostgreSQL checks foreign keys at commit with KEY SHARE locks on the rows referred
+to, after every lock above, and those must not wait for a ledger lock.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def system_account(code: str) -> Account:
 
 def lock_wallets(ids: Iterable[int]) -> dict[int, Account]:
     """Lock these wallets, lowest id first, and return them fresh."""
-    wallets = Account.objects.select_for_update().filter(pk__in=set(ids)).order_by("pk")
+    wallets = Account.objects.select_for_update(no_key=True).filter(pk__in=set(ids)).order_by("pk")
     return {w.pk: w for w in wallets}
 
 

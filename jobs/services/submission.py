@@ -82,9 +82,12 @@ def job_submit_once(*, organization: Organization, spec: JobSpec, user=None,
     """
     with transaction.atomic():
         # one submission of an organization at a time past this point, so that its queue
-        # limit holds and a repeated key finds its job; the tier's row stays unlocked
-        org = (Organization.objects.select_for_update(of=("self",)).select_related("tier")
-               .get(pk=organization.pk))
+        # limit, its budgets and its credits hold and a repeated key finds its job; the tier's
+        # row stays unlocked. NO KEY UPDATE: rows that merely refer to the organization (a new
+        # wallet, whose foreign key PostgreSQL checks at commit) must not wait for it, or a
+        # grant that holds system:issuance would wait here while this waits for its wallet
+        org = (Organization.objects.select_for_update(of=("self",), no_key=True)
+               .select_related("tier").get(pk=organization.pk))
         fingerprint = _fingerprint(spec) if idempotency_key else ""
         if idempotency_key:
             earlier = Job.objects.filter(organization=org, idempotency_key=idempotency_key).first()

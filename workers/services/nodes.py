@@ -22,7 +22,7 @@ def node_register(*, name: str, gpu_type: str, gpus: list[GpuInfo], region: str 
                   island: str = "", labels: dict | None = None) -> Node:
     """Create or refresh a node and its GPUs; a returning node becomes ACTIVE again."""
     memory = min((g.memory_mb for g in gpus), default=0)
-    node, created = Node.objects.select_for_update().get_or_create(
+    node, created = Node.objects.select_for_update(no_key=True).get_or_create(
         name=name, defaults={"gpu_type": gpu_type, "gpu_count": len(gpus)})
     node.gpu_type, node.gpu_count, node.gpu_memory_mb = gpu_type, len(gpus), memory
     node.region, node.island, node.labels = region, island, labels or {}
