@@ -1,5 +1,6 @@
-"""The ledger's lock order under fire: threads submit, grant, checkpoint, finish, cancel and
-expire at once for two organizations sharing the system accounts. No deadlock (PostgreSQL
+"""The ledger's lock order under fire: threads submit, grant, checkpoint, finish, cancel,
+expire, lose nodes and requeue at once for two organizations sharing the system accounts,
+while the scheduler places, reaps and starts. No deadlock (PostgreSQL
 would abort one side with an error), no lost update: afterwards the books balance."""
 
 import contextlib
@@ -18,6 +19,7 @@ from jobs.models import Attempt, Job
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.cancellation import job_cancel
 from jobs.services.errors import Conflict
+from jobs.services.requeue import attempt_stop_and_requeue
 from jobs.services.submission import JobSpec, job_submit
 from jobs.services.tenancy import organization_create
 from jobs.states import TERMINAL
@@ -41,7 +43,7 @@ def _running() -> list[Attempt]:
 
 def _one_op(rng: random.Random, orgs) -> None:
     org = rng.choice(orgs)
-    op = rng.randrange(6)
+    op = rng.randrange(8)
     if op == 0:
         promo = rng.random() < 0.5
         credits_grant(organization=org, amount=rng.randint(500, 3_000), promo=promo,
@@ -62,6 +64,11 @@ def _one_op(rng: random.Random, orgs) -> None:
         job_cancel(job=rng.choice(alive))
     elif op == 5:
         expire_buckets(now=timezone.now())
+    elif op == 6 and (running := _running()):  # its node goes quiet: the next tick reaps it
+        Attempt.objects.filter(pk=rng.choice(running).pk).update(
+            lease_expires_at=timezone.now() - timedelta(seconds=1))
+    elif op == 7 and (running := _running()):  # an operator requeues it
+        attempt_stop_and_requeue(rng.choice(running), reason="stress")
 
 
 def test_concurrent_ledger_work_neither_deadlocks_nor_loses_a_credit(alice, settings):
