@@ -75,3 +75,37 @@ def test_a_body_over_the_size_limit_is_a_413_with_a_code(api, settings):
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "request_too_large"
     assert Job.objects.count() == 0
+
+
+urls = st.one_of(values, st.sampled_from([
+    "https://93.184.216.34/h", "http://[::1]/", "https://93.184.216.34/\x00", "ftp://x/",
+    "https://93.184.216.34/" + "a" * 600, "https://93.184.216.34/\ud800"]))
+_EVENTS = ["job.running", "job.dead", "job.queued", "", "\x00"]
+query_values = st.one_of(text, numbers.map(str), st.sampled_from(["QUEUED", "1", "500", ""]))
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(query=st.dictionaries(st.sampled_from(["state", "limit", "before", "page", "x"]),
+                             query_values, max_size=3))
+def test_any_list_query_is_a_page_or_a_400(api, query):
+    from urllib.parse import urlencode
+
+    response = api.get("/api/v1/jobs?" + urlencode(query, errors="surrogatepass"))
+    assert response.status_code in (200, 400), response.content[:300]
+    assert "results" in response.json() or response.json()["error"]["code"]
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.one_of(values, st.fixed_dictionaries({"url": urls}, optional={
+    "events": st.one_of(st.lists(st.sampled_from(_EVENTS), max_size=9), values),
+    "active": values})))
+def test_any_webhook_body_is_made_or_refused_with_a_code(api, body):
+    from jobs.models import WebhookEndpoint
+
+    before = WebhookEndpoint.objects.count()
+    response = api.post("/api/v1/webhooks", json.dumps(body), content_type="application/json")
+    assert response.status_code in (201, 400, 409), response.content[:300]
+    made = WebhookEndpoint.objects.count() - before
+    assert made == (response.status_code == 201)
