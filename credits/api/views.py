@@ -8,7 +8,7 @@ from rest_framework.views import APIView
 
 from credits.models import Account, Transfer
 from credits.services.budgets import budget_report
-from credits.services.grants import organization_balance
+from credits.services.grants import organization_balance, recent_transfers
 
 RECENT_TRANSFERS = 50
 
@@ -36,8 +36,6 @@ class CreditBalance(APIView):
 
     def get(self, request):
         org = request.user.organization
-        transfers = (Transfer.objects.filter(debit__organization=org)
-                     | Transfer.objects.filter(credit__organization=org))
-        recent = transfers.select_related("debit", "credit").order_by("-id")[:RECENT_TRANSFERS]
+        recent = recent_transfers(org, RECENT_TRANSFERS)
         return Response({**organization_balance(org), "budgets": budget_report(org.pk),
                          "transfers": TransferSerializer(recent, many=True).data})

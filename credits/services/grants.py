@@ -101,3 +101,10 @@ def organization_balance(organization: Organization) -> dict:
     return {"available": sum(b["available"] for b in buckets
                              if b["expires_at"] is None or b["expires_at"] > now),
             "held": sum(b["held"] for b in buckets), "buckets": buckets}
+
+
+def recent_transfers(organization: Organization, count: int = 50):
+    """The organization's latest transfers, in or out of any of its wallets, newest first."""
+    mine = (Transfer.objects.filter(debit__organization=organization)
+            | Transfer.objects.filter(credit__organization=organization))
+    return mine.select_related("debit", "credit").order_by("-id")[:count]

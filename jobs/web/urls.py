@@ -1,5 +1,6 @@
 from django.urls import path
 
+from credits.web import credits_page
 from jobs.web import views
 
 urlpatterns = [
@@ -7,4 +8,5 @@ urlpatterns = [
     path("jobs/<int:job_id>", views.job_detail, name="dashboard-job"),
     path("jobs/<int:job_id>/cancel", views.job_cancel_view, name="dashboard-job-cancel"),
     path("jobs/<int:job_id>/output", views.job_output, name="dashboard-job-output"),
+    path("credits", credits_page, name="dashboard-credits"),
 ]

@@ -83,3 +83,19 @@ def test_a_member_sees_the_credits_and_what_a_job_holds(member, alice):
     assert f"alice: {10_000 - held} credits available,\n{held} held" in page
     detail = member.get(f"/dashboard/jobs/{job.pk}").content.decode()
     assert f"Credits: 0 spent, {held} held" in detail
+
+
+def test_the_credits_page_shows_buckets_budgets_and_transfers(member, alice, bob):
+    from credits.models import Budget, GpuPrice
+    from credits.services.grants import credits_grant
+
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
+    credits_grant(organization=alice, amount=10_000, memo="invoice 17")
+    credits_grant(organization=bob, amount=99, memo="bob-private")
+    Budget.objects.create(organization=alice, monthly_limit=50_000)
+    job = make_job(alice)
+    page = member.get("/dashboard/credits").content.decode()
+    assert f"alice: {10_000 - job.time_limit_s} available, {job.time_limit_s} held" in page
+    assert "invoice 17" in page and f'href="/dashboard/jobs/{job.pk}"' in page
+    assert "organization alice" in page and "50000" in page
+    assert "bob-private" not in page and "bob:" not in page

@@ -1,0 +1,22 @@
+"""The dashboard's credits page: each of the user's organizations' buckets, this month's
+budgets and latest transfers."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from credits.services.budgets import budget_report
+from credits.services.grants import organization_balance, recent_transfers
+from jobs.models import Organization
+
+RECENT_TRANSFERS = 50
+
+
+@login_required
+def credits_page(request: HttpRequest) -> HttpResponse:
+    orgs = Organization.objects.filter(memberships__user=request.user).order_by("slug")
+    return render(request, "dashboard/credits.html", {"organizations": [
+        {"org": org, "balance": organization_balance(org), "budgets": budget_report(org.pk),
+         "transfers": recent_transfers(org, RECENT_TRANSFERS)} for org in orgs]})
