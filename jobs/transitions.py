@@ -16,9 +16,6 @@ from jobs.models import Attempt, Job, JobEvent
 from jobs.states import TERMINAL, JobState, is_allowed
 
 log = logging.getLogger(__name__)
-# states an endpoint may be told of (jobs/models/webhook.py EVENTS); SCHEDULED and QUEUED
-# moves are the tick's hundreds a round and are not announced
-NOTIFIED = TERMINAL | {JobState.RUNNING, JobState.PREEMPTING, JobState.RETRY_WAIT}
 
 
 class TransitionError(Exception):
@@ -64,14 +61,13 @@ def transition(
         job.state, job.version, job.updated_at = to, job.version + 1, now
         for name, value in fields.items():
             setattr(job, name, value)
+        from jobs.services.webhooks import notify_job_moved
+
         if to in TERMINAL:  # its credits are settled in the end's transaction
             from credits.services.holds import settle_job
 
             settle_job(job)
-        if to in NOTIFIED:  # and the notices owed, in the move's
-            from jobs.services.webhooks import notify_job_moved
-
-            notify_job_moved(job)
+        notify_job_moved(job)  # and the notices owed for the move, in the move's
     return job
 
 

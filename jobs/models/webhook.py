@@ -13,7 +13,8 @@ def _new_secret() -> str:
     return secrets.token_hex(32)
 
 
-# what an endpoint may subscribe to: "job." + the state a job moves into
+# what an endpoint may subscribe to: "job." + the state a job moves into. SCHEDULED and
+# QUEUED are not offered: they are the tick's hundreds of moves a round
 ENDED_EVENTS = ("job.succeeded", "job.failed", "job.timed_out", "job.cancelled", "job.dead")
 EVENTS = (*ENDED_EVENTS, "job.running", "job.preempting", "job.retry_wait")
 
