@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from credits.services.budgets import budget_report
-from credits.services.grants import organization_balance, recent_transfers
+from credits.services.statements import organization_balance, recent_transfers
 from jobs.models import Organization
 
 RECENT_TRANSFERS = 50

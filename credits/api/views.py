@@ -8,7 +8,7 @@ from rest_framework.views import APIView
 
 from credits.models import Account, Transfer
 from credits.services.budgets import budget_report
-from credits.services.grants import organization_balance, recent_transfers
+from credits.services.statements import organization_balance, recent_transfers
 
 RECENT_TRANSFERS = 50
 

@@ -6,8 +6,9 @@ import uuid
 import pytest
 
 from credits.models import GpuPrice, Hold, Transfer
-from credits.services.grants import credits_grant, organization_balance
+from credits.services.grants import credits_grant
 from credits.services.pricing import cost
+from credits.services.statements import organization_balance
 from jobs.models import Attempt, Job
 from tests.support.broker import purge_broker_and_cache
 from tests.support.ledger import assert_ledger_consistent

@@ -6,7 +6,8 @@ from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
 from credits.models import GpuPrice, Transfer
-from credits.services.grants import credits_grant, organization_balance
+from credits.services.grants import credits_grant
+from credits.services.statements import organization_balance
 from jobs.services.submission import JobSpec, job_submit
 
 pytestmark = pytest.mark.django_db

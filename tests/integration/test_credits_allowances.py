@@ -7,7 +7,8 @@ import pytest
 
 from credits.models import Account, Transfer
 from credits.services.allowances import grant_monthly_allowances
-from credits.services.grants import expire_buckets, organization_balance
+from credits.services.grants import expire_buckets
+from credits.services.statements import organization_balance
 from jobs.models import Tier
 from tests.support.ledger import assert_ledger_consistent
 from tests.support.threads import race

@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from credits.models import Account, GpuPrice, Hold, Transfer
 from credits.services.audit import audit_ledger
-from credits.services.grants import credits_grant, expire_buckets, organization_balance
+from credits.services.grants import credits_grant, expire_buckets
+from credits.services.statements import organization_balance
 from jobs.services.cancellation import job_cancel
 from jobs.services.errors import Conflict
 from jobs.services.submission import JobSpec, job_submit

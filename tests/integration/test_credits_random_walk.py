@@ -11,7 +11,8 @@ from django.utils import timezone
 
 from credits.errors import InsufficientCredits
 from credits.models import GpuPrice, Hold
-from credits.services.grants import credits_grant, expire_buckets, organization_balance
+from credits.services.grants import credits_grant, expire_buckets
+from credits.services.statements import organization_balance
 from jobs.models import Attempt, Job
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.cancellation import job_cancel

@@ -7,7 +7,8 @@ from datetime import timedelta
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from credits.services.grants import credits_grant, organization_balance
+from credits.services.grants import credits_grant
+from credits.services.statements import organization_balance
 from jobs.models import Organization
 from jobs.services.errors import ServiceError
 
