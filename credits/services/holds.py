@@ -30,11 +30,10 @@ def spendable_wallets(organization_id: int) -> list[Account]:
     """The organization's wallets that may pay now, locked, in the order they are spent:
     promotional before paid, the one expiring soonest first."""
     now = timezone.now()
-    ids = Account.objects.filter(
+    wallets = Account.objects.select_for_update(no_key=True).filter(
         Q(expires_at__isnull=True) | Q(expires_at__gt=now),
         kind=Account.Kind.WALLET, organization_id=organization_id,
-    ).values_list("pk", flat=True)
-    wallets = lock_wallets(ids).values()
+    ).order_by("pk")  # locked lowest id first, as lock_wallets does
     far = now.replace(year=9999)
     return sorted(wallets, key=lambda w: (w.spend_priority, w.expires_at or far, w.pk))
 
