@@ -47,6 +47,8 @@ try:
     GPUSCHED_RETRY_BACKOFF_S = env_number("GPUSCHED_RETRY_BACKOFF_S", 5.0)
     GPUSCHED_HANG_TIMEOUT_S = env_number("GPUSCHED_HANG_TIMEOUT_S", 300.0, minimum=1)
     GPUSCHED_KILL_GRACE_S = env_number("GPUSCHED_KILL_GRACE_S", 10.0, minimum=0)
+    # a running attempt's checkpoints post credits at most this often (its end posts the rest)
+    GPUSCHED_METER_INTERVAL_S = env_number("GPUSCHED_METER_INTERVAL_S", 60.0)
     GPUSCHED_WORK_ROOT = Path(env_str("GPUSCHED_WORK_ROOT", str(VAR_DIR / "work")))
     # webhooks to loopback, private or link-local addresses (a tenant's URL must not reach
     # the service's own network); on for a fleet whose receivers are all internal

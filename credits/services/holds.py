@@ -75,12 +75,18 @@ def _lock_open_holds(job_id: int) -> list[Hold]:
     return holds
 
 
-def meter_attempt(attempt_id: int, *, until: datetime) -> int:
-    """Post what the attempt owes for its run up to `until` beyond what it posted already.
-    The caller has just changed the attempt under its fencing token (invariant 3: a stale
-    attempt never gets here), which also keeps two meterings of it apart."""
+def meter_attempt(attempt_id: int, *, until: datetime | None, every_s: float = 0.0) -> int:
+    """Post what the attempt owes for its run up to `until` beyond what it posted already;
+    nothing if it posted less than `every_s` seconds of run ago (a checkpoint every few
+    seconds need not be a ledger write every few seconds). The caller has just changed the
+    attempt under its fencing token, or ended it (invariant 3: a stale attempt never gets
+    here), which also keeps two meterings of it apart."""
     attempt = Attempt.objects.select_for_update(no_key=True).get(pk=attempt_id)
-    seconds = (until - attempt.started_at).total_seconds() if attempt.started_at else 0.0
+    if until is None or attempt.started_at is None:
+        return 0
+    if attempt.metered_until and (until - attempt.metered_until).total_seconds() < every_s:
+        return 0
+    seconds = (until - attempt.started_at).total_seconds()
     owed = cost(attempt.credits_per_hour, seconds) - attempt.credits_metered
     if owed <= 0:
         return 0
@@ -97,7 +103,8 @@ def meter_attempt(attempt_id: int, *, until: datetime) -> int:
         Hold.objects.filter(pk=hold.pk).update(posted=F("posted") + take)
         posted += take
     # what the holds could not cover is on the house; it is not asked again
-    Attempt.objects.filter(pk=attempt.pk).update(credits_metered=F("credits_metered") + owed)
+    Attempt.objects.filter(pk=attempt.pk).update(credits_metered=F("credits_metered") + owed,
+                                                 metered_until=until)
     return posted
 
 

@@ -46,6 +46,7 @@ class Attempt(models.Model):
     # its price, fixed when it starts (its GPUs' type), and the credits it was billed so far
     credits_per_hour = models.PositiveIntegerField(default=0)
     credits_metered = models.BigIntegerField(default=0)
+    metered_until = models.DateTimeField(null=True, blank=True)
     # folded into its project's UsageAccount (jobs/scheduler/usage.py), once it has ended
     usage_counted = models.BooleanField(default=False)
 

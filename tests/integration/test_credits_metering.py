@@ -96,16 +96,28 @@ def test_a_checkpoint_posts_the_work_it_keeps_and_a_stale_token_posts_nothing(fu
     assert_ledger_consistent()
 
 
+def _timeline(attempt: Attempt, *, started_ago: float, checkpoint_ago: float) -> None:
+    now = timezone.now()
+    Attempt.objects.filter(pk=attempt.pk).update(
+        started_at=now - timedelta(seconds=started_ago),
+        last_checkpoint_at=now - timedelta(seconds=checkpoint_ago))
+
+
+def _kept(attempt: Attempt) -> int:
+    attempt.refresh_from_db()
+    return cost(attempt.credits_per_hour,
+                (attempt.last_checkpoint_at - attempt.started_at).total_seconds())
+
+
 def test_work_lost_with_a_node_is_not_billed(funded, settings):
     settings.GPUSCHED_RETRY_BACKOFF_S = 0
-    first = _running(funded, gpus=1, ran_s=300, checkpointable=True)
-    _backdate(first, 100)
-    attempt_heartbeat(attempt_id=first.pk, token=first.token, checkpointed=True)
-    kept = _posted(first.job)
-    _backdate(first, 300)  # it ran 200 s more past its checkpoint, then its node went quiet
+    first = _running(funded, gpus=1, checkpointable=True)
+    # it ran 300 s, checkpointed after 100, and its node went quiet
+    _timeline(first, started_ago=300, checkpoint_ago=200)
     Attempt.objects.filter(pk=first.pk).update(lease_expires_at="2000-01-01T00:00:00Z")
-    scheduler_tick_run()  # reaped; retried at once on a new attempt
-    assert _posted(first.job) == kept
+    scheduler_tick_run()  # reaped: the kept 100 s are posted; retried at once
+    kept = _kept(first)
+    assert 100 <= kept <= 101 and _posted(first.job) == kept
     second = Attempt.objects.get(job=first.job, ended_at__isnull=True)
     attempt_start(attempt_id=second.pk, token=second.token)
     _backdate(second, 40)
@@ -115,14 +127,30 @@ def test_work_lost_with_a_node_is_not_billed(funded, settings):
 
 
 def test_a_preempted_attempt_pays_only_what_it_checkpointed(funded):
-    attempt = _running(funded, gpus=2, ran_s=60, checkpointable=True)
-    attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token, checkpointed=True)
-    kept = _posted(attempt.job)
-    _backdate(attempt, 500)
+    attempt = _running(funded, gpus=2, checkpointable=True)
+    _timeline(attempt, started_ago=500, checkpoint_ago=440)  # 60 s kept of 500 run
     transition(Job.objects.get(pk=attempt.job_id), JobState.PREEMPTING, reason="test")
     job = _finish(attempt, "PREEMPTED")
-    assert job.state == "QUEUED" and _posted(job) == kept
+    assert job.state == "QUEUED" and _posted(job) == _kept(attempt)
+    assert 120 <= _posted(job) <= 121  # two GPUs
     assert Hold.objects.get(job=job).closed_at is None  # still its to resume with
+    assert_ledger_consistent()
+
+
+def test_checkpoints_post_at_most_once_a_meter_interval(funded, settings):
+    settings.GPUSCHED_METER_INTERVAL_S = 60
+    attempt = _running(funded, gpus=1, ran_s=100, checkpointable=True)
+    attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token, checkpointed=True)
+    first = _posted(attempt.job)
+    assert 100 <= first <= 101
+    _backdate(attempt, 130)  # 30 s more of run: inside the interval, not posted yet
+    attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token, checkpointed=True)
+    assert _posted(attempt.job) == first
+    Attempt.objects.filter(pk=attempt.pk).update(
+        metered_until=timezone.now() - timedelta(seconds=61))  # the interval has passed
+    attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token, checkpointed=True)
+    assert 130 <= _posted(attempt.job) <= 131
+    assert Transfer.objects.filter(job=attempt.job, kind="POST").count() == 2
     assert_ledger_consistent()
 
 

@@ -98,7 +98,7 @@ def attempt_heartbeat(*, attempt_id: int, token: int, progress: float | None = N
         if live.update(**fields) != 1:
             return Verdict("stale")
         if checkpointed:
-            meter_attempt(attempt_id, until=now)
+            meter_attempt(attempt_id, until=now, every_s=settings.GPUSCHED_METER_INTERVAL_S)
     stop, deadline = live.values_list("stop_requested", "stop_deadline").first() or ("", None)
     if not stop:
         return Verdict("continue")
@@ -170,8 +170,9 @@ def attempt_finish(*, attempt_id: int, token: int, result: AttemptResult) -> Job
         # the output is copied before the ledger is touched: metering and settling lock the
         # fleet's system:usage account until this commits, and a video takes a while to copy
         fields = _job_fields(job, result)
-        if result.outcome in _BILLED_TO_THE_END:
-            meter_attempt(attempt.pk, until=attempt.ended_at)
+        # the whole run, or what its last checkpoint kept (a job that ends FAILED is refunded)
+        meter_attempt(attempt.pk, until=attempt.ended_at if result.outcome in _BILLED_TO_THE_END
+                      else attempt.last_checkpoint_at)
         transition(job, target, attempt=attempt, reason=f"attempt {result.outcome.lower()}, "
                    f"exit {result.exit_code}", **fields)
         transaction.on_commit(request_tick)

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 
+from credits.services.holds import meter_attempt
 from jobs.models import Attempt, AttemptStatus, GpuBinding, Job
 from jobs.states import LIVE, JobState
 from jobs.transitions import TransitionError, transition
@@ -53,6 +54,7 @@ def _reap_one(attempt_id: int, now: datetime) -> bool:
         GpuBinding.objects.filter(attempt_id=attempt_id, released_at__isnull=True).update(
             released_at=now)
         attempt = Attempt.objects.get(pk=attempt_id)
+        meter_attempt(attempt_id, until=attempt.last_checkpoint_at)  # the work it kept
         job = Job.objects.get(pk=attempt.job_id)
         if job.state in LIVE:
             _settle_lost(job, attempt, now)
