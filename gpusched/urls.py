@@ -3,15 +3,12 @@ from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import include, path
 
+from gpusched.health import healthz, readyz
 from jobs.metrics import render as render_metrics
 from jobs.models import Job
 from jobs.scheduler.tick import capacity_advice
 from jobs.states import JobState
 from workers.models import Gpu, Node
-
-
-def healthz(request):
-    return JsonResponse({"ok": True})
 
 
 def capacity(request):
@@ -40,6 +37,7 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("dashboard/", include("jobs.web.urls")),
     path("healthz", healthz),
+    path("readyz", readyz),
     path("capacity", capacity),
     path("metrics", metrics),
     path("", home),
