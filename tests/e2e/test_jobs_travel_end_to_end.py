@@ -10,8 +10,12 @@ from django.core.files.storage import default_storage
 from django.db import connection
 from django.db.models import Count
 
+from credits.models import GpuPrice
+from credits.services.grants import credits_grant
+from credits.services.pricing import cost
 from jobs.models import Attempt, GpuBinding, Job
 from tests.support.broker import purge_broker_and_cache
+from tests.support.ledger import assert_ledger_consistent
 from tests.support.processes import wait_for
 from workers.fakegen.video import validate_y4m
 from workers.models import Node
@@ -59,7 +63,7 @@ def _history(job: Job, processes) -> str:
     return f"job {job.pk}\n{list(events)}\n{list(attempts)}\n{processes.logs()}"
 
 
-def test_twenty_jobs_reach_succeeded_on_two_nodes(api, processes):
+def test_twenty_jobs_reach_succeeded_on_two_nodes(api, alice, processes):
     purge_broker_and_cache()
     suffix = uuid.uuid4().hex[:6]
     small, large = f"e2e-small-{suffix}", f"e2e-large-{suffix}"
@@ -67,6 +71,9 @@ def test_twenty_jobs_reach_succeeded_on_two_nodes(api, processes):
     processes.node(large, 4)
     wait_for(lambda: Node.objects.filter(name__in=[small, large]).count() == 2, 90, "nodes")
     processes.scheduler()
+    # they pay as they go: two real nodes meter and settle at once (invariant 5)
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=36_000)
+    credits_grant(organization=alice, amount=10**7)
 
     sampler = DoubleBindingSampler()
     sampler.start()
@@ -105,3 +112,7 @@ def test_twenty_jobs_reach_succeeded_on_two_nodes(api, processes):
         assert validate_y4m(default_storage.path(job.output.name))
         body = api.get(f"/api/v1/jobs/{job.pk}").json()
         assert body["state"] == "SUCCEEDED" and body["output_url"]
+        run = (attempt.ended_at - attempt.started_at).total_seconds()
+        assert body["credits"] == {"held": 0, "refunded": 0,
+                                   "spent": cost(attempt.credits_per_hour, run)}
+    assert_ledger_consistent()
