@@ -2,6 +2,8 @@
 
 from django.db import migrations
 
+from gpusched.pgsql import postgres_only
+
 FORBID = """
 CREATE OR REPLACE FUNCTION credits_transfer_immutable() RETURNS trigger AS $$
 BEGIN
@@ -18,16 +20,6 @@ DROP FUNCTION IF EXISTS credits_transfer_immutable();
 """
 
 
-def forbid(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(FORBID, params=None)
-
-
-def allow(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(ALLOW, params=None)
-
-
 class Migration(migrations.Migration):
     dependencies = [("credits", "0001_initial")]
-    operations = [migrations.RunPython(forbid, allow)]
+    operations = [postgres_only(FORBID, ALLOW)]

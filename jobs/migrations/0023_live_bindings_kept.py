@@ -4,6 +4,8 @@ scheduler would hand them to another (DESIGN: a job is never deleted while it ho
 
 from django.db import migrations
 
+from gpusched.pgsql import postgres_only
+
 FORBID = """
 CREATE OR REPLACE FUNCTION jobs_live_binding_kept() RETURNS trigger AS $$
 BEGIN
@@ -20,16 +22,6 @@ DROP FUNCTION IF EXISTS jobs_live_binding_kept();
 """
 
 
-def forbid(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(FORBID, params=None)
-
-
-def allow(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(ALLOW, params=None)
-
-
 class Migration(migrations.Migration):
     dependencies = [("jobs", "0022_job_list_index")]
-    operations = [migrations.RunPython(forbid, allow)]
+    operations = [postgres_only(FORBID, ALLOW)]
