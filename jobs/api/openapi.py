@@ -112,6 +112,13 @@ CREDITS = _obj({
         "created_at": TIME})}})
 
 
+NOTICE = _obj({
+    "event": {"type": "string", "enum": list(EVENTS)}, "delivery": INT,
+    "job": _obj({"id": INT, "state": {"type": "string", "enum": list(JobState.values)},
+                 "error_code": STR, "result": ANY_OBJECT, "output_url": _nullable(STR),
+                 "finished_at": _nullable(TIME), "credits": JOB_CREDITS})})
+
+
 def _ref(name: str) -> dict:
     return {"$ref": f"#/components/schemas/{name}"}
 
@@ -203,10 +210,18 @@ def openapi_document() -> dict:
                                 "credits. Errors are {error: {code, message, ...}}."},
         "security": [{"apiKey": []}],
         "paths": _paths(),
+        "webhooks": {"jobMoved": {"post": {
+            "summary": "A job moved into one of the endpoint's events",
+            "description": "Headers X-Gpusched-Timestamp and X-Gpusched-Signature: sha256= "
+                           "HMAC-SHA256 of '<timestamp>.<body>' under the endpoint's secret. "
+                           "At least once: deduplicate by `delivery`.",
+            "requestBody": {"content": {"application/json": {"schema": _ref("Notice")}}},
+            "responses": {"200": {"description": "any 2xx: delivered"}}}}},
         "components": {
             "securitySchemes": {"apiKey": {"type": "http", "scheme": "bearer",
                                            "description": "an organization's API key, gs_…"}},
             "schemas": {"JobSubmit": _job_submit(), "Job": JOB, "JobDetail": JOB_DETAIL,
                         "Accepted": ACCEPTED, "Error": ERROR, "Webhook": WEBHOOK,
-                        "WebhookCreated": WEBHOOK_CREATED, "Credits": CREDITS}},
+                        "WebhookCreated": WEBHOOK_CREATED, "Credits": CREDITS,
+                        "Notice": NOTICE}},
     }

@@ -59,10 +59,14 @@ def notify_job_moved(job: Job) -> None:
 
 
 def _payload(job: Job, event: str) -> dict:
+    """What a notice says (`Notice` in jobs/api/openapi.py), credits as settled by the move."""
+    from credits.services.holds import job_credits  # the ledger's models import the jobs app
+
     return {"event": event, "job": {
         "id": job.pk, "state": job.state, "error_code": job.error_code,
         "result": job.result, "output_url": output_path(job),
-        "finished_at": job.finished_at.isoformat() if job.finished_at else None}}
+        "finished_at": job.finished_at.isoformat() if job.finished_at else None,
+        "credits": job_credits(job)}}
 
 
 def _send_later(ids: list[int]) -> None:
