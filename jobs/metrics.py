@@ -8,6 +8,7 @@ in the cache, shared by every web process.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 
 from django.core.cache import cache
@@ -20,6 +21,7 @@ from jobs.states import TERMINAL, JobState
 from workers.models import Gpu
 
 LAST_TICK_KEY = "gpusched:last-tick"
+log = logging.getLogger(__name__)
 _REFUSED_KEY = "gpusched:refused:{}"
 REFUSAL_CODES = ("queue_full", "overloaded", "rate_limited", "insufficient_credits",
                  "budget_exceeded")
@@ -27,8 +29,11 @@ REFUSAL_CODES = ("queue_full", "overloaded", "rate_limited", "insufficient_credi
 Sample = tuple[dict[str, str], float]
 
 
-def count_refusal(code: str) -> None:
-    """One more request refused with `code` (a counter, never reset but by the cache)."""
+def count_refusal(code: str, **fields) -> None:
+    """One more request refused with `code` (a counter, never reset but by the cache), and one
+    log line with the decision's `fields` (organization_id, the figures behind it): the audit
+    trail of refusals, as structured logs (gpusched/logs.py)."""
+    log.info("refused: %s", code, extra={"refusal": code, **fields})
     key = _REFUSED_KEY.format(code)
     cache.add(key, 0, timeout=None)
     cache.incr(key)

@@ -49,7 +49,8 @@ def check_budgets(job: Job, amount: int) -> None:
     for budget in budgets_of(job):
         used = committed(budget, since=since)
         if used + amount > budget.monthly_limit:
-            count_refusal(BudgetExceeded.code)
+            count_refusal(BudgetExceeded.code, organization_id=job.organization_id,
+                          scope=budget.scope, committed=used, needed=amount)
             raise BudgetExceeded(scope=budget.scope, limit=budget.monthly_limit,
                                  committed=used, needed=amount)
 

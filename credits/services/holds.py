@@ -49,7 +49,8 @@ def hold_for_job(job: Job) -> list[Hold]:
     wallets = spendable_wallets(job.organization_id)
     available = sum(max(0, w.available) for w in wallets)
     if available < amount:
-        count_refusal(InsufficientCredits.code)
+        count_refusal(InsufficientCredits.code, organization_id=job.organization_id,
+                      needed=amount, available=available)
         raise InsufficientCredits(needed=amount, available=available)
     usage, holds = system_account(USAGE), []
     for wallet in wallets:

@@ -23,7 +23,7 @@ class TierRateThrottle(SimpleRateThrottle):
         self.num_requests, self.duration = self.parse_rate(self.rate)
         if super().allow_request(request, view):
             return True
-        count_refusal("rate_limited")
+        count_refusal("rate_limited", organization_id=client.organization.pk, limit=limit)
         return False
 
     def get_cache_key(self, request, view) -> str:

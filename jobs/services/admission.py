@@ -38,18 +38,19 @@ def admit(org: Organization) -> None:
         waiting = Job.objects.filter(organization=org, state__in=WAITING)
         if waiting.count() >= limit:
             _refuse(f"{limit} jobs of this organization are waiting, the most tier "
-                    f"{tier.name} allows", "queue_full", _next_start_in(waiting))
+                    f"{tier.name} allows", "queue_full", _next_start_in(waiting), org)
     shed_after = tier.shed_after_backlog_s
     if shed_after is not None:
         backlog = backlog_seconds(tier.name)
         if backlog is not None and backlog > shed_after:
             _refuse(f"the work waiting at tier {tier.name} or above would keep the fleet busy "
                     f"for {backlog / 3600:.1f} h; the tier takes new jobs while that is under "
-                    f"{shed_after / 3600:.1f} h", "overloaded", backlog - shed_after)
+                    f"{shed_after / 3600:.1f} h", "overloaded", backlog - shed_after, org)
 
 
-def _refuse(message: str, code: str, retry_after: float) -> None:
-    count_refusal(code)  # operators see refusals in /metrics
+def _refuse(message: str, code: str, retry_after: float, org: Organization) -> None:
+    # operators see refusals in /metrics, and each in the logs
+    count_refusal(code, organization_id=org.pk, retry_after_s=round(retry_after))
     raise Refused(message, code=code, retry_after=retry_after)
 
 

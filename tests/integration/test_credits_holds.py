@@ -37,7 +37,8 @@ def test_a_job_holds_the_most_it_may_cost(alice, priced):
     assert_ledger_consistent()
 
 
-def test_a_job_it_cannot_pay_for_is_a_402_and_nothing_moves(alice, api, priced):
+def test_a_job_it_cannot_pay_for_is_a_402_and_nothing_moves(alice, api, priced, caplog):
+    caplog.set_level("INFO", logger="jobs.metrics")
     credits_grant(organization=alice, amount=500)
     answer = api.post("/api/v1/jobs", {"prompt": "a heron", "gpus": 1, "time_limit_s": 600},
                       format="json")
@@ -49,6 +50,10 @@ def test_a_job_it_cannot_pay_for_is_a_402_and_nothing_moves(alice, api, priced):
     assert Transfer.objects.exclude(kind="GRANT").count() == 0
     assert wallet_of(alice).available == 500
     assert_ledger_consistent()
+    # the decision is in the logs, with its figures
+    (refusal,) = [r for r in caplog.records if getattr(r, "refusal", None)]
+    assert (refusal.refusal, refusal.organization_id, refusal.needed, refusal.available) == (
+        "insufficient_credits", alice.pk, 600, 500)
 
 
 def test_without_a_price_a_job_needs_no_credits(alice):
