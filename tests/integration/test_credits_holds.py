@@ -108,3 +108,13 @@ def test_an_expired_promotion_pays_for_nothing(alice, priced):
         job_submit(organization=alice, spec=_spec())
     assert refused.value.code == "insufficient_credits"
     assert Account.objects.get(bucket="promo").available == 5_000  # still there until swept
+
+
+def test_a_retry_of_an_accepted_job_is_its_job_even_when_credits_ran_out(alice, priced):
+    credits_grant(organization=alice, amount=600)
+    job, replayed = job_submit_once(organization=alice, spec=_spec(), idempotency_key="k-2")
+    assert not replayed and wallet_of(alice).available == 0
+    again, replayed = job_submit_once(organization=alice, spec=_spec(), idempotency_key="k-2")
+    assert (again.pk, replayed) == (job.pk, True)  # the same effect as one request: no 402
+    assert Hold.objects.count() == 1
+    assert_ledger_consistent()
