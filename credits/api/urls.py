@@ -1,5 +1,8 @@
 from django.urls import path
 
-from credits.api.views import CreditBalance
+from credits.api.views import CreditBalance, TransferList
 
-urlpatterns = [path("credits", CreditBalance.as_view(), name="credit-balance")]
+urlpatterns = [
+    path("credits", CreditBalance.as_view(), name="credit-balance"),
+    path("credits/transfers", TransferList.as_view(), name="credit-transfers"),
+]

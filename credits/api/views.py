@@ -8,7 +8,8 @@ from rest_framework.views import APIView
 
 from credits.models import Account, Transfer
 from credits.services.budgets import budget_report
-from credits.services.statements import organization_balance, recent_transfers
+from credits.services.statements import organization_balance, recent_transfers, transfers_of
+from jobs.api.paging import PageQuery, page_of
 
 RECENT_TRANSFERS = 50
 
@@ -39,3 +40,25 @@ class CreditBalance(APIView):
         recent = recent_transfers(org, RECENT_TRANSFERS)
         return Response({**organization_balance(org), "budgets": budget_report(org.pk),
                          "transfers": TransferSerializer(recent, many=True).data})
+
+
+class TransferListQuery(PageQuery):
+    kind = serializers.ChoiceField(choices=Transfer.Kind.values, required=False)
+    job = serializers.IntegerField(min_value=1, required=False)
+
+
+class TransferList(APIView):
+    """GET: every transfer of the organization, newest first, a page at a time (`?kind=`,
+    `?job=`, `?limit=`, `?before=<id>` from `next`): the statement a client reconciles."""
+
+    def get(self, request):
+        query = TransferListQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        q = query.validated_data
+        transfers = transfers_of(request.user.organization)
+        for name, lookup in (("kind", "kind"), ("job", "job_id")):
+            if name in q:
+                transfers = transfers.filter(**{lookup: q[name]})
+        page, following = page_of(transfers, q, request, "/api/v1/credits/transfers")
+        return Response({"results": TransferSerializer(page, many=True).data,
+                         "next": following})

@@ -21,8 +21,12 @@ def organization_balance(organization: Organization) -> dict:
             "held": sum(b["held"] for b in buckets), "buckets": buckets}
 
 
-def recent_transfers(organization: Organization, count: int = 50):
-    """The organization's latest transfers, in or out of any of its wallets, newest first."""
+def transfers_of(organization: Organization):
+    """The organization's transfers, in or out of any of its wallets, newest first."""
     mine = (Transfer.objects.filter(debit__organization=organization)
             | Transfer.objects.filter(credit__organization=organization))
-    return mine.select_related("debit", "credit").order_by("-id")[:count]
+    return mine.select_related("debit", "credit").order_by("-id")
+
+
+def recent_transfers(organization: Organization, count: int = 50):
+    return transfers_of(organization)[:count]

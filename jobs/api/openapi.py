@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 from rest_framework import serializers
 
+from credits.api.views import TransferListQuery
 from jobs.api.serializers import JobListQuery, JobSubmitSerializer, WebhookEndpointSerializer
 from jobs.models.webhook import EVENTS
 from jobs.states import JobState
@@ -99,6 +100,10 @@ WEBHOOK = _obj({"id": INT, "url": STR, "events": {"type": "array", "items": {
     "type": "string", "enum": list(EVENTS)}}, "active": BOOL, "created_at": TIME})
 WEBHOOK_CREATED = {**WEBHOOK, "properties": {**WEBHOOK["properties"], "secret": STR},
                    "required": [*WEBHOOK["required"], "secret"]}
+TRANSFER = _obj({
+    "id": INT, "kind": STR, "amount": INT, "direction": {"enum": ["in", "out"]},
+    "bucket": STR, "job": _nullable(INT), "attempt": _nullable(INT), "memo": STR,
+    "created_at": TIME})
 CREDITS = _obj({
     "available": INT, "held": INT,
     "buckets": {"type": "array", "items": _obj({
@@ -106,10 +111,7 @@ CREDITS = _obj({
         "held": INT, "expires_at": _nullable(TIME)})},
     "budgets": {"type": "array", "items": _obj({
         "scope": STR, "monthly_limit": INT, "committed": INT, "month": STR})},
-    "transfers": {"type": "array", "items": _obj({
-        "id": INT, "kind": STR, "amount": INT, "direction": {"enum": ["in", "out"]},
-        "bucket": STR, "job": _nullable(INT), "attempt": _nullable(INT), "memo": STR,
-        "created_at": TIME})}})
+    "transfers": {"type": "array", "items": TRANSFER}})
 
 
 NOTICE = _obj({
@@ -195,6 +197,14 @@ def _paths() -> dict:
         "/api/v1/webhooks/{hook_id}": {"delete": {
             "operationId": "deleteWebhook", "parameters": [HOOK_ID],
             "responses": {"204": _answer("removed"), **_errors(404, 429)}}},
+        "/api/v1/credits/transfers": {"get": {
+            "operationId": "listCreditTransfers", "parameters": _query(TransferListQuery()),
+            "responses": {"200": {"description": "the organization's transfers, newest "
+                                                 "first, a page at a time", "content": {
+                "application/json": {"schema": _obj(
+                    {"results": {"type": "array", "items": TRANSFER},
+                     "next": _nullable(STR)})}}},
+                          **_errors(400, 429)}}},
         "/api/v1/credits": {"get": {
             "operationId": "getCredits",
             "responses": {"200": _answer("the organization's credits", "Credits"),

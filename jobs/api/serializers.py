@@ -4,6 +4,7 @@ from django.conf import settings
 from django.core.validators import URLValidator
 from rest_framework import serializers
 
+from jobs.api.paging import PageQuery
 from jobs.models import Job, WebhookEndpoint
 from jobs.models.webhook import EVENTS
 from jobs.services.outputs import output_path
@@ -30,10 +31,8 @@ class JobSubmitSerializer(serializers.Serializer):
         return value
 
 
-class JobListQuery(serializers.Serializer):
+class JobListQuery(PageQuery):
     state = serializers.ChoiceField(choices=JobState.values, required=False)
-    limit = serializers.IntegerField(min_value=1, max_value=500, default=100)
-    before = serializers.IntegerField(min_value=1, required=False)
 
 
 class JobSerializer(serializers.ModelSerializer):

@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from urllib.parse import urlencode
-
 from rest_framework import permissions, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -9,6 +7,7 @@ from rest_framework.views import APIView
 from credits.services.holds import job_credits
 from jobs.api.errors import not_found
 from jobs.api.openapi import openapi_document
+from jobs.api.paging import page_of
 from jobs.api.serializers import (
     JobListQuery,
     JobSerializer,
@@ -57,17 +56,10 @@ class JobListCreate(APIView):
         query = JobListQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         jobs = _jobs_of(request).order_by("-pk")
-        q = query.validated_data
-        if "state" in q:
-            jobs = jobs.filter(state=q["state"])
-        if "before" in q:
-            jobs = jobs.filter(pk__lt=q["before"])
-        page = list(jobs[:q["limit"] + 1])
-        more, page = len(page) > q["limit"], page[:q["limit"]]
-        params = {**{k: v for k, v in request.query_params.items() if k != "before"},
-                  "before": page[-1].pk} if more else None
-        return Response({"results": JobSerializer(page, many=True).data,
-                         "next": f"/api/v1/jobs?{urlencode(params)}" if params else None})
+        if "state" in query.validated_data:
+            jobs = jobs.filter(state=query.validated_data["state"])
+        page, following = page_of(jobs, query.validated_data, request, "/api/v1/jobs")
+        return Response({"results": JobSerializer(page, many=True).data, "next": following})
 
 
 class JobCancel(APIView):
