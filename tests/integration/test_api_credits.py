@@ -64,3 +64,25 @@ def test_operators_grant_from_the_organization_list(alice, bob, client):
                                                   "key": "order-9"}, follow=True)
     assert Transfer.objects.filter(kind="GRANT").count() == 2
     assert [organization_balance(o)["available"] for o in (alice, bob)] == [750, 750]
+
+
+def test_the_statement_pages_through_every_transfer_and_filters(alice, api, bob):
+    from jobs.services.cancellation import job_cancel
+
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
+    for i in range(3):
+        credits_grant(organization=alice, amount=1_000 + i)
+    credits_grant(organization=bob, amount=5)
+    job = job_submit(organization=alice, spec=JobSpec(prompt="x", time_limit_s=300))
+    job_cancel(job=job)
+    first = api.get("/api/v1/credits/transfers?limit=2").json()
+    assert [t["kind"] for t in first["results"]] == ["VOID", "HOLD"]
+    second = api.get(first["next"]).json()  # the limit travels with the cursor
+    assert [t["amount"] for t in second["results"]] == [1_002, 1_001]
+    last = api.get(second["next"]).json()
+    assert [t["amount"] for t in last["results"]] == [1_000] and last["next"] is None
+    by_job = api.get(f"/api/v1/credits/transfers?job={job.pk}").json()["results"]
+    assert {t["kind"] for t in by_job} == {"HOLD", "VOID"}
+    grants = api.get("/api/v1/credits/transfers?kind=GRANT").json()["results"]
+    assert len(grants) == 3  # bob's is not alice's
+    assert api.get("/api/v1/credits/transfers?kind=GIFT").status_code == 400
