@@ -18,6 +18,19 @@ class ReadOnly(admin.ModelAdmin):
         return False
 
 
+class HoldInline(admin.TabularInline):
+    """A job's credits on its admin page: what it held where, spent, got back."""
+
+    model = Hold
+    extra = 0
+    can_delete = False
+    fields = ["account", "amount", "posted", "voided", "refunded", "created_at", "closed_at"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(Account)
 class AccountAdmin(ReadOnly):
     list_display = ["__str__", "kind", "organization", "bucket", "expires_at", "credits_posted",

@@ -1,5 +1,6 @@
 from django.contrib import admin, messages
 
+from credits.admin import HoldInline
 from credits.admin_actions import grant_credits
 from jobs.models import (
     ApiKey,
@@ -97,7 +98,7 @@ class JobAdmin(admin.ModelAdmin):
     readonly_fields = ["state", "version", "enqueued_at", "started_at", "finished_at",
                        "preemptions", "pending_code", "pending_reason", "pending_what_if",
                        "estimated_start", "nominated_node", "nominated_gpus"]
-    inlines = [AttemptInline, JobEventInline]
+    inlines = [AttemptInline, HoldInline, JobEventInline]
     actions = ["run_again", "requeue"]
 
     @admin.action(description="Stop and requeue (running jobs checkpoint and resume later)")

@@ -10,7 +10,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from credits.services.holds import job_credits
+from credits.services.holds import job_credits, job_transfers
 from credits.services.statements import organization_balance
 from jobs.models import Attempt, Job, Organization
 from jobs.services.cancellation import job_cancel
@@ -49,7 +49,8 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     job = _job_of_user(request, job_id)
     return render(request, "dashboard/job_detail.html",
                   {"job": job, "events": job.events.all(), "attempts": job.attempts.all(),
-                   "cancellable": job.state not in TERMINAL, "credits": job_credits(job)})
+                   "cancellable": job.state not in TERMINAL, "credits": job_credits(job),
+                   "transfers": job_transfers(job)})
 
 
 @login_required

@@ -83,6 +83,7 @@ def test_a_member_sees_the_credits_and_what_a_job_holds(member, alice):
     assert f"alice: {10_000 - held} credits available,\n{held} held" in page
     detail = member.get(f"/dashboard/jobs/{job.pk}").content.decode()
     assert f"Credits: 0 spent, {held} held" in detail
+    assert f"<td>HOLD</td><td>{held}</td>" in detail  # its statement
 
 
 def test_the_credits_page_shows_buckets_budgets_and_transfers(member, alice, bob):
