@@ -4,10 +4,14 @@ import uuid
 
 import pytest
 
+from credits.models import GpuPrice, Transfer
+from credits.services.grants import credits_grant
+from credits.services.pricing import cost
 from jobs.models import Attempt, Job, Tier
 from jobs.services.tenancy import organization_create
 from tests.support.broker import purge_broker_and_cache
 from tests.support.factories import make_job
+from tests.support.ledger import assert_ledger_consistent
 from tests.support.processes import ProcessGroup, wait_for
 from workers.models import Node
 
@@ -34,11 +38,14 @@ def test_a_preempted_job_resumes_from_its_checkpoint(bob, quick_preemption):
     quick_preemption.node(name, 2)
     wait_for(lambda: Node.objects.filter(name=name).exists(), 60, "the node")
     quick_preemption.scheduler()
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=36_000)  # both pay
+    credits_grant(organization=bob, amount=10**6)
     victim = make_job(bob, gpus=2, run_seconds=20, progress_interval=0.25)
     Job.objects.filter(pk=victim.pk).update(checkpointable=True)
     wait_for(lambda: _state(victim) == "RUNNING", 60, "the free job to run")
 
     carol = organization_create(slug="carol", tier="enterprise")
+    credits_grant(organization=carol, amount=10**6)
     urgent = make_job(carol, gpus=2, run_seconds=1, progress_interval=0.25)
     wait_for(lambda: _state(victim) != "RUNNING", 30, "the victim to be asked to stop")
     assert Attempt.objects.filter(job=victim, preempted_for=urgent).count() == 1
@@ -55,3 +62,9 @@ def test_a_preempted_job_resumes_from_its_checkpoint(bob, quick_preemption):
     wait_for(lambda: Attempt.objects.get(pk=resumed.pk).progress > 0, 30, "a heartbeat")
     # it picked up where it stopped, not from zero
     assert Attempt.objects.get(pk=resumed.pk).progress >= first.progress > 0
+    # the preempted attempt paid for what its last checkpoint kept, not for what it lost
+    kept = (first.last_checkpoint_at - first.started_at).total_seconds()
+    paid = sum(Transfer.objects.filter(attempt=first, kind="POST").values_list(
+        "amount", flat=True))
+    assert first.last_checkpoint_at and paid == cost(first.credits_per_hour, kept) > 0
+    assert_ledger_consistent()

@@ -137,6 +137,15 @@ def test_a_preempted_attempt_pays_only_what_it_checkpointed(funded):
     assert_ledger_consistent()
 
 
+def test_a_victim_that_checkpoints_as_it_stops_pays_its_whole_run(funded):
+    attempt = _running(funded, gpus=1, checkpointable=True)
+    _timeline(attempt, started_ago=300, checkpoint_ago=250)
+    transition(Job.objects.get(pk=attempt.job_id), JobState.PREEMPTING, reason="test")
+    job = attempt_finish(attempt_id=attempt.pk, token=attempt.token,
+                         result=AttemptResult("PREEMPTED", 75))  # checkpointed on SIGTERM
+    assert job.state == "QUEUED" and _posted(job) == _billed(attempt) >= 300
+
+
 def test_checkpoints_post_at_most_once_a_meter_interval(funded, settings):
     settings.GPUSCHED_METER_INTERVAL_S = 60
     attempt = _running(funded, gpus=1, ran_s=100, checkpointable=True)

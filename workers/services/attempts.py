@@ -25,6 +25,7 @@ from jobs.scheduler.trigger import request_tick
 from jobs.services.storable import storable
 from jobs.states import JobState
 from jobs.transitions import transition
+from workers.agent.outcome import EXIT_CHECKPOINTED
 
 log = logging.getLogger(__name__)
 Outcome = Attempt.Outcome
@@ -131,9 +132,12 @@ _BILLED_TO_THE_END = frozenset({Outcome.SUCCEEDED, Outcome.TIMED_OUT, Outcome.CA
 
 def _end_attempt(attempt_id: int, token: int, result: AttemptResult) -> Attempt:
     now = timezone.now()
+    fields = {}
+    if result.outcome == Outcome.PREEMPTED and result.exit_code == EXIT_CHECKPOINTED:
+        fields["last_checkpoint_at"] = now  # it wrote one as it stopped: nothing was lost
     ended = Attempt.objects.filter(pk=attempt_id, token=token, ended_at__isnull=True).update(
         status=AttemptStatus.ENDED, ended_at=now, outcome=result.outcome,
-        exit_code=result.exit_code, stderr_tail=storable(result.stderr_tail[-4000:]))
+        exit_code=result.exit_code, stderr_tail=storable(result.stderr_tail[-4000:]), **fields)
     if ended != 1:
         raise StaleAttempt(f"attempt {attempt_id} token {token} already ended")
     GpuBinding.objects.filter(attempt_id=attempt_id, released_at__isnull=True).update(
