@@ -11,12 +11,10 @@ from credits.services.budgets import budget_report
 from credits.services.statements import organization_balance, recent_transfers
 from jobs.models import Organization
 
-RECENT_TRANSFERS = 50
-
 
 @login_required
 def credits_page(request: HttpRequest) -> HttpResponse:
     orgs = Organization.objects.filter(memberships__user=request.user).order_by("slug")
     return render(request, "dashboard/credits.html", {"organizations": [
         {"org": org, "balance": organization_balance(org), "budgets": budget_report(org.pk),
-         "transfers": recent_transfers(org, RECENT_TRANSFERS)} for org in orgs]})
+         "transfers": recent_transfers(org)} for org in orgs]})

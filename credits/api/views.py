@@ -11,8 +11,6 @@ from credits.services.budgets import budget_report
 from credits.services.statements import organization_balance, recent_transfers, transfers_of
 from jobs.api.paging import PageQuery, page_of
 
-RECENT_TRANSFERS = 50
-
 
 class TransferSerializer(serializers.ModelSerializer):
     bucket = serializers.SerializerMethodField()
@@ -37,7 +35,7 @@ class CreditBalance(APIView):
 
     def get(self, request):
         org = request.user.organization
-        recent = recent_transfers(org, RECENT_TRANSFERS)
+        recent = recent_transfers(org)
         return Response({**organization_balance(org), "budgets": budget_report(org.pk),
                          "transfers": TransferSerializer(recent, many=True).data})
 

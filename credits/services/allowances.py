@@ -27,11 +27,15 @@ def grant_monthly_allowances(*, now: datetime) -> int:
     """Grant this month's allowance to every organization whose tier has one and that has
     not had it; returns how many it granted to (a concurrent run may have been first for
     some of them: the grant's key makes that one grant)."""
-    due = Organization.objects.filter(tier__monthly_credits__gt=0).select_related("tier")
+    due = list(Organization.objects.filter(tier__monthly_credits__gt=0).select_related("tier"))
+    keys = {org.pk: allowance_key(org.pk, now) for org in due}
+    # the keys already granted, in one indexed read rather than one per organization
+    done = set(Transfer.objects.filter(idempotency_key__in=keys.values())
+               .values_list("idempotency_key", flat=True))
     granted = 0
-    for org in due.iterator():
-        key = allowance_key(org.pk, now)
-        if Transfer.objects.filter(idempotency_key=key).exists():
+    for org in due:
+        key = keys[org.pk]
+        if key in done:
             continue
         credits_grant(organization=org, amount=org.tier.monthly_credits, promo=True,
                       expires_at=next_month_start(now), idempotency_key=key,

@@ -16,8 +16,7 @@ from jobs.models import Job
 
 
 def month_start(now: datetime) -> datetime:
-    return now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0,
-                                                 microsecond=0)
+    return now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
 
 
 def committed(budget: Budget, *, since: datetime) -> int:

@@ -130,11 +130,6 @@ def settle_job(job: Job) -> None:
                                                refunded=F("refunded") + refund, closed_at=now)
 
 
-def job_transfers(job: Job):
-    """The job's movements of credits, oldest first: its statement."""
-    return Transfer.objects.filter(job=job).order_by("pk")
-
-
 def job_credits(job: Job) -> dict[str, int]:
     """What the job holds now, has spent and was refunded, over all its holds."""
     totals = {"held": 0, "spent": 0, "refunded": 0}

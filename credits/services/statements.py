@@ -28,5 +28,13 @@ def transfers_of(organization: Organization):
     return mine.select_related("debit", "credit").order_by("-id")
 
 
-def recent_transfers(organization: Organization, count: int = 50):
-    return transfers_of(organization)[:count]
+RECENT_TRANSFERS = 50  # what the balance's answer and the dashboard show
+
+
+def recent_transfers(organization: Organization):
+    return transfers_of(organization)[:RECENT_TRANSFERS]
+
+
+def job_transfers(job):
+    """The job's movements of credits, oldest first: its statement."""
+    return Transfer.objects.filter(job=job).order_by("pk")

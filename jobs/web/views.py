@@ -10,8 +10,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from credits.services.holds import job_credits, job_transfers
-from credits.services.statements import organization_balance
+from credits.services.holds import job_credits
+from credits.services.statements import job_transfers, organization_balance
 from jobs.models import Attempt, Job, Organization
 from jobs.services.cancellation import job_cancel
 from jobs.services.errors import ServiceError
