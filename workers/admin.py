@@ -8,7 +8,7 @@ from workers.services.fleet import node_cordon, node_drain, node_return_to_servi
 class GpuInline(admin.TabularInline):
     model = Gpu
     extra = 0
-    fields = ["index", "uuid", "health"]
+    fields = ["index", "uuid", "health", "health_reason"]
 
 
 @admin.register(Node)
@@ -55,6 +55,6 @@ class NodeAdmin(admin.ModelAdmin):
 
 @admin.register(Gpu)
 class GpuAdmin(admin.ModelAdmin):
-    list_display = ["__str__", "uuid", "health", "bound_attempt"]
+    list_display = ["__str__", "uuid", "health", "health_reason", "bound_attempt"]
     list_filter = ["health", "node__gpu_type"]
     search_fields = ["uuid", "node__name"]

@@ -37,6 +37,8 @@ class Gpu(models.Model):
     index = models.PositiveSmallIntegerField()
     uuid = models.CharField(max_length=64, unique=True)
     health = models.CharField(max_length=10, choices=Health.choices, default=Health.HEALTHY)
+    health_reason = models.CharField(max_length=200, blank=True,
+                                     help_text="Why the node took this GPU out of service.")
 
     class Meta:
         ordering = ["node_id", "index"]

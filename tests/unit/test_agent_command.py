@@ -24,8 +24,11 @@ def test_the_checkpoint_outlives_the_attempt_but_the_work_dir_does_not():
 
 
 def test_the_binary_sees_only_its_gpus():
-    env = build_env(gpu_indices=(1, 3), paths=_paths(), attempt_id=9, job_id=7)
+    env = build_env(gpu_indices=(1, 3), gpu_uuids=("GPU-sim-n-1", "GPU-sim-n-3"),
+                    paths=_paths(), attempt_id=9, job_id=7)
     assert env["CUDA_VISIBLE_DEVICES"] == "1,3"
+    assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert env["GPUSCHED_GPU_UUIDS"] == "GPU-sim-n-1,GPU-sim-n-3"
 
 
 def _classify(**kw):

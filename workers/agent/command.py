@@ -9,6 +9,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from workers.agent.gpus import visible_devices
+
 
 @dataclass(frozen=True)
 class AttemptPaths:
@@ -47,11 +49,11 @@ def build_argv(template: str, *, prompt: str, seed: int, paths: AttemptPaths) ->
     return [part.format_map(values) for part in shlex.split(template)]
 
 
-def build_env(*, gpu_indices: tuple[int, ...], paths: AttemptPaths, attempt_id: int,
-              job_id: int) -> dict[str, str]:
+def build_env(*, gpu_indices: tuple[int, ...], gpu_uuids: tuple[str, ...] = (),
+              paths: AttemptPaths, attempt_id: int, job_id: int) -> dict[str, str]:
     env = dict(os.environ)
+    env.update(visible_devices(gpu_indices, gpu_uuids))
     env.update({
-        "CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in gpu_indices),
         "GPUSCHED_JOB_ID": str(job_id),
         "GPUSCHED_ATTEMPT_ID": str(attempt_id),
         "GPUSCHED_WORK_DIR": str(paths.work_dir),

@@ -1,37 +1,89 @@
-"""Find the node's GPUs: NVML where a GPU and its driver exist, configuration otherwise."""
+"""Find the node's GPUs and read their health: NVML where a GPU and its driver exist,
+configuration otherwise. Nothing here needs Django."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
 
-from workers.services.nodes import GpuInfo
+from workers.agent.gpus import GpuInfo, GpuReading, canonical_gpu_type
 
 log = logging.getLogger(__name__)
 
 
-def discover_nvml() -> tuple[str, list[GpuInfo]] | None:
-    """(gpu type, GPUs) from NVML, or None where there is no NVML library or no GPU."""
+class DiscoveryError(Exception):
+    """NVML found GPUs that one node record cannot describe."""
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+@contextmanager
+def _nvml() -> Iterator[object | None]:
+    """pynvml, initialised, or None where there is no NVML library or driver."""
     try:
         import pynvml  # nvidia-ml-py, present on GPU hosts only
     except ImportError:
-        return None
+        yield None
+        return
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:
         log.info("NVML not usable: %s", exc)
-        return None
+        yield None
+        return
     try:
-        gpus, gpu_type = [], ""
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            name = pynvml.nvmlDeviceGetName(handle)
-            gpu_type = gpu_type or (name.decode() if isinstance(name, bytes) else name)
-            uuid = pynvml.nvmlDeviceGetUUID(handle)
-            memory = pynvml.nvmlDeviceGetMemoryInfo(handle).total // (1024 * 1024)
-            gpus.append(GpuInfo(i, uuid.decode() if isinstance(uuid, bytes) else uuid, memory))
-        return (gpu_type, gpus) if gpus else None
+        yield pynvml
     finally:
         pynvml.nvmlShutdown()
+
+
+def discover_nvml() -> tuple[str, list[GpuInfo]] | None:
+    """(gpu type, GPUs) from NVML, or None where there is no NVML library or no GPU."""
+    with _nvml() as nv:
+        if nv is None:
+            return None
+        names, gpus = set(), []
+        for i in range(nv.nvmlDeviceGetCount()):
+            handle = nv.nvmlDeviceGetHandleByIndex(i)
+            names.add(_text(nv.nvmlDeviceGetName(handle)))
+            memory = nv.nvmlDeviceGetMemoryInfo(handle).total // (1024 * 1024)
+            gpus.append(GpuInfo(i, _text(nv.nvmlDeviceGetUUID(handle)), memory))
+    if not gpus:
+        return None
+    types = {canonical_gpu_type(n) for n in names}
+    if len(types) > 1:
+        # A node record has one type; mislabelling cards would place jobs on the wrong ones.
+        raise DiscoveryError(f"GPUs of several types on one node: {', '.join(sorted(names))}")
+    return types.pop(), gpus
+
+
+def read_gpus(uuids: Sequence[str]) -> list[GpuReading] | None:
+    """Each GPU's health from NVML, or None where NVML cannot be used at all."""
+    with _nvml() as nv:
+        if nv is None:
+            return None
+        return [_read_one(nv, uuid) for uuid in uuids]
+
+
+def _read_one(nv, uuid: str) -> GpuReading:
+    try:
+        handle = nv.nvmlDeviceGetHandleByUUID(uuid)
+        nv.nvmlDeviceGetMemoryInfo(handle)  # a call that must reach the card itself
+    except nv.NVMLError as exc:
+        return GpuReading(uuid, lost=str(exc) or type(exc).__name__)
+    remap_failed = remap_pending = retired_pending = False
+    try:
+        _, _, pending, failed = nv.nvmlDeviceGetRemappedRows(handle)
+        remap_pending, remap_failed = bool(pending), bool(failed)
+    except nv.NVMLError:  # before Ampere: page retirement instead
+        # where neither is reported (virtual GPUs, some drivers) there is nothing to judge
+        with suppress(nv.NVMLError):
+            retired_pending = bool(nv.nvmlDeviceGetRetiredPagesPendingStatus(handle))
+    return GpuReading(uuid, remap_failed=remap_failed, remap_pending=remap_pending,
+                      retired_pages_pending=retired_pending)
 
 
 def configured_gpus(node: str, count: int, memory_mb: int) -> list[GpuInfo]:

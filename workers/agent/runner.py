@@ -110,8 +110,8 @@ def _die_with_parent() -> None:
 def _launch(claim: AttemptClaim, paths: AttemptPaths) -> subprocess.Popen:
     argv = build_argv(settings.GPUSCHED_BINARY, prompt=claim.prompt,
                       seed=int(claim.params.get("seed", claim.job_id)), paths=paths)
-    env = build_env(gpu_indices=claim.gpu_indices, paths=paths, attempt_id=claim.attempt_id,
-                    job_id=claim.job_id)
+    env = build_env(gpu_indices=claim.gpu_indices, gpu_uuids=claim.gpu_uuids, paths=paths,
+                    attempt_id=claim.attempt_id, job_id=claim.job_id)
     with paths.stderr.open("wb") as err:
         # own session = own process group, so a kill reaches the binary's children too
         # bytes that are not UTF-8 are read as U+FFFD: a reader that stopped at them would

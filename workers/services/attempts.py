@@ -42,6 +42,7 @@ class AttemptClaim:
     job_id: int
     node: str
     gpu_indices: tuple[int, ...]
+    gpu_uuids: tuple[str, ...]
     prompt: str
     params: dict
     time_limit_s: int
@@ -72,7 +73,14 @@ def attempt_start(*, attempt_id: int, token: int) -> AttemptClaim:
                    started_at=job.started_at or now)
     return AttemptClaim(attempt_id=attempt.pk, token=token, job_id=job.pk,
                         node=attempt.node.name, gpu_indices=tuple(attempt.gpu_indices),
+                        gpu_uuids=_bound_uuids(attempt),
                         prompt=job.prompt, params=job.params, time_limit_s=job.time_limit_s)
+
+
+def _bound_uuids(attempt: Attempt) -> tuple[str, ...]:
+    """The bound GPUs' UUIDs, in the order of the attempt's indices."""
+    by_index = dict(attempt.bindings.values_list("gpu__index", "gpu__uuid"))
+    return tuple(by_index.get(i, "") for i in attempt.gpu_indices)
 
 
 def _fix_price(attempt: Attempt) -> None:

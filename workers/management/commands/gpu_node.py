@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 
 from celery.signals import worker_ready
@@ -10,9 +11,12 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections, connections
 
 from gpusched.celery import app
-from workers.agent.discovery import configured_gpus, discover_nvml
+from workers.agent.discovery import DiscoveryError, configured_gpus, discover_nvml, read_gpus
+from workers.agent.gpus import gpu_problem
 from workers.queues import node_queue
-from workers.services.nodes import node_heartbeat, node_register
+from workers.services.nodes import node_gpu_health, node_heartbeat, node_register
+
+log = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
@@ -21,7 +25,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--name", required=True)
         parser.add_argument("--gpus", type=int, help="GPU count when NVML is not used")
-        parser.add_argument("--gpu-type", default="H100")
+        parser.add_argument("--gpu-type", help="the type jobs ask for (default: from NVML's "
+                            "product name with --nvml, else H100)")
         parser.add_argument("--gpu-memory-mb", type=int, default=81920)
         parser.add_argument("--region", default="")
         parser.add_argument("--island", default="")
@@ -30,14 +35,17 @@ class Command(BaseCommand):
 
     def _gpus(self, opts) -> tuple[str, list]:
         if opts["nvml"]:
-            found = discover_nvml()
+            try:
+                found = discover_nvml()
+            except DiscoveryError as exc:
+                raise CommandError(str(exc)) from exc
             if not found:
                 raise CommandError("--nvml given but NVML found no GPU")
-            return found
+            return opts["gpu_type"] or found[0], found[1]
         if not opts["gpus"] or opts["gpus"] < 1:
             raise CommandError("--gpus N (N >= 1) is required without --nvml")
-        return opts["gpu_type"], configured_gpus(opts["name"], opts["gpus"],
-                                                 opts["gpu_memory_mb"])
+        return opts["gpu_type"] or "H100", configured_gpus(opts["name"], opts["gpus"],
+                                                           opts["gpu_memory_mb"])
 
     def handle(self, *args, **opts):
         name = opts["name"]
@@ -51,7 +59,8 @@ class Command(BaseCommand):
                           island=opts["island"])
             self.stdout.write(f"node {name}: {len(gpus)} × {gpu_type}, "
                               f"queue {node_queue(name)}")
-            threading.Thread(target=_heartbeat_loop, args=(name,), daemon=True).start()
+            uuids = [g.uuid for g in gpus] if opts["nvml"] else []
+            threading.Thread(target=_heartbeat_loop, args=(name, uuids), daemon=True).start()
             connections.close_all()  # a child forked later must not inherit this connection
 
         worker_ready.connect(register, weak=False)
@@ -63,11 +72,18 @@ class Command(BaseCommand):
         ])
 
 
-def _heartbeat_loop(name: str) -> None:
+def _heartbeat_loop(name: str, nvml_uuids: list[str]) -> None:
+    """Beat, and on a node with NVML read its GPUs' health on each beat, the first at once."""
     stop = threading.Event()
-    while not stop.wait(settings.GPUSCHED_HEARTBEAT_SECONDS):
+    while True:
         close_old_connections()
         try:
             node_heartbeat(name=name)
+            readings = read_gpus(nvml_uuids) if nvml_uuids else None
+            if readings is not None:
+                node_gpu_health(name=name, problems={r.uuid: gpu_problem(r) for r in readings})
         except Exception:  # a database blip must not kill the node; the next beat retries
+            log.warning("heartbeat of %s failed", name, exc_info=True)
             connections.close_all()
+        if stop.wait(settings.GPUSCHED_HEARTBEAT_SECONDS):
+            return

@@ -1,0 +1,64 @@
+"""On a host with an NVIDIA GPU and its driver: what the node agent discovers and binds.
+
+Skipped elsewhere (CI has no GPU). Needs no Django and no services, so it also runs alone:
+    python3 -m pytest tests/gpu -p no:cacheprovider --noconftest -c /dev/null
+The child process asks the CUDA driver itself which devices it sees, so the check holds for
+any binary, whatever framework it is built on.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from workers.agent.discovery import discover_nvml, read_gpus
+from workers.agent.gpus import canonical_gpu_type, gpu_problem, visible_devices
+
+FOUND = discover_nvml()
+pytestmark = pytest.mark.skipif(FOUND is None, reason="no NVML GPU on this host")
+
+PROBE = Path(__file__).with_name("cuda_probe.py")
+
+
+def _seen_by_cuda(env_update: dict[str, str]) -> list[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_")}
+    out = subprocess.run([sys.executable, str(PROBE), "--list"], env={**env, **env_update},
+                         capture_output=True, text=True, timeout=60, check=True)
+    return out.stdout.split()
+
+
+def test_discovery_names_the_type_jobs_ask_for_and_real_uuids():
+    gpu_type, gpus = FOUND
+    assert gpu_type and gpu_type == canonical_gpu_type(gpu_type)
+    assert not gpu_type.startswith("NVIDIA")
+    assert [g.index for g in gpus] == list(range(len(gpus)))
+    assert all(g.memory_mb > 1024 for g in gpus)
+    assert visible_devices([0], [gpus[0].uuid])["CUDA_VISIBLE_DEVICES"] == gpus[0].uuid
+
+
+def test_a_binary_sees_exactly_the_gpu_it_is_bound_to():
+    _, gpus = FOUND
+    for gpu in gpus:
+        assert _seen_by_cuda(visible_devices([gpu.index], [gpu.uuid])) == [gpu.uuid.lower()]
+
+
+def test_by_index_the_binary_sees_the_same_card_nvml_numbered():
+    _, gpus = FOUND
+    for gpu in gpus:
+        assert _seen_by_cuda(visible_devices([gpu.index], ["GPU-sim-x"])) == [gpu.uuid.lower()]
+
+
+def test_a_gpu_that_is_not_on_the_node_leaves_the_binary_no_device():
+    absent = "GPU-00000000-0000-0000-0000-000000000000"
+    assert _seen_by_cuda(visible_devices([0], [absent])) == ["none"]
+
+
+def test_health_reads_fit_cards_as_fit_and_a_missing_card_as_unreachable():
+    _, gpus = FOUND
+    readings = read_gpus([g.uuid for g in gpus] + ["GPU-00000000-0000-0000-0000-000000000000"])
+    assert [gpu_problem(r) for r in readings[:-1]] == [""] * len(gpus)
+    assert gpu_problem(readings[-1]).startswith("unreachable")

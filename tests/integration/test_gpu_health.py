@@ -1,0 +1,65 @@
+"""A GPU the node reads as unfit takes no new work until it reads fit again; an attempt's
+binary is handed its GPUs by the UUIDs the node registered."""
+
+import pytest
+
+from jobs.models import Attempt
+from jobs.scheduler.tick import scheduler_tick_run
+from tests.support.factories import make_job, make_node
+from workers.agent.discovery import configured_gpus
+from workers.models import Gpu
+from workers.services.attempts import attempt_start
+from workers.services.nodes import GpuInfo, node_gpu_health, node_register
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _uuids(node: str) -> list[str]:
+    return list(Gpu.objects.filter(node__name=node).order_by("index").values_list("uuid",
+                                                                                  flat=True))
+
+
+def test_an_unfit_gpu_takes_no_work_and_returns_when_fit(alice):
+    make_node("n1", gpus=2)
+    first, second = _uuids("n1")
+    assert node_gpu_health(name="n1", problems={first: "", second: "unreachable: GPU is lost"})
+    gang, single = make_job(alice, gpus=2), make_job(alice, gpus=1)
+    scheduler_tick_run()
+    gang.refresh_from_db(), single.refresh_from_db()
+    assert gang.state == "QUEUED" and single.state == "SCHEDULED"
+    assert Attempt.objects.get(job=single).gpu_indices == [0]
+    assert Gpu.objects.get(uuid=second).health_reason == "unreachable: GPU is lost"
+    # a steady reading writes nothing; a fit one brings the GPU back
+    assert node_gpu_health(name="n1", problems={second: "unreachable: GPU is lost"}) == 0
+    assert node_gpu_health(name="n1", problems={second: ""}) == 1
+    assert Gpu.objects.get(uuid=second).health == Gpu.Health.HEALTHY
+
+
+def test_a_reading_touches_only_the_named_nodes_gpus(alice):
+    make_node("n1", gpus=1)
+    make_node("n2", gpus=1)
+    (other,) = _uuids("n2")
+    assert node_gpu_health(name="n1", problems={other: "unreachable"}) == 0
+    assert Gpu.objects.get(uuid=other).health == Gpu.Health.HEALTHY
+
+
+def test_registering_again_clears_old_problems_and_marks_lost_gpus(alice):
+    make_node("n1", gpus=2)
+    first, second = _uuids("n1")
+    node_gpu_health(name="n1", problems={first: "row remapping pending: reset the GPU"})
+    node_register(name="n1", gpu_type="H100", gpus=configured_gpus("n1", 1, 81920))
+    assert Gpu.objects.get(uuid=first).health == Gpu.Health.HEALTHY
+    assert Gpu.objects.get(uuid=first).health_reason == ""
+    assert Gpu.objects.get(uuid=second).health_reason == "gone from the node"
+
+
+def test_the_claim_carries_the_bound_gpus_uuids_in_index_order(alice):
+    uuids = [f"GPU-{i:08x}-0000-0000-0000-000000000000" for i in range(4)]
+    node_register(name="n1", gpu_type="H100",
+                  gpus=[GpuInfo(i, u, 81920) for i, u in enumerate(uuids)])
+    make_job(alice, gpus=1)
+    make_job(alice, gpus=2)
+    scheduler_tick_run()
+    for attempt in Attempt.objects.all():
+        claim = attempt_start(attempt_id=attempt.pk, token=attempt.token)
+        assert claim.gpu_uuids == tuple(uuids[i] for i in claim.gpu_indices)
