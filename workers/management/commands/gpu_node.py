@@ -12,7 +12,7 @@ from django.db import close_old_connections, connections
 
 from gpusched.celery import app
 from workers.agent.discovery import DiscoveryError, configured_gpus, discover_nvml, read_gpus
-from workers.agent.gpus import gpu_problem
+from workers.agent.gpu_watch import GpuWatch
 from workers.queues import node_queue
 from workers.services.nodes import node_gpu_health, node_heartbeat, node_register
 
@@ -59,8 +59,8 @@ class Command(BaseCommand):
                           island=opts["island"])
             self.stdout.write(f"node {name}: {len(gpus)} × {gpu_type}, "
                               f"queue {node_queue(name)}")
-            uuids = [g.uuid for g in gpus] if opts["nvml"] else []
-            threading.Thread(target=_heartbeat_loop, args=(name, uuids), daemon=True).start()
+            watch = _gpu_watch([g.uuid for g in gpus]) if opts["nvml"] else None
+            threading.Thread(target=_heartbeat_loop, args=(name, watch), daemon=True).start()
             connections.close_all()  # a child forked later must not inherit this connection
 
         worker_ready.connect(register, weak=False)
@@ -72,16 +72,23 @@ class Command(BaseCommand):
         ])
 
 
-def _heartbeat_loop(name: str, nvml_uuids: list[str]) -> None:
-    """Beat, and on a node with NVML read its GPUs' health on each beat, the first at once."""
+def _gpu_watch(uuids: list[str]) -> GpuWatch:
+    beat = settings.GPUSCHED_HEARTBEAT_SECONDS
+    # a reading takes about 15 ms on an H200; one missing for ten beats is a hung driver
+    return GpuWatch(uuids, read_gpus, every_s=beat, stale_after_s=max(30.0, 10 * beat)).start()
+
+
+def _heartbeat_loop(name: str, watch: GpuWatch | None) -> None:
+    """Beat, and pass on what the GPU watch last read (on a node that found its GPUs with
+    NVML); the watch reads in a thread of its own, so a hung driver call never stops a beat."""
     stop = threading.Event()
     while True:
         close_old_connections()
         try:
             node_heartbeat(name=name)
-            readings = read_gpus(nvml_uuids) if nvml_uuids else None
-            if readings is not None:
-                node_gpu_health(name=name, problems={r.uuid: gpu_problem(r) for r in readings})
+            problems = watch.problems() if watch else None
+            if problems is not None:
+                node_gpu_health(name=name, problems=problems)
         except Exception:  # a database blip must not kill the node; the next beat retries
             log.warning("heartbeat of %s failed", name, exc_info=True)
             connections.close_all()

@@ -1,0 +1,66 @@
+"""The node's GPU watch: what it reports from readings, from a driver that fails, and from
+one that stops answering (a thread blocked in a driver call)."""
+
+import threading
+
+from workers.agent.gpu_watch import GpuWatch
+from workers.agent.gpus import GpuReading
+
+A, B = "GPU-a", "GPU-b"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _watch(read, clock=None) -> GpuWatch:
+    return GpuWatch([A, B], read, every_s=0.01, stale_after_s=30, clock=clock or Clock())
+
+
+def test_nothing_is_reported_before_the_first_reading():
+    assert _watch(lambda uuids: []).problems() is None
+
+
+def test_readings_become_problems_per_gpu():
+    watch = _watch(lambda uuids: [GpuReading(A), GpuReading(B, remap_pending=True)])
+    watch.read_once()
+    assert watch.problems() == {A: "", B: "row remapping pending: reset the GPU"}
+
+
+def test_a_driver_that_fails_or_cannot_be_used_makes_every_gpu_suspect():
+    def broken(uuids):
+        raise RuntimeError("Driver Not Loaded")
+
+    watch = _watch(broken)
+    watch.read_once()
+    assert watch.problems() == {A: "NVML failed: Driver Not Loaded",
+                                B: "NVML failed: Driver Not Loaded"}
+    gone = _watch(lambda uuids: None)
+    gone.read_once()
+    assert set(gone.problems().values()) == {"NVML cannot be used"}
+
+
+def test_a_reading_that_never_returns_marks_every_gpu_once_it_is_stale():
+    clock, release = Clock(), threading.Event()
+    calls = []
+
+    def read(uuids):
+        calls.append(1)
+        if len(calls) > 1:
+            release.wait(10)  # the second reading hangs in the driver
+        return [GpuReading(A), GpuReading(B)]
+
+    watch = _watch(read, clock)
+    watch.read_once()
+    watch.start()  # its thread reads again, and hangs there
+    clock.now = 29
+    assert watch.problems() == {A: "", B: ""}
+    clock.now = 31
+    assert watch.problems() == {A: "NVML has not answered for 31 s",
+                                B: "NVML has not answered for 31 s"}
+    watch.stop()
+    release.set()
