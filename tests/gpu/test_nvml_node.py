@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from workers.agent.discovery import discover_nvml, read_gpus
+from workers.agent.discovery import discover_nvml, processes_left, read_gpus
 from workers.agent.gpus import canonical_gpu_type, gpu_problem, visible_devices
 
 FOUND = discover_nvml()
@@ -62,3 +62,33 @@ def test_health_reads_fit_cards_as_fit_and_a_missing_card_as_unreachable():
     readings = read_gpus([g.uuid for g in gpus] + ["GPU-00000000-0000-0000-0000-000000000000"])
     assert [gpu_problem(r) for r in readings[:-1]] == [""] * len(gpus)
     assert gpu_problem(readings[-1]).startswith("unreachable")
+
+
+_HOLD_A_CONTEXT = """
+import ctypes, time
+cuda = ctypes.CDLL("libcuda.so.1")
+dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+assert cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
+assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0
+assert cuda.cuCtxSetCurrent(ctx) == 0
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_process_left_on_a_gpu_is_found_until_it_ends():
+    _, gpus = FOUND
+    gpu = gpus[0]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_")}
+    child = subprocess.Popen([sys.executable, "-c", _HOLD_A_CONTEXT],
+                             env={**env, **visible_devices([gpu.index], [gpu.uuid])},
+                             stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        left = processes_left([gpu.uuid], wait_s=0.5)
+        assert list(left) == [gpu.uuid] and left[gpu.uuid]  # pids as the driver numbers them
+    finally:
+        child.kill()
+        child.wait()
+    assert processes_left([gpu.uuid], wait_s=10) == {}
+    assert processes_left(["GPU-sim-n1-0"]) == {}  # configured GPUs: nothing to read

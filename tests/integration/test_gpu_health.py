@@ -1,15 +1,16 @@
-"""A GPU the node reads as unfit takes no new work until it reads fit again; an attempt's
-binary is handed its GPUs by the UUIDs the node registered."""
+"""A GPU the node reads as unfit, or one a process left behind by an attempt still uses,
+takes no new work until it is fit and free again; an attempt's binary is handed its GPUs by
+the UUIDs the node registered."""
 
 import pytest
 
-from jobs.models import Attempt
+from jobs.models import Attempt, GpuBinding
 from jobs.scheduler.tick import scheduler_tick_run
 from tests.support.factories import make_job, make_node
 from workers.agent.discovery import configured_gpus
 from workers.models import Gpu
-from workers.services.attempts import attempt_start
-from workers.services.nodes import GpuInfo, node_gpu_health, node_register
+from workers.services.attempts import AttemptResult, attempt_finish, attempt_start
+from workers.services.nodes import GpuInfo, node_gpu_health, node_gpu_strays, node_register
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -63,3 +64,37 @@ def test_the_claim_carries_the_bound_gpus_uuids_in_index_order(alice):
     for attempt in Attempt.objects.all():
         claim = attempt_start(attempt_id=attempt.pk, token=attempt.token)
         assert claim.gpu_uuids == tuple(uuids[i] for i in claim.gpu_indices)
+
+
+def test_a_process_an_attempt_left_behind_holds_its_gpu_until_it_ends(alice):
+    make_node("n1", gpus=2)
+    first, second = _uuids("n1")
+    job = make_job(alice, gpus=2)
+    scheduler_tick_run()
+    attempt = Attempt.objects.get(job=job)
+    claim = attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    # the agent finds a process on the first GPU after the binary's end, then reports the end
+    assert node_gpu_strays(name="n1", strays={first: (4242,)}, attempt_id=claim.attempt_id)
+    attempt_finish(attempt_id=attempt.pk, token=attempt.token,
+                   result=AttemptResult("FAILED", 1, "boom", None, "exit_1"))
+    assert not GpuBinding.objects.filter(released_at__isnull=True).exists()
+    gang = make_job(alice, gpus=2)
+    scheduler_tick_run()
+    gang.refresh_from_db()
+    assert gang.state == "QUEUED"
+    # readings keep it out while the process lives, whatever else they find
+    fit = {first: "", second: ""}
+    assert node_gpu_health(name="n1", problems=fit, busy={first: (4242,)}) == 0
+    assert Gpu.objects.get(uuid=first).health_reason.startswith(
+        "in use by process 4242 that no attempt owns")
+    assert node_gpu_health(name="n1", problems=fit, busy={}) == 1
+    scheduler_tick_run()
+    gang.refresh_from_db()
+    assert gang.state == "SCHEDULED"
+
+
+def test_a_busy_gpu_no_one_marked_is_left_to_its_attempt(alice):
+    make_node("n1", gpus=1)
+    (only,) = _uuids("n1")
+    assert node_gpu_health(name="n1", problems={only: ""}, busy={only: (7,)}) == 0
+    assert Gpu.objects.get(uuid=only).health == Gpu.Health.HEALTHY

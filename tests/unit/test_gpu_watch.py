@@ -21,14 +21,20 @@ def _watch(read, clock=None) -> GpuWatch:
     return GpuWatch([A, B], read, every_s=0.01, stale_after_s=30, clock=clock or Clock())
 
 
+def _problems(watch: GpuWatch) -> dict[str, str]:
+    return watch.report().problems
+
+
 def test_nothing_is_reported_before_the_first_reading():
-    assert _watch(lambda uuids: []).problems() is None
+    assert _watch(lambda uuids: []).report() is None
 
 
-def test_readings_become_problems_per_gpu():
-    watch = _watch(lambda uuids: [GpuReading(A), GpuReading(B, remap_pending=True)])
+def test_readings_become_problems_and_busy_gpus():
+    watch = _watch(lambda uuids: [GpuReading(A, pids=(41, 42)),
+                                  GpuReading(B, remap_pending=True)])
     watch.read_once()
-    assert watch.problems() == {A: "", B: "row remapping pending: reset the GPU"}
+    assert _problems(watch) == {A: "", B: "row remapping pending: reset the GPU"}
+    assert watch.report().busy == {A: (41, 42)}
 
 
 def test_a_driver_that_fails_or_cannot_be_used_makes_every_gpu_suspect():
@@ -37,11 +43,11 @@ def test_a_driver_that_fails_or_cannot_be_used_makes_every_gpu_suspect():
 
     watch = _watch(broken)
     watch.read_once()
-    assert watch.problems() == {A: "NVML failed: Driver Not Loaded",
+    assert _problems(watch) == {A: "NVML failed: Driver Not Loaded",
                                 B: "NVML failed: Driver Not Loaded"}
     gone = _watch(lambda uuids: None)
     gone.read_once()
-    assert set(gone.problems().values()) == {"NVML cannot be used"}
+    assert set(_problems(gone).values()) == {"NVML cannot be used"}
 
 
 def test_a_reading_that_never_returns_marks_every_gpu_once_it_is_stale():
@@ -58,9 +64,9 @@ def test_a_reading_that_never_returns_marks_every_gpu_once_it_is_stale():
     watch.read_once()
     watch.start()  # its thread reads again, and hangs there
     clock.now = 29
-    assert watch.problems() == {A: "", B: ""}
+    assert _problems(watch) == {A: "", B: ""}
     clock.now = 31
-    assert watch.problems() == {A: "NVML has not answered for 31 s",
+    assert _problems(watch) == {A: "NVML has not answered for 31 s",
                                 B: "NVML has not answered for 31 s"}
     watch.stop()
     release.set()

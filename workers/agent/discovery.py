@@ -4,10 +4,11 @@ configuration otherwise. Nothing here needs Django."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 
-from workers.agent.gpus import GpuInfo, GpuReading, canonical_gpu_type
+from workers.agent.gpus import GpuInfo, GpuReading, canonical_gpu_type, nvml_uuid
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +83,24 @@ def _read_one(nv, uuid: str) -> GpuReading:
         # where neither is reported (virtual GPUs, some drivers) there is nothing to judge
         with suppress(nv.NVMLError):
             retired_pending = bool(nv.nvmlDeviceGetRetiredPagesPendingStatus(handle))
+    pids: tuple[int, ...] = ()
+    with suppress(nv.NVMLError):
+        pids = tuple(sorted(p.pid for p in nv.nvmlDeviceGetComputeRunningProcesses(handle)))
     return GpuReading(uuid, remap_failed=remap_failed, remap_pending=remap_pending,
-                      retired_pages_pending=retired_pending)
+                      retired_pages_pending=retired_pending, pids=pids)
+
+
+def processes_left(uuids: Sequence[str], *, wait_s: float = 5.0,
+                   every_s: float = 0.25) -> dict[str, tuple[int, ...]]:
+    """uuid -> pids of the processes still using these GPUs once `wait_s` has passed (the
+    driver takes a moment to tear down a killed process's context); {} without NVML."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        readings = read_gpus(uuids) if uuids and all(nvml_uuid(u) for u in uuids) else None
+        busy = {r.uuid: r.pids for r in readings or () if r.pids}
+        if not busy or time.monotonic() >= deadline:
+            return busy
+        time.sleep(every_s)
 
 
 def configured_gpus(node: str, count: int, memory_mb: int) -> list[GpuInfo]:

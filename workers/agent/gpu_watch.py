@@ -7,10 +7,19 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from workers.agent.gpus import GpuReading, gpu_problem
 
 Reader = Callable[[Sequence[str]], "list[GpuReading] | None"]
+
+
+@dataclass(frozen=True)
+class GpuReport:
+    """What the last reading found, for the node's heartbeat to record."""
+
+    problems: dict[str, str]  # uuid -> problem, "" when fit
+    busy: dict[str, tuple[int, ...]] = field(default_factory=dict)  # uuid -> compute pids
 
 
 class GpuWatch:
@@ -19,7 +28,7 @@ class GpuWatch:
         self.uuids, self._read, self._every = list(uuids), read, every_s
         self._stale_after, self._clock = stale_after_s, clock
         self._lock = threading.Lock()
-        self._problems: dict[str, str] | None = None  # None until the first reading ends
+        self._report: GpuReport | None = None  # None until the first reading ends
         self._since = clock()  # when the last reading completed (or the watch began)
         self._stop = threading.Event()
 
@@ -36,20 +45,22 @@ class GpuWatch:
         except Exception as exc:  # noqa: BLE001 - whatever the driver raises, the GPUs are suspect
             readings, unusable = None, f"NVML failed: {exc}"
         if readings is None:  # this node found its GPUs with NVML: losing it is a problem
-            problems = dict.fromkeys(self.uuids, unusable)
+            report = GpuReport(dict.fromkeys(self.uuids, unusable))
         else:
-            problems = {r.uuid: gpu_problem(r) for r in readings}
+            report = GpuReport({r.uuid: gpu_problem(r) for r in readings},
+                               {r.uuid: r.pids for r in readings if r.pids})
         with self._lock:
-            self._problems, self._since = problems, self._clock()
+            self._report, self._since = report, self._clock()
 
-    def problems(self) -> dict[str, str] | None:
-        """uuid -> problem ("" when fit), or None when there is nothing to report yet."""
+    def report(self) -> GpuReport | None:
+        """The last reading, or None when there is nothing to report yet."""
         with self._lock:
             late = self._clock() - self._since
             if late > self._stale_after:
                 # a hung driver call: nothing on this node can vouch for its GPUs
-                return dict.fromkeys(self.uuids, f"NVML has not answered for {late:.0f} s")
-            return None if self._problems is None else dict(self._problems)
+                return GpuReport(dict.fromkeys(self.uuids,
+                                               f"NVML has not answered for {late:.0f} s"))
+            return self._report
 
     def _loop(self) -> None:
         while not self._stop.is_set():

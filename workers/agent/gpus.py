@@ -28,6 +28,7 @@ class GpuReading:
     remap_failed: bool = False  # a row remapping failed: the memory is bad
     remap_pending: bool = False  # rows wait to be remapped: the GPU needs a reset
     retired_pages_pending: bool = False  # pre-Ampere: pages wait to be retired (reset)
+    pids: tuple[int, ...] = ()  # processes with a CUDA context on it
 
 
 def canonical_gpu_type(nvml_name: str) -> str:
@@ -59,6 +60,11 @@ def gpu_problem(reading: GpuReading) -> str:
     return ""
 
 
+def nvml_uuid(uuid: str) -> bool:
+    """Whether `uuid` is one NVML gave (configured GPUs have made-up names)."""
+    return bool(_NVML_UUID.match(uuid))
+
+
 def visible_devices(indices: Sequence[int], uuids: Sequence[str]) -> dict[str, str]:
     """The binary's view of its GPUs.
 
@@ -67,7 +73,7 @@ def visible_devices(indices: Sequence[int], uuids: Sequence[str]) -> dict[str, s
     cards. Discovered GPUs go by UUID, which names one card whatever the order; configured
     ones have no real UUID and go by index.
     """
-    by_uuid = len(uuids) == len(indices) and all(_NVML_UUID.match(u) for u in uuids)
+    by_uuid = len(uuids) == len(indices) and all(map(nvml_uuid, uuids))
     return {
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "CUDA_VISIBLE_DEVICES": ",".join(uuids) if by_uuid else ",".join(map(str, indices)),

@@ -17,6 +17,7 @@ from pathlib import Path
 from django.conf import settings
 
 from workers.agent.command import AttemptPaths, build_argv, build_env
+from workers.agent.discovery import processes_left
 from workers.agent.outcome import classify
 from workers.agent.progress import ProgressReader
 from workers.services.attempts import (
@@ -27,6 +28,7 @@ from workers.services.attempts import (
     attempt_heartbeat,
     attempt_start,
 )
+from workers.services.nodes import node_gpu_strays
 
 log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -143,6 +145,7 @@ def run_attempt(attempt_id: int, token: int) -> str:
     # what the binary started and left running would hold the job's GPUs after its end
     _signal_group(proc, signal.SIGKILL)
     reader.join(timeout=5)
+    _hold_gpus_left_in_use(claim)
     if sup.stop == "stale":
         log.warning("attempt %s was fenced off; its result is discarded", attempt_id,
                     extra={"attempt_id": attempt_id, "job_id": claim.job_id})
@@ -154,6 +157,14 @@ def run_attempt(attempt_id: int, token: int) -> str:
     return _report(claim, paths, AttemptResult(outcome, proc.returncode, stderr,
                                         paths.output if outcome == "SUCCEEDED" else None,
                                         error_code))
+
+
+def _hold_gpus_left_in_use(claim: AttemptClaim) -> None:
+    """A process that escaped the group kill (its own session) still holds GPU memory: its
+    GPUs leave service before the attempt's end frees them (NVML nodes only)."""
+    left = processes_left(claim.gpu_uuids)
+    if left:
+        node_gpu_strays(name=claim.node, strays=left, attempt_id=claim.attempt_id)
 
 
 def _discard(paths: AttemptPaths) -> str:

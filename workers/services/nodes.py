@@ -43,23 +43,62 @@ def node_heartbeat(*, name: str) -> bool:
     return Node.objects.filter(name=name).update(last_heartbeat=timezone.now()) == 1
 
 
-def node_gpu_health(*, name: str, problems: Mapping[str, str]) -> int:
-    """Record what the node read of its GPUs: uuid -> problem ("" when fit).
+STRAY = "in use by process"
+
+
+def node_gpu_health(*, name: str, problems: Mapping[str, str],
+                    busy: Mapping[str, tuple[int, ...]] | None = None) -> int:
+    """Record what the node read of its GPUs: uuid -> problem ("" when fit), and which GPUs
+    processes were using (`busy`: uuid -> pids).
 
     An unfit GPU takes no new work (the snapshot holds healthy GPUs only); what runs on it
-    is left to end on its own, as a binary on a failing card does. Only changes are
+    is left to end on its own, as a binary on a failing card does. A GPU marked for a process
+    an attempt left behind (`node_gpu_strays`) stays unfit while it is busy. Only changes are
     written, so a steady fleet's heartbeats cost no GPU writes. Returns the GPUs changed.
     """
+    busy = busy or {}
     changed = 0
     gpus = Gpu.objects.filter(node__name=name, uuid__in=list(problems))
     for gpu in gpus.only("id", "uuid", "health", "health_reason"):
-        problem = problems[gpu.uuid][:200]
-        health = Gpu.Health.UNHEALTHY if problem else Gpu.Health.HEALTHY
-        if (gpu.health, gpu.health_reason) == (health, problem):
-            continue
-        Gpu.objects.filter(pk=gpu.pk).update(health=health, health_reason=problem)
-        changed += 1
-        log.warning("GPU %s on %s is now %s%s", gpu.uuid, name, health,
-                    f": {problem}" if problem else "",
-                    extra={"node": name, "gpu": gpu.uuid, "health": health})
+        problem = problems[gpu.uuid]
+        if not problem and gpu.health_reason.startswith(STRAY) and busy.get(gpu.uuid):
+            problem = _stray_problem(busy[gpu.uuid])
+        changed += _set_health(gpu, name, problem)
     return changed
+
+
+@transaction.atomic
+def node_gpu_strays(*, name: str, strays: Mapping[str, tuple[int, ...]],
+                    attempt_id: int | None = None) -> int:
+    """Take out of service the GPUs that processes still use after their attempt ended.
+
+    A binary's child that left its process group (a daemon, its own session) survives the
+    kill and holds GPU memory: the next job there would run out of it. Called before the
+    attempt reports its end, so the GPUs are never free and healthy in between; the node's
+    readings return them once the processes are gone.
+    """
+    gpus = Gpu.objects.select_for_update(no_key=True).filter(node__name=name,
+                                                              uuid__in=list(strays))
+    changed = sum(_set_health(gpu, name, _stray_problem(strays[gpu.uuid]))
+                  for gpu in gpus.only("id", "uuid", "health", "health_reason"))
+    if changed:
+        log.warning("attempt %s left processes on %d GPU(s) of %s", attempt_id, changed, name,
+                    extra={"node": name, "attempt_id": attempt_id})
+    return changed
+
+
+def _set_health(gpu: Gpu, node: str, problem: str) -> int:
+    problem = problem[:200]
+    health = Gpu.Health.UNHEALTHY if problem else Gpu.Health.HEALTHY
+    if (gpu.health, gpu.health_reason) == (health, problem):
+        return 0
+    Gpu.objects.filter(pk=gpu.pk).update(health=health, health_reason=problem)
+    log.warning("GPU %s on %s is now %s%s", gpu.uuid, node, health,
+                f": {problem}" if problem else "",
+                extra={"node": node, "gpu": gpu.uuid, "health": health})
+    return 1
+
+
+def _stray_problem(pids: tuple[int, ...]) -> str:
+    shown = ", ".join(map(str, pids[:5])) + (" …" if len(pids) > 5 else "")
+    return f"{STRAY} {shown} that no attempt owns: end it to return the GPU"

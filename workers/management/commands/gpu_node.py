@@ -86,9 +86,9 @@ def _heartbeat_loop(name: str, watch: GpuWatch | None) -> None:
         close_old_connections()
         try:
             node_heartbeat(name=name)
-            problems = watch.problems() if watch else None
-            if problems is not None:
-                node_gpu_health(name=name, problems=problems)
+            report = watch.report() if watch else None
+            if report is not None:
+                node_gpu_health(name=name, problems=report.problems, busy=report.busy)
         except Exception:  # a database blip must not kill the node; the next beat retries
             log.warning("heartbeat of %s failed", name, exc_info=True)
             connections.close_all()
