@@ -8,6 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
 
 from jobs.services.errors import ServiceError
+from jobs.services.storable import storable
 
 _CODES = {
     exceptions.NotAuthenticated: "not_authenticated",
@@ -28,6 +29,7 @@ def exception_handler(exc, context):
         if exc.field:
             body["fields"] = {exc.field: [exc.message]}
         body.update(getattr(exc, "details", {}))
+        body = _encodable(body)
         retry_after = getattr(exc, "retry_after", None)
         if retry_after is None:
             return Response({"error": body}, status=exc.status)
@@ -42,11 +44,22 @@ def exception_handler(exc, context):
         return None  # a real bug: let Django log it and answer 500
     code = next((c for cls, c in _CODES.items() if isinstance(exc, cls)), "error")
     if isinstance(exc, exceptions.ValidationError):
-        body = {"code": code, "message": "the request is not valid", "fields": response.data}
+        body = {"code": code, "message": "the request is not valid",
+                "fields": _encodable(response.data)}
     else:
-        body = {"code": code, "message": str(getattr(exc, "detail", exc))}
+        body = {"code": code, "message": storable(str(getattr(exc, "detail", exc)))}
     response.data = {"error": body}
     return response
+
+
+def _encodable(data):
+    """Messages that echo the client's input, with lone surrogates (valid in a JSON escape,
+    not encodable as UTF-8) replaced: otherwise the refusal itself would fail to render."""
+    if isinstance(data, dict):
+        return {_encodable(k): _encodable(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_encodable(v) for v in data]
+    return storable(data) if isinstance(data, str) else data
 
 
 def not_found(message: str = "no such job") -> Response:
