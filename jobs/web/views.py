@@ -19,6 +19,7 @@ from jobs.services.outputs import output_response
 from jobs.states import TERMINAL
 
 RECENT = 100  # jobs listed, newest first
+REFRESH_S = 5  # a page showing a job that has not ended reloads itself this often
 
 
 def _jobs_of_user(request: HttpRequest) -> QuerySet[Job]:
@@ -34,7 +35,13 @@ def job_list(request: HttpRequest) -> HttpResponse:
     jobs = _jobs_of_user(request).order_by("-pk")[:RECENT]
     orgs = Organization.objects.filter(memberships__user=request.user).order_by("slug")
     return render(request, "dashboard/job_list.html", {
-        "jobs": jobs, "balances": [(org, organization_balance(org)) for org in orgs]})
+        "jobs": jobs, "balances": [(org, organization_balance(org)) for org in orgs],
+        "refresh_s": _refresh(*jobs)})
+
+
+def _refresh(*jobs: Job) -> int | None:
+    """Reload while a job moves: its progress, reason and estimate change by the second."""
+    return REFRESH_S if any(job.state not in TERMINAL for job in jobs) else None
 
 
 def _job_of_user(request: HttpRequest, job_id: int) -> Job:
@@ -50,7 +57,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     return render(request, "dashboard/job_detail.html",
                   {"job": job, "events": job.events.all(), "attempts": job.attempts.all(),
                    "cancellable": job.state not in TERMINAL, "credits": job_credits(job),
-                   "transfers": job_transfers(job)})
+                   "transfers": job_transfers(job), "refresh_s": _refresh(job)})
 
 
 @login_required
