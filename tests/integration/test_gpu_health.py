@@ -98,3 +98,19 @@ def test_a_busy_gpu_no_one_marked_is_left_to_its_attempt(alice):
     (only,) = _uuids("n1")
     assert node_gpu_health(name="n1", problems={only: ""}, busy={only: (7,)}) == 0
     assert Gpu.objects.get(uuid=only).health == Gpu.Health.HEALTHY
+
+
+def test_a_fenced_off_attempt_does_not_mark_the_gpus_its_successor_runs_on(alice, settings):
+    settings.GPUSCHED_RETRY_BACKOFF_S = 0
+    make_node("n1", gpus=1)
+    (only,) = _uuids("n1")
+    job = make_job(alice)
+    scheduler_tick_run()
+    old = Attempt.objects.get(job=job)
+    attempt_start(attempt_id=old.pk, token=old.token)
+    Attempt.objects.filter(pk=old.pk).update(lease_expires_at="2000-01-01T00:00:00Z")
+    scheduler_tick_run()  # reaps it, then places the job again on the same GPU
+    assert Attempt.objects.get(job=job, ended_at__isnull=True).pk != old.pk
+    # the old binary, killed at last, finds the successor's process on the GPU
+    assert node_gpu_strays(name="n1", strays={only: (99,)}, attempt_id=old.pk) == 0
+    assert Gpu.objects.get(uuid=only).health == Gpu.Health.HEALTHY

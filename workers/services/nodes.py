@@ -6,8 +6,10 @@ import logging
 from collections.abc import Mapping
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from jobs.models import GpuBinding
 from workers.agent.gpus import GpuInfo
 from workers.models import Gpu, Node, NodeState
 
@@ -77,8 +79,11 @@ def node_gpu_strays(*, name: str, strays: Mapping[str, tuple[int, ...]],
     attempt reports its end, so the GPUs are never free and healthy in between; the node's
     readings return them once the processes are gone.
     """
-    gpus = Gpu.objects.select_for_update(no_key=True).filter(node__name=name,
-                                                              uuid__in=list(strays))
+    gpus = (Gpu.objects.select_for_update(no_key=True)
+            .filter(node__name=name, uuid__in=list(strays))
+            # a fenced-off attempt's GPUs may already run the attempt that replaced it
+            .exclude(Exists(GpuBinding.objects.filter(
+                gpu=OuterRef("pk"), released_at__isnull=True).exclude(attempt_id=attempt_id))))
     changed = sum(_set_health(gpu, name, _stray_problem(strays[gpu.uuid]))
                   for gpu in gpus.only("id", "uuid", "health", "health_reason"))
     if changed:
