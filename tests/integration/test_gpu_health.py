@@ -114,3 +114,13 @@ def test_a_fenced_off_attempt_does_not_mark_the_gpus_its_successor_runs_on(alice
     # the old binary, killed at last, finds the successor's process on the GPU
     assert node_gpu_strays(name="n1", strays={only: (99,)}, attempt_id=old.pk) == 0
     assert Gpu.objects.get(uuid=only).health == Gpu.Health.HEALTHY
+
+
+def test_processes_found_as_the_agent_starts_are_strays_whatever_was_bound(alice):
+    make_node("n1", gpus=2)
+    first, second = _uuids("n1")
+    make_job(alice, gpus=2)
+    scheduler_tick_run()  # bound before the agent restarted; its binary's child lives on
+    assert node_gpu_strays(name="n1", strays={first: (5,)}) == 1
+    assert Gpu.objects.get(uuid=first).health_reason.startswith("in use by process 5")
+    assert Gpu.objects.get(uuid=second).health == Gpu.Health.HEALTHY

@@ -15,7 +15,8 @@ from workers.models import Gpu, Node, NodeState
 
 log = logging.getLogger(__name__)
 
-__all__ = ["GpuInfo", "node_gpu_health", "node_heartbeat", "node_register"]
+__all__ = ["STRAY", "GpuInfo", "node_gpu_health", "node_gpu_strays", "node_heartbeat",
+           "node_register"]
 
 
 @transaction.atomic
@@ -72,22 +73,26 @@ def node_gpu_health(*, name: str, problems: Mapping[str, str],
 @transaction.atomic
 def node_gpu_strays(*, name: str, strays: Mapping[str, tuple[int, ...]],
                     attempt_id: int | None = None) -> int:
-    """Take out of service the GPUs that processes still use after their attempt ended.
+    """Take out of service the GPUs that processes still use after their attempt ended
+    (`attempt_id`), or that processes use as the node's agent starts (None: nothing on its
+    GPUs is its own yet).
 
     A binary's child that left its process group (a daemon, its own session) survives the
     kill and holds GPU memory: the next job there would run out of it. Called before the
     attempt reports its end, so the GPUs are never free and healthy in between; the node's
     readings return them once the processes are gone.
     """
-    gpus = (Gpu.objects.select_for_update(no_key=True)
-            .filter(node__name=name, uuid__in=list(strays))
-            # a fenced-off attempt's GPUs may already run the attempt that replaced it
-            .exclude(Exists(GpuBinding.objects.filter(
-                gpu=OuterRef("pk"), released_at__isnull=True).exclude(attempt_id=attempt_id))))
+    gpus = Gpu.objects.select_for_update(no_key=True).filter(node__name=name,
+                                                              uuid__in=list(strays))
+    if attempt_id is not None:
+        # a fenced-off attempt's GPUs may already run the attempt that replaced it
+        gpus = gpus.exclude(Exists(GpuBinding.objects.filter(
+            gpu=OuterRef("pk"), released_at__isnull=True).exclude(attempt_id=attempt_id)))
     changed = sum(_set_health(gpu, name, _stray_problem(strays[gpu.uuid]))
                   for gpu in gpus.only("id", "uuid", "health", "health_reason"))
     if changed:
-        log.warning("attempt %s left processes on %d GPU(s) of %s", attempt_id, changed, name,
+        log.warning("%d GPU(s) of %s in use by processes %s", changed, name,
+                    f"attempt {attempt_id} left" if attempt_id else "found at start",
                     extra={"node": name, "attempt_id": attempt_id})
     return changed
 

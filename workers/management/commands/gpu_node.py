@@ -8,13 +8,24 @@ import threading
 from celery.signals import worker_ready
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.db import close_old_connections, connections
+from django.db import close_old_connections, connections, transaction
 
 from gpusched.celery import app
-from workers.agent.discovery import DiscoveryError, configured_gpus, discover_nvml, read_gpus
+from workers.agent.discovery import (
+    DiscoveryError,
+    configured_gpus,
+    discover_nvml,
+    processes_left,
+    read_gpus,
+)
 from workers.agent.gpu_watch import GpuWatch
 from workers.queues import node_queue
-from workers.services.nodes import node_gpu_health, node_heartbeat, node_register
+from workers.services.nodes import (
+    node_gpu_health,
+    node_gpu_strays,
+    node_heartbeat,
+    node_register,
+)
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +66,12 @@ class Command(BaseCommand):
             # Only once the worker consumes its queue: the scheduler places work on a node as
             # soon as it is registered, and an attempt sent to a worker still booting (seconds
             # on a loaded machine) could outwait its lease and be retried for nothing.
-            node_register(name=name, gpu_type=gpu_type, gpus=gpus, region=opts["region"],
-                          island=opts["island"])
+            # what binaries of an earlier run of this agent left behind: nothing is its own yet
+            left = processes_left([g.uuid for g in gpus], wait_s=0) if opts["nvml"] else {}
+            with transaction.atomic():  # the GPUs are never free and healthy in between
+                node_register(name=name, gpu_type=gpu_type, gpus=gpus, region=opts["region"],
+                              island=opts["island"])
+                node_gpu_strays(name=name, strays=left)
             self.stdout.write(f"node {name}: {len(gpus)} × {gpu_type}, "
                               f"queue {node_queue(name)}")
             watch = _gpu_watch([g.uuid for g in gpus]) if opts["nvml"] else None
