@@ -87,7 +87,11 @@ JOB = _obj({
 JOB_CREDITS = _obj({"held": INT, "spent": INT, "refunded": INT})
 JOB_DETAIL = {**JOB, "properties": {**JOB["properties"], "credits": JOB_CREDITS},
               "required": [*JOB["required"], "credits"]}
-ACCEPTED = _obj({"id": INT, "state": STR, "url": STR})
+ACCEPTED = _obj({"id": INT, "state": STR, "url": STR, "backlog_s": _nullable({
+    "type": "integer", "description": "How long the work waiting at the job's tier or above "
+    "would keep the whole fleet busy, as of the last round (what admission sheds by); not a "
+    "start estimate, which the job's pending.estimated_start gives after the next round. "
+    "Null while no round has published one."})})
 ERROR = _obj({"error": {
     "type": "object", "required": ["code", "message"],
     "description": "Refusals add their figures: retry_after_s (429), needed and available "

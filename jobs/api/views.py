@@ -15,6 +15,7 @@ from jobs.api.serializers import (
     WebhookEndpointSerializer,
 )
 from jobs.models import Job, WebhookEndpoint
+from jobs.scheduler.backlog import backlog_seconds
 from jobs.services.cancellation import job_cancel
 from jobs.services.errors import Conflict, ValidationFailed
 from jobs.services.outputs import output_response
@@ -46,7 +47,9 @@ class JobListCreate(APIView):
                                         spec=JobSpec(**data), user=request.user.user,
                                         idempotency_key=key)
         # a repeated request gets the job the first one made, in the state it is in now
-        return Response({"id": job.pk, "state": job.state, "url": f"/api/v1/jobs/{job.pk}"},
+        backlog = backlog_seconds(request.user.organization.tier.name)
+        return Response({"id": job.pk, "state": job.state, "url": f"/api/v1/jobs/{job.pk}",
+                         "backlog_s": None if backlog is None else round(backlog)},
                         status=status.HTTP_202_ACCEPTED,
                         headers={"Idempotent-Replayed": "true"} if replayed else None)
 

@@ -74,7 +74,9 @@ def test_under_overload_the_lowest_tier_is_shed_first_and_told_when_to_retry(ali
     assert refused.json()["error"]["code"] == "overloaded"
     assert int(refused["Retry-After"]) == 2100  # until the backlog is back to 600 s
     assert not Job.objects.filter(organization=bob).exists()
-    assert _submit(_client(alice)).status_code == 202  # paid tolerates an hour
+    accepted = _submit(_client(alice))  # paid tolerates an hour
+    # and is told how long the work at its tier and above keeps the fleet busy
+    assert (accepted.status_code, accepted.json()["backlog_s"]) == (202, 2700)
     assert _submit(_client(big)).status_code == 202  # enterprise is never shed
 
     assert _submit(_client(bob)).status_code == 429  # paid's waiting job counts for free too
@@ -82,7 +84,8 @@ def test_under_overload_the_lowest_tier_is_shed_first_and_told_when_to_retry(ali
         job_cancel(job=job)
     scheduler_tick_run()
     assert backlog_seconds("free") == 0
-    assert _submit(_client(bob)).status_code == 202
+    accepted = _submit(_client(bob))
+    assert (accepted.status_code, accepted.json()["backlog_s"]) == (202, 0)
 
 
 def test_no_backlog_is_published_while_no_gpu_is_schedulable():

@@ -87,7 +87,7 @@ def test_real_answers_are_what_the_document_says(document, api, alice, settings)
 
 
 def test_an_answer_with_an_undocumented_key_is_caught(document):
-    wrong = {"id": 1, "state": "QUEUED", "url": "/x", "position": 3}
+    wrong = {"id": 1, "state": "QUEUED", "url": "/x", "backlog_s": None, "position": 3}
     assert conforms(wrong, {"$ref": "#/components/schemas/Accepted"}, document) == [
         "$: undocumented position"]
 
