@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from workers.agent.discovery import discover_nvml, processes_left, read_gpus
+from workers.agent.discovery import discover_nvml, processes_left, read_gpus, read_gpus_apart
 from workers.agent.gpus import canonical_gpu_type, gpu_problem, visible_devices
 
 FOUND = discover_nvml()
@@ -62,6 +62,8 @@ def test_health_reads_fit_cards_as_fit_and_a_missing_card_as_unreachable():
     readings = read_gpus([g.uuid for g in gpus] + ["GPU-00000000-0000-0000-0000-000000000000"])
     assert [gpu_problem(r) for r in readings[:-1]] == [""] * len(gpus)
     assert gpu_problem(readings[-1]).startswith("unreachable")
+    apart = read_gpus_apart([g.uuid for g in gpus], timeout_s=30)  # in a process of its own
+    assert [gpu_problem(r) for r in apart] == [""] * len(gpus)
 
 
 _HOLD_A_CONTEXT = """

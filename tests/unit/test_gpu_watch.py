@@ -70,3 +70,15 @@ def test_a_reading_that_never_returns_marks_every_gpu_once_it_is_stale():
                                 B: "NVML has not answered for 31 s"}
     watch.stop()
     release.set()
+
+
+def test_a_reading_apart_says_none_where_nvml_cannot_be_used():
+    import importlib.util
+
+    import pytest
+
+    from workers.agent.discovery import read_gpus_apart
+
+    if importlib.util.find_spec("pynvml") is not None:
+        pytest.skip("this host has NVML: tests/gpu reads it")
+    assert read_gpus_apart([A, B], timeout_s=30) is None

@@ -3,14 +3,21 @@ configuration otherwise. Nothing here needs Django."""
 
 from __future__ import annotations
 
+import json
 import logging
+import subprocess
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import asdict
+from pathlib import Path
 
 from workers.agent.gpus import GpuInfo, GpuReading, canonical_gpu_type, nvml_uuid
 
 log = logging.getLogger(__name__)
+_ROOT = Path(__file__).resolve().parents[2]  # where `-m workers.agent.discovery` is found
+READ_TIMEOUT_S = 10.0  # a reading takes about 15 ms in NVML, plus a Python start
 
 
 class DiscoveryError(Exception):
@@ -69,6 +76,27 @@ def read_gpus(uuids: Sequence[str]) -> list[GpuReading] | None:
         return [_read_one(nv, uuid) for uuid in uuids]
 
 
+def read_gpus_apart(uuids: Sequence[str], *, timeout_s: float) -> list[GpuReading] | None:
+    """`read_gpus` in a process of its own, killed if it takes longer than `timeout_s`.
+
+    A GPU in a bad state can hang a driver call. In the agent's own process that call would
+    hang for good, and a Celery pool process forked meanwhile could inherit NVML's locks
+    held; a child process is simply killed. Raises TimeoutError or RuntimeError.
+    """
+    argv = [sys.executable, "-m", "workers.agent.discovery", "--read", *uuids]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
+                              cwd=_ROOT, check=False)
+    except subprocess.TimeoutExpired:
+        raise TimeoutError(f"no answer in {timeout_s:.0f} s") from None
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        raise RuntimeError(lines[-1] if lines else f"exit {done.returncode}")
+    found = json.loads(done.stdout)
+    return None if found is None else [GpuReading(**{**r, "pids": tuple(r["pids"])})
+                                       for r in found]
+
+
 def _read_one(nv, uuid: str) -> GpuReading:
     try:
         handle = nv.nvmlDeviceGetHandleByUUID(uuid)
@@ -93,10 +121,17 @@ def _read_one(nv, uuid: str) -> GpuReading:
 def processes_left(uuids: Sequence[str], *, wait_s: float = 5.0,
                    every_s: float = 0.25) -> dict[str, tuple[int, ...]]:
     """uuid -> pids of the processes still using these GPUs once `wait_s` has passed (the
-    driver takes a moment to tear down a killed process's context); {} without NVML."""
+    driver takes a moment to tear down a killed process's context); {} without NVML, or
+    when NVML does not answer (the node's GPU watch then marks every GPU)."""
+    if not uuids or not all(nvml_uuid(u) for u in uuids):
+        return {}
     deadline = time.monotonic() + wait_s
     while True:
-        readings = read_gpus(uuids) if uuids and all(nvml_uuid(u) for u in uuids) else None
+        try:
+            readings = read_gpus_apart(uuids, timeout_s=READ_TIMEOUT_S)
+        except (TimeoutError, RuntimeError) as exc:
+            log.warning("could not read GPUs %s: %s", ", ".join(uuids), exc)
+            return {}
         busy = {r.uuid: r.pids for r in readings or () if r.pids}
         if not busy or time.monotonic() >= deadline:
             return busy
@@ -106,3 +141,9 @@ def processes_left(uuids: Sequence[str], *, wait_s: float = 5.0,
 def configured_gpus(node: str, count: int, memory_mb: int) -> list[GpuInfo]:
     """Simulated GPUs with stable, node-unique UUIDs."""
     return [GpuInfo(i, f"GPU-sim-{node}-{i}", memory_mb) for i in range(count)]
+
+
+if __name__ == "__main__":  # python -m workers.agent.discovery --read UUID ... (read_gpus_apart)
+    if sys.argv[1:2] == ["--read"]:
+        readings = read_gpus(sys.argv[2:])
+        print(json.dumps(None if readings is None else [asdict(r) for r in readings]))

@@ -1,5 +1,6 @@
-"""Reads a node's GPUs in a thread of its own, so that a driver call that hangs never stops
-the node's heartbeats; a reading that does not come back in time counts against every GPU.
+"""Reads a node's GPUs in a thread of its own (each reading in a process of its own, see
+`discovery.read_gpus_apart`), so that a driver call that hangs never stops the node's
+heartbeats; a reading that does not come back in time counts against every GPU.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 
@@ -12,11 +13,12 @@ from django.db import close_old_connections, connections, transaction
 
 from gpusched.celery import app
 from workers.agent.discovery import (
+    READ_TIMEOUT_S,
     DiscoveryError,
     configured_gpus,
     discover_nvml,
     processes_left,
-    read_gpus,
+    read_gpus_apart,
 )
 from workers.agent.gpu_watch import GpuWatch
 from workers.queues import node_queue
@@ -89,8 +91,11 @@ class Command(BaseCommand):
 
 def _gpu_watch(uuids: list[str]) -> GpuWatch:
     beat = settings.GPUSCHED_HEARTBEAT_SECONDS
-    # a reading takes about 15 ms on an H200; one missing for ten beats is a hung driver
-    return GpuWatch(uuids, read_gpus, every_s=beat, stale_after_s=max(30.0, 10 * beat)).start()
+    # each reading in a process of its own, killed when late; one missing for ten beats
+    # (a process stuck in the driver cannot even be killed) marks every GPU
+    read = functools.partial(read_gpus_apart, timeout_s=READ_TIMEOUT_S)
+    return GpuWatch(uuids, read, every_s=beat,
+                    stale_after_s=max(3 * READ_TIMEOUT_S, 10 * beat)).start()
 
 
 def _heartbeat_loop(name: str, watch: GpuWatch | None) -> None:
