@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import date
+
+from django.utils import timezone
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -9,6 +12,7 @@ from rest_framework.views import APIView
 from credits.models import Account, Transfer
 from credits.services.budgets import budget_report
 from credits.services.statements import organization_balance, recent_transfers, transfers_of
+from credits.services.usage import monthly_usage
 from jobs.api.paging import PageQuery, page_of
 
 
@@ -60,3 +64,25 @@ class TransferList(APIView):
         page, following = page_of(transfers, q, request, "/api/v1/credits/transfers")
         return Response({"results": TransferSerializer(page, many=True).data,
                          "next": following})
+
+
+class UsageQuery(serializers.Serializer):
+    month = serializers.RegexField(r"^\d{4}-(0[1-9]|1[0-2])$", required=False,
+                                   help_text="YYYY-MM, UTC; this month by default")
+
+    def validate_month(self, value: str) -> date:
+        year, month = map(int, value.split("-"))
+        if year < 2000:
+            raise serializers.ValidationError("months before 2000 hold no usage")
+        return date(year, month, 1)
+
+
+class Usage(APIView):
+    """GET: one month's credits spent and refunded and GPU-hours run, in all, by project and
+    by GPU type (`?month=YYYY-MM`, UTC; this month by default)."""
+
+    def get(self, request):
+        query = UsageQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        month = query.validated_data.get("month") or timezone.now().date()
+        return Response(monthly_usage(request.user.organization, month))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 from rest_framework import serializers
 
-from credits.api.views import TransferListQuery
+from credits.api.views import TransferListQuery, UsageQuery
 from jobs.api.serializers import JobListQuery, JobSubmitSerializer, WebhookEndpointSerializer
 from jobs.models.webhook import EVENTS
 from jobs.states import JobState
@@ -26,6 +26,7 @@ def _obj(properties: dict, optional: tuple[str, ...] = ()) -> dict:
 
 
 STR, INT, BOOL = {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
+NUMBER = {"type": "number"}
 TIME = {"type": "string", "format": "date-time"}
 ANY_OBJECT = {"type": "object"}
 
@@ -116,6 +117,12 @@ CREDITS = _obj({
     "budgets": {"type": "array", "items": _obj({
         "scope": STR, "monthly_limit": INT, "committed": INT, "month": STR})},
     "transfers": {"type": "array", "items": TRANSFER}})
+
+_USED = {"spent": INT, "refunded": INT, "gpu_hours": NUMBER}
+USAGE = _obj({"month": STR, **_USED,
+              "projects": {"type": "array", "items": _obj({"project": STR, **_USED})},
+              "gpu_types": {"type": "array", "items": _obj({
+                  "gpu_type": STR, "spent": INT, "gpu_hours": NUMBER})}})
 
 
 NOTICE = _obj({
@@ -209,6 +216,12 @@ def _paths() -> dict:
                     {"results": {"type": "array", "items": TRANSFER},
                      "next": _nullable(STR)})}}},
                           **_errors(400, 429)}}},
+        "/api/v1/credits/usage": {"get": {
+            "operationId": "getCreditUsage", "parameters": _query(UsageQuery()),
+            "responses": {"200": _answer("one month's credits spent and refunded and "
+                                         "GPU-hours run, in all, by project and GPU type",
+                                         "Usage"),
+                          **_errors(400, 429)}}},
         "/api/v1/credits": {"get": {
             "operationId": "getCredits",
             "responses": {"200": _answer("the organization's credits", "Credits"),
@@ -237,5 +250,5 @@ def openapi_document() -> dict:
             "schemas": {"JobSubmit": _job_submit(), "Job": JOB, "JobDetail": JOB_DETAIL,
                         "Accepted": ACCEPTED, "Error": ERROR, "Webhook": WEBHOOK,
                         "WebhookCreated": WEBHOOK_CREATED, "Credits": CREDITS,
-                        "Notice": NOTICE}},
+                        "Usage": USAGE, "Notice": NOTICE}},
     }

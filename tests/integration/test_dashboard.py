@@ -1,6 +1,8 @@
 """The users' dashboard shows the jobs of their organizations, why each waits and how far
 each runs, and nothing of other organizations."""
 
+from datetime import timedelta
+
 import pytest
 from django.contrib.auth import get_user_model
 
@@ -100,3 +102,24 @@ def test_the_credits_page_shows_buckets_budgets_and_transfers(member, alice, bob
     assert "invoice 17" in page and f'href="/dashboard/jobs/{job.pk}"' in page
     assert "organization alice" in page and "50000" in page
     assert "bob-private" not in page and "bob:" not in page
+
+
+def test_the_credits_page_shows_this_months_usage_by_project(member, alice):
+    from credits.models import GpuPrice
+    from credits.services.grants import credits_grant
+    from workers.services.attempts import AttemptResult, attempt_finish
+
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
+    credits_grant(organization=alice, amount=10_000)
+    make_node("n1", gpus=1)
+    job = make_job(alice)
+    scheduler_tick_run()
+    attempt = Attempt.objects.get(job=job)
+    attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    Attempt.objects.filter(pk=attempt.pk).update(
+        started_at=job.created_at - timedelta(minutes=6))
+    attempt_finish(attempt_id=attempt.pk, token=attempt.token,
+                   result=AttemptResult("SUCCEEDED", 0))
+    page = member.get("/dashboard/credits").content.decode()
+    assert "<h3>Used in" in page and "<td>default</td>" in page
+    assert "<td>0.10</td>" in page  # six minutes of one GPU

@@ -84,6 +84,9 @@ def test_real_answers_are_what_the_document_says(document, api, alice, settings)
     _check(d, api.get("/api/v1/credits"), "/api/v1/credits", "get", 200)
     _check(d, api.get("/api/v1/credits/transfers?limit=1"), "/api/v1/credits/transfers",
            "get", 200)
+    _check(d, api.get("/api/v1/credits/usage"), "/api/v1/credits/usage", "get", 200)
+    _check(d, api.get("/api/v1/credits/usage?month=2026-13"), "/api/v1/credits/usage", "get",
+           400)
 
 
 def test_an_answer_with_an_undocumented_key_is_caught(document):

@@ -9,6 +9,8 @@ _TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "null":
 def _is(value, type_name: str) -> bool:
     if type_name == "integer":
         return isinstance(value, int) and not isinstance(value, bool)
+    if type_name == "number":
+        return isinstance(value, int | float) and not isinstance(value, bool)
     return isinstance(value, _TYPES[type_name])
 
 
