@@ -8,6 +8,7 @@ from jobs.models import Attempt, GpuBinding
 from jobs.scheduler.tick import scheduler_tick_run
 from tests.support.factories import make_job, make_node
 from workers.agent.discovery import configured_gpus
+from workers.agent.gpu_watch import GpuReport
 from workers.models import Gpu
 from workers.services.attempts import AttemptResult, attempt_finish, attempt_start
 from workers.services.nodes import GpuInfo, node_gpu_health, node_gpu_strays, node_register
@@ -124,3 +125,15 @@ def test_processes_found_as_the_agent_starts_are_strays_whatever_was_bound(alice
     assert node_gpu_strays(name="n1", strays={first: (5,)}) == 1
     assert Gpu.objects.get(uuid=first).health_reason.startswith("in use by process 5")
     assert Gpu.objects.get(uuid=second).health == Gpu.Health.HEALTHY
+
+
+def test_a_starting_agents_first_reading_is_recorded_with_its_registration(alice):
+    make_node("n1", gpus=3)
+    first, second, third = _uuids("n1")
+    reading = GpuReport({first: "", second: "row remapping pending: reset the GPU", third: ""},
+                        busy={third: (77,)})
+    node_register(name="n1", gpu_type="H100", gpus=configured_gpus("n1", 3, 81920),
+                  reading=reading)
+    health = dict(Gpu.objects.values_list("uuid", "health_reason"))
+    assert health[first] == "" and health[second].startswith("row remapping pending")
+    assert health[third].startswith("in use by process 77")

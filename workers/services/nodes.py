@@ -10,6 +10,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from jobs.models import GpuBinding
+from workers.agent.gpu_watch import GpuReport
 from workers.agent.gpus import GpuInfo
 from workers.models import Gpu, Node, NodeState
 
@@ -21,8 +22,14 @@ __all__ = ["STRAY", "GpuInfo", "node_gpu_health", "node_gpu_strays", "node_heart
 
 @transaction.atomic
 def node_register(*, name: str, gpu_type: str, gpus: list[GpuInfo], region: str = "",
-                  island: str = "", labels: dict | None = None) -> Node:
-    """Create or refresh a node and its GPUs; a returning node becomes ACTIVE again."""
+                  island: str = "", labels: dict | None = None,
+                  reading: GpuReport | None = None) -> Node:
+    """Create or refresh a node and its GPUs; a returning node becomes ACTIVE again.
+
+    `reading`: what its agent read of the GPUs as it started, recorded in the same
+    transaction, so no GPU is free and healthy before it has been read. Nothing on them is
+    the starting agent's own yet: any process there is a leftover of its earlier run.
+    """
     memory = min((g.memory_mb for g in gpus), default=0)
     node, created = Node.objects.select_for_update(no_key=True).get_or_create(
         name=name, defaults={"gpu_type": gpu_type, "gpu_count": len(gpus)})
@@ -39,6 +46,9 @@ def node_register(*, name: str, gpu_type: str, gpus: list[GpuInfo], region: str 
     # GPUs that disappeared stay on record (bindings refer to them) but take no work.
     Gpu.objects.filter(node=node).exclude(index__in=[g.index for g in gpus]).update(
         health=Gpu.Health.UNHEALTHY, health_reason="gone from the node")
+    if reading is not None:
+        node_gpu_strays(name=name, strays=reading.busy)
+        node_gpu_health(name=name, problems=reading.problems, busy=reading.busy)
     return node
 
 

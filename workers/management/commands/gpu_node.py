@@ -9,7 +9,7 @@ import threading
 from celery.signals import worker_ready
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.db import close_old_connections, connections, transaction
+from django.db import close_old_connections, connections
 
 from gpusched.celery import app
 from workers.agent.discovery import (
@@ -17,17 +17,11 @@ from workers.agent.discovery import (
     DiscoveryError,
     configured_gpus,
     discover_nvml,
-    processes_left,
     read_gpus_apart,
 )
 from workers.agent.gpu_watch import GpuWatch
 from workers.queues import node_queue
-from workers.services.nodes import (
-    node_gpu_health,
-    node_gpu_strays,
-    node_heartbeat,
-    node_register,
-)
+from workers.services.nodes import node_gpu_health, node_heartbeat, node_register
 
 log = logging.getLogger(__name__)
 
@@ -68,15 +62,13 @@ class Command(BaseCommand):
             # Only once the worker consumes its queue: the scheduler places work on a node as
             # soon as it is registered, and an attempt sent to a worker still booting (seconds
             # on a loaded machine) could outwait its lease and be retried for nothing.
-            # what binaries of an earlier run of this agent left behind: nothing is its own yet
-            left = processes_left([g.uuid for g in gpus], wait_s=0) if opts["nvml"] else {}
-            with transaction.atomic():  # the GPUs are never free and healthy in between
-                node_register(name=name, gpu_type=gpu_type, gpus=gpus, region=opts["region"],
-                              island=opts["island"])
-                node_gpu_strays(name=name, strays=left)
+            watch = _gpu_watch([g.uuid for g in gpus]) if opts["nvml"] else None
+            node_register(name=name, gpu_type=gpu_type, gpus=gpus, region=opts["region"],
+                          island=opts["island"], reading=watch.report() if watch else None)
             self.stdout.write(f"node {name}: {len(gpus)} × {gpu_type}, "
                               f"queue {node_queue(name)}")
-            watch = _gpu_watch([g.uuid for g in gpus]) if opts["nvml"] else None
+            if watch:
+                watch.start()
             threading.Thread(target=_heartbeat_loop, args=(name, watch), daemon=True).start()
             connections.close_all()  # a child forked later must not inherit this connection
 
@@ -90,12 +82,14 @@ class Command(BaseCommand):
 
 
 def _gpu_watch(uuids: list[str]) -> GpuWatch:
+    """A watch over the GPUs, read once already (not yet started)."""
     beat = settings.GPUSCHED_HEARTBEAT_SECONDS
     # each reading in a process of its own, killed when late; one missing for ten beats
     # (a process stuck in the driver cannot even be killed) marks every GPU
     read = functools.partial(read_gpus_apart, timeout_s=READ_TIMEOUT_S)
-    return GpuWatch(uuids, read, every_s=beat,
-                    stale_after_s=max(3 * READ_TIMEOUT_S, 10 * beat)).start()
+    watch = GpuWatch(uuids, read, every_s=beat, stale_after_s=max(3 * READ_TIMEOUT_S, 10 * beat))
+    watch.read_once()
+    return watch
 
 
 def _heartbeat_loop(name: str, watch: GpuWatch | None) -> None:
