@@ -163,8 +163,13 @@ def _hold_gpus_left_in_use(claim: AttemptClaim) -> None:
     """A process that escaped the group kill (its own session) still holds GPU memory: its
     GPUs leave service before the attempt's end frees them (NVML nodes only)."""
     left = processes_left(claim.gpu_uuids)
-    if left:
+    if not left:
+        return
+    try:
         node_gpu_strays(name=claim.node, strays=left, attempt_id=claim.attempt_id)
+    except Exception:  # the attempt's outcome must still be reported
+        log.exception("could not mark GPUs %s of %s", ", ".join(left), claim.node,
+                      extra={"attempt_id": claim.attempt_id})
 
 
 def _discard(paths: AttemptPaths) -> str:
