@@ -11,34 +11,19 @@ from credits.services.usage import month_bounds, monthly_usage
 from jobs.models import Attempt, Project
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.submission import JobSpec, job_submit
-from tests.support.factories import make_node
-from workers.services.attempts import (
-    AttemptResult,
-    attempt_finish,
-    attempt_heartbeat,
-    attempt_start,
-)
+from tests.support.factories import make_node, run_placed_job
+from workers.services.attempts import attempt_start
 
 pytestmark = pytest.mark.django_db
 
 
 def _run(org, project: str, gpus: int, outcome: str) -> Attempt:
+    """5 minutes on `gpus` GPUs, checkpointed: a failed job pays for what its checkpoint
+    kept, then is refunded in full."""
     Project.objects.get_or_create(organization=org, name=project)
     job = job_submit(organization=org, spec=JobSpec(prompt="x", gpus=gpus, project=project,
                                                     time_limit_s=600))
-    scheduler_tick_run()
-    attempt = Attempt.objects.get(job=job)
-    attempt_start(attempt_id=attempt.pk, token=attempt.token)
-    # ran 5 minutes (the metering reads the attempt's start), and checkpointed: a failed job
-    # pays for what its checkpoint kept, then is refunded in full
-    Attempt.objects.filter(pk=attempt.pk).update(
-        started_at=attempt.job.created_at - timedelta(minutes=5))
-    attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token, checkpointed=True)
-    attempt_finish(attempt_id=attempt.pk, token=attempt.token,
-                   result=AttemptResult(outcome, 0 if outcome == "SUCCEEDED" else 1, "",
-                                        None, "" if outcome == "SUCCEEDED" else "exit_1"))
-    attempt.refresh_from_db()
-    return attempt
+    return run_placed_job(job, ran_for_s=300, outcome=outcome, checkpointed=True)
 
 
 def test_spent_refunded_and_gpu_hours_by_project_and_type(alice, bob, api):

@@ -1,14 +1,12 @@
 """The users' dashboard shows the jobs of their organizations, why each waits and how far
 each runs, and nothing of other organizations."""
 
-from datetime import timedelta
-
 import pytest
 from django.contrib.auth import get_user_model
 
 from jobs.models import Attempt, Membership
 from jobs.scheduler.tick import scheduler_tick_run
-from tests.support.factories import make_job, make_node
+from tests.support.factories import make_job, make_node, run_placed_job
 from workers.services.attempts import attempt_heartbeat, attempt_start
 
 pytestmark = pytest.mark.django_db
@@ -107,19 +105,11 @@ def test_the_credits_page_shows_buckets_budgets_and_transfers(member, alice, bob
 def test_the_credits_page_shows_this_months_usage_by_project(member, alice):
     from credits.models import GpuPrice
     from credits.services.grants import credits_grant
-    from workers.services.attempts import AttemptResult, attempt_finish
 
     GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
     credits_grant(organization=alice, amount=10_000)
     make_node("n1", gpus=1)
-    job = make_job(alice)
-    scheduler_tick_run()
-    attempt = Attempt.objects.get(job=job)
-    attempt_start(attempt_id=attempt.pk, token=attempt.token)
-    Attempt.objects.filter(pk=attempt.pk).update(
-        started_at=job.created_at - timedelta(minutes=6))
-    attempt_finish(attempt_id=attempt.pk, token=attempt.token,
-                   result=AttemptResult("SUCCEEDED", 0))
+    run_placed_job(make_job(alice), ran_for_s=360)
     page = member.get("/dashboard/credits").content.decode()
     assert "<h3>Used in" in page and "<td>default</td>" in page
     assert "<td>0.10</td>" in page  # six minutes of one GPU

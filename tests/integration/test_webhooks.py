@@ -186,24 +186,14 @@ def test_a_notice_is_what_the_api_document_says_with_the_settled_credits(alice, 
     from credits.models import GpuPrice
     from credits.services.grants import credits_grant
     from jobs.api.openapi import openapi_document
-    from jobs.models import Attempt
-    from jobs.scheduler.tick import scheduler_tick_run
-    from tests.support.factories import make_node
+    from tests.support.factories import make_node, run_placed_job
     from tests.support.openapi import conforms
-    from workers.services.attempts import AttemptResult, attempt_finish, attempt_start
 
     GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
     credits_grant(organization=alice, amount=100_000)
     WebhookEndpoint.objects.create(organization=alice, url=receiver.url)
     make_node("n1", gpus=1)
-    job = make_job(alice)
-    scheduler_tick_run()
-    attempt = Attempt.objects.get(job=job)
-    attempt_start(attempt_id=attempt.pk, token=attempt.token)
-    Attempt.objects.filter(pk=attempt.pk).update(
-        started_at=timezone.now() - timedelta(seconds=30))
-    attempt_finish(attempt_id=attempt.pk, token=attempt.token,
-                   result=AttemptResult("SUCCEEDED", 0))
+    run_placed_job(make_job(alice), ran_for_s=30)
     webhook_deliver(WebhookDelivery.objects.get().pk)
     (_, body), = receiver.posts
     notice = json.loads(body)

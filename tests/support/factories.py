@@ -29,3 +29,36 @@ def submit_alternating(org: Organization, projects: tuple[str, ...], count: int)
 def started_projects() -> list[str]:
     """The project of every job the scheduler started, sorted."""
     return sorted(Job.objects.filter(state="SCHEDULED").values_list("project__name", flat=True))
+
+
+def run_placed_job(job: Job, *, ran_for_s: float, outcome: str = "SUCCEEDED",
+                   checkpointed: bool = False):
+    """Place `job` (a node must have room), start it as if `ran_for_s` seconds ago, then end
+    it with `outcome` through the services the node agent calls; returns its attempt.
+    `checkpointed`: a checkpoint just before the end posts the time it kept."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from jobs.models import Attempt
+    from jobs.scheduler.tick import scheduler_tick_run
+    from workers.services.attempts import (
+        AttemptResult,
+        attempt_finish,
+        attempt_heartbeat,
+        attempt_start,
+    )
+
+    scheduler_tick_run()
+    attempt = Attempt.objects.get(job=job)
+    attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    Attempt.objects.filter(pk=attempt.pk).update(
+        started_at=timezone.now() - timedelta(seconds=ran_for_s))
+    if checkpointed:
+        attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token, checkpointed=True)
+    failed = outcome != "SUCCEEDED"
+    attempt_finish(attempt_id=attempt.pk, token=attempt.token,
+                   result=AttemptResult(outcome, 1 if failed else 0, "", None,
+                                        "exit_1" if failed else ""))
+    attempt.refresh_from_db()
+    return attempt
