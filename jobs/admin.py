@@ -32,7 +32,8 @@ class TierAdmin(admin.ModelAdmin):
 
 @admin.register(Organization)
 class OrganizationAdmin(admin.ModelAdmin):
-    list_display = ["slug", "name", "tier", "weight", "running_gpu_cap", "created_at"]
+    list_display = ["slug", "name", "tier", "weight", "running_gpu_cap",
+                    "low_credits_threshold", "created_at"]
     list_filter = ["tier"]
     search_fields = ["slug", "name"]
     actions = [grant_credits]

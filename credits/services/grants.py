@@ -8,6 +8,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 
 from credits.models import Account, Transfer
+from credits.services.alerts import watch_low_credits
 from credits.services.ledger import EXPIRED, ISSUANCE, lock_wallets, record, system_account
 from jobs.models import Organization
 from jobs.services.errors import Conflict, ValidationFailed
@@ -36,6 +37,7 @@ def credits_grant(*, organization: Organization, amount: int, promo: bool = Fals
             wallet = _promo_bucket(organization, expires_at) if promo else _paid_bucket(
                 organization)
             lock_wallets([wallet.pk])
+            watch_low_credits(organization.pk)
             return record(Transfer.Kind.GRANT, system_account(ISSUANCE), wallet, amount,
                           idempotency_key=idempotency_key, memo=memo or "grant")
     except IntegrityError:
@@ -86,5 +88,6 @@ def expire_buckets(*, now: datetime) -> int:
             if wallet.available > 0:
                 record(Transfer.Kind.EXPIRE, wallet, system_account(EXPIRED), wallet.available,
                        memo=f"bucket expired {wallet.expires_at:%Y-%m-%d %H:%M}")
+                watch_low_credits(wallet.organization_id)
                 expired += 1
     return expired

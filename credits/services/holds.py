@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from credits.errors import InsufficientCredits
 from credits.models import Account, Hold, Transfer
+from credits.services.alerts import watch_low_credits
 from credits.services.budgets import check_budgets
 from credits.services.ledger import USAGE, lock_wallets, record, system_account
 from credits.services.pricing import cost, highest_price
@@ -64,6 +65,7 @@ def hold_for_job(job: Job) -> list[Hold]:
         amount -= take
         if amount == 0:
             break
+    watch_low_credits(job.organization_id)
     return holds
 
 
@@ -128,6 +130,7 @@ def settle_job(job: Job) -> None:
                    memo=f"job {job.pk} ended {job.state}")
         Hold.objects.filter(pk=hold.pk).update(voided=F("voided") + rest,
                                                refunded=F("refunded") + refund, closed_at=now)
+    watch_low_credits(job.organization_id)  # what came back may lift it above its threshold
 
 
 def job_credits(job: Job) -> dict[str, int]:

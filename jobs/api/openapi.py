@@ -12,7 +12,7 @@ from rest_framework import serializers
 
 from credits.api.views import TransferListQuery, UsageQuery
 from jobs.api.serializers import JobListQuery, JobSubmitSerializer, WebhookEndpointSerializer
-from jobs.models.webhook import EVENTS
+from jobs.models.webhook import EVENTS, JOB_EVENTS
 from jobs.states import JobState
 
 
@@ -126,10 +126,13 @@ USAGE = _obj({"month": STR, **_USED,
 
 
 NOTICE = _obj({
-    "event": {"type": "string", "enum": list(EVENTS)}, "delivery": INT,
+    "event": {"type": "string", "enum": list(JOB_EVENTS)}, "delivery": INT,
     "job": _obj({"id": INT, "state": {"type": "string", "enum": list(JobState.values)},
                  "error_code": STR, "result": ANY_OBJECT, "output_url": _nullable(STR),
                  "finished_at": _nullable(TIME), "credits": JOB_CREDITS})})
+CREDITS_NOTICE = _obj({
+    "event": {"enum": ["credits.low"]}, "delivery": INT, "organization": STR,
+    "credits": _obj({"available": INT, "threshold": INT})})
 
 
 def _ref(name: str) -> dict:
@@ -229,6 +232,16 @@ def _paths() -> dict:
     }
 
 
+def _notice(summary: str, schema: str) -> dict:
+    return {"post": {
+        "summary": summary,
+        "description": "Headers X-Gpusched-Event, X-Gpusched-Timestamp and "
+                       "X-Gpusched-Signature: sha256= HMAC-SHA256 of '<timestamp>.<body>' under "
+                       "the endpoint's secret. At least once: deduplicate by `delivery`.",
+        "requestBody": {"content": {"application/json": {"schema": _ref(schema)}}},
+        "responses": {"200": {"description": "any 2xx: delivered"}}}}
+
+
 def openapi_document() -> dict:
     return {
         "openapi": "3.1.0",
@@ -237,18 +250,15 @@ def openapi_document() -> dict:
                                 "credits. Errors are {error: {code, message, ...}}."},
         "security": [{"apiKey": []}],
         "paths": _paths(),
-        "webhooks": {"jobMoved": {"post": {
-            "summary": "A job moved into one of the endpoint's events",
-            "description": "Headers X-Gpusched-Timestamp and X-Gpusched-Signature: sha256= "
-                           "HMAC-SHA256 of '<timestamp>.<body>' under the endpoint's secret. "
-                           "At least once: deduplicate by `delivery`.",
-            "requestBody": {"content": {"application/json": {"schema": _ref("Notice")}}},
-            "responses": {"200": {"description": "any 2xx: delivered"}}}}},
+        "webhooks": {
+            "jobMoved": _notice("A job moved into one of the endpoint's events", "Notice"),
+            "creditsLow": _notice("The organization's available credits fell below its "
+                                  "low_credits_threshold (once per fall)", "CreditsNotice")},
         "components": {
             "securitySchemes": {"apiKey": {"type": "http", "scheme": "bearer",
                                            "description": "an organization's API key, gs_…"}},
             "schemas": {"JobSubmit": _job_submit(), "Job": JOB, "JobDetail": JOB_DETAIL,
                         "Accepted": ACCEPTED, "Error": ERROR, "Webhook": WEBHOOK,
                         "WebhookCreated": WEBHOOK_CREATED, "Credits": CREDITS,
-                        "Usage": USAGE, "Notice": NOTICE}},
+                        "Usage": USAGE, "Notice": NOTICE, "CreditsNotice": CREDITS_NOTICE}},
     }

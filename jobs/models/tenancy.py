@@ -65,6 +65,11 @@ class Organization(models.Model):
     running_gpu_cap = models.PositiveIntegerField(
         null=True, blank=True, help_text="Running-GPU cap; empty: the tier's."
     )
+    low_credits_threshold = models.PositiveBigIntegerField(
+        default=0, help_text="Tell the organization's webhooks (credits.low) when its "
+                             "available credits fall below this; 0: never.")
+    # set while below the threshold and told so: one notice per fall, not one per job
+    low_credits_notified = models.BooleanField(default=False, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -16,7 +16,8 @@ def _new_secret() -> str:
 # what an endpoint may subscribe to: "job." + the state a job moves into. SCHEDULED and
 # QUEUED are not offered: they are the tick's hundreds of moves a round
 ENDED_EVENTS = ("job.succeeded", "job.failed", "job.timed_out", "job.cancelled", "job.dead")
-EVENTS = (*ENDED_EVENTS, "job.running", "job.preempting", "job.retry_wait")
+JOB_EVENTS = (*ENDED_EVENTS, "job.running", "job.preempting", "job.retry_wait")
+EVENTS = (*JOB_EVENTS, "credits.low")
 
 
 def _ended_events() -> list[str]:
@@ -53,7 +54,8 @@ class WebhookDelivery(models.Model):
 
     endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE,
                                  related_name="deliveries")
-    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="+")
+    job = models.ForeignKey("jobs.Job", null=True, blank=True, on_delete=models.CASCADE,
+                            related_name="+", help_text="Empty for an organization's notice.")
     event = models.CharField(max_length=40)
     payload = models.JSONField()
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
@@ -69,4 +71,5 @@ class WebhookDelivery(models.Model):
                                 condition=models.Q(status="PENDING"))]
 
     def __str__(self) -> str:
-        return f"{self.event} of job {self.job_id} → {self.endpoint.url} ({self.status})"
+        about = f" of job {self.job_id}" if self.job_id else ""
+        return f"{self.event}{about} → {self.endpoint.url} ({self.status})"

@@ -44,16 +44,25 @@ def notify_job_moved(job: Job) -> None:
     job just moved into a notice of it (call inside the transaction of the move); they are
     sent once it commits."""
     event = f"job.{job.state.lower()}"
-    if event not in EVENTS:
-        return
+    if event in EVENTS:
+        _owe(job.organization_id, event, lambda: _payload(job, event), job=job)
+
+
+def notify_organization(organization_id: int, event: str, payload: dict) -> None:
+    """Owe the organization's endpoints that subscribed to `event` a notice of it, sent once
+    the current transaction commits (credits.low: credits/services/alerts.py)."""
+    _owe(organization_id, event, lambda: {"event": event, **payload})
+
+
+def _owe(organization_id: int, event: str, payload, job: Job | None = None) -> None:
     endpoints = [e for e in WebhookEndpoint.objects.filter(
-        organization_id=job.organization_id, active=True) if event in e.events]
+        organization_id=organization_id, active=True) if event in e.events]
     if not endpoints:
         return
-    now = timezone.now()
+    now, body = timezone.now(), payload()
     made = WebhookDelivery.objects.bulk_create(
-        WebhookDelivery(endpoint=e, job=job, event=event, payload=_payload(job, event),
-                        next_attempt_at=now) for e in endpoints)
+        WebhookDelivery(endpoint=e, job=job, event=event, payload=body, next_attempt_at=now)
+        for e in endpoints)
     ids = [d.pk for d in made]
     transaction.on_commit(lambda: _send_later(ids))
 
