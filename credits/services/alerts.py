@@ -18,8 +18,9 @@ log = logging.getLogger(__name__)
 def watch_low_credits(organization_id: int) -> None:
     """Check once the current transaction commits. Not inside it: the check locks the
     organization's row, which the ledger's lock order puts before any wallet the caller may
-    hold (docs/credits.md, "Invariant 5")."""
-    transaction.on_commit(lambda: low_credits_check(organization_id))
+    hold (docs/credits.md, "Invariant 5"). Robust: a failed check is logged, and never
+    turns the committed work's answer (an accepted job's 202, say) into an error."""
+    transaction.on_commit(lambda: low_credits_check(organization_id), robust=True)
 
 
 def low_credits_check(organization_id: int) -> bool | None:
