@@ -2,7 +2,13 @@ from django.contrib import admin, messages
 from django.db.models import Count, Q
 
 from workers.models import Gpu, Node
-from workers.services.fleet import node_cordon, node_drain, node_return_to_service
+from workers.services.fleet import (
+    gpu_return_to_service,
+    gpu_take_out,
+    node_cordon,
+    node_drain,
+    node_return_to_service,
+)
 
 
 class GpuInline(admin.TabularInline):
@@ -58,3 +64,16 @@ class GpuAdmin(admin.ModelAdmin):
     list_display = ["__str__", "uuid", "health", "health_reason", "bound_attempt"]
     list_filter = ["health", "node__gpu_type"]
     search_fields = ["uuid", "node__name"]
+    actions = ["take_out", "return_to_service"]
+
+    @admin.action(description="Take out of service: no new jobs on these GPUs")
+    def take_out(self, request, queryset):
+        for gpu in queryset:
+            gpu_take_out(gpu, by=request.user.get_username())
+        messages.info(request, f"{queryset.count()} GPU(s) out of service until returned.")
+
+    @admin.action(description="Return to service (the node's readings judge them again)")
+    def return_to_service(self, request, queryset):
+        for gpu in queryset:
+            gpu_return_to_service(gpu)
+        messages.info(request, f"{queryset.count()} GPU(s) returned.")

@@ -137,3 +137,28 @@ def test_a_starting_agents_first_reading_is_recorded_with_its_registration(alice
     health = dict(Gpu.objects.values_list("uuid", "health_reason"))
     assert health[first] == "" and health[second].startswith("row remapping pending")
     assert health[third].startswith("in use by process 77")
+
+
+def test_an_operator_takes_a_gpu_out_and_only_an_operator_returns_it(alice, client):
+    from django.contrib.auth.models import User
+
+    make_node("n1", gpus=2)
+    first, second = _uuids("n1")
+    client.force_login(User.objects.create_superuser("olga", "o@example.com", "pw"))
+    chosen = {"_selected_action": [Gpu.objects.get(uuid=first).pk]}
+    client.post("/admin/workers/gpu/", {**chosen, "action": "take_out"})
+    assert Gpu.objects.get(uuid=first).health_reason == "taken out of service by olga"
+    # neither a fit reading, a leftover process nor the agent's restart clears the mark
+    node_gpu_health(name="n1", problems={first: "", second: ""})
+    node_gpu_strays(name="n1", strays={first: (3,)})
+    node_register(name="n1", gpu_type="H100", gpus=configured_gpus("n1", 2, 81920))
+    assert Gpu.objects.get(uuid=first).health == Gpu.Health.UNHEALTHY
+    gang = make_job(alice, gpus=2)
+    scheduler_tick_run()
+    gang.refresh_from_db()
+    assert gang.state == "QUEUED"
+    client.post("/admin/workers/gpu/", {**chosen, "action": "return_to_service"})
+    assert Gpu.objects.get(uuid=first).health == Gpu.Health.HEALTHY
+    scheduler_tick_run()
+    gang.refresh_from_db()
+    assert gang.state == "SCHEDULED"

@@ -1,5 +1,5 @@
 """Operators take nodes out of service and back: cordon, drain (optionally evacuating the
-running jobs so that the node is free soon), and return to service."""
+running jobs so that the node is free soon), and return to service; and single GPUs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from django.db import transaction
 from jobs.models import Attempt, AttemptStatus
 from jobs.scheduler.trigger import request_tick
 from jobs.services.requeue import attempt_stop_and_requeue
-from workers.models import Node, NodeState
+from workers.models import Gpu, Node, NodeState
+from workers.services.nodes import OPERATOR
 
 
 def node_cordon(node: Node) -> None:
@@ -37,3 +38,18 @@ def node_drain(node: Node, *, evacuate: bool = False, grace_s: float | None = No
                                      ended_at__isnull=True, stop_requested="")
     return sum(attempt_stop_and_requeue(a, reason=f"node {node.name} drained by an operator",
                                         grace_s=grace_s) for a in running)
+
+
+def gpu_take_out(gpu: Gpu, *, by: str) -> None:
+    """Take one GPU out of service (one that misbehaves in a way no reading shows): no new
+    job lands on it; what runs there runs on. The node's readings and registrations leave the
+    mark alone until an operator returns the GPU."""
+    Gpu.objects.filter(pk=gpu.pk).update(health=Gpu.Health.UNHEALTHY,
+                                         health_reason=f"{OPERATOR} {by}"[:200])
+
+
+def gpu_return_to_service(gpu: Gpu) -> None:
+    """Clear an operator's mark; the node's next reading judges the GPU again."""
+    Gpu.objects.filter(pk=gpu.pk, health_reason__startswith=OPERATOR).update(
+        health=Gpu.Health.HEALTHY, health_reason="")
+    transaction.on_commit(request_tick)

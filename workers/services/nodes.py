@@ -16,7 +16,7 @@ from workers.models import Gpu, Node, NodeState
 
 log = logging.getLogger(__name__)
 
-__all__ = ["STRAY", "GpuInfo", "node_gpu_health", "node_gpu_strays", "node_heartbeat",
+__all__ = ["OPERATOR", "STRAY", "GpuInfo", "node_gpu_health", "node_gpu_strays", "node_heartbeat",
            "node_register"]
 
 
@@ -40,9 +40,10 @@ def node_register(*, name: str, gpu_type: str, gpus: list[GpuInfo], region: str 
     node.last_heartbeat = timezone.now()
     node.save()
     for g in gpus:
-        Gpu.objects.update_or_create(node=node, index=g.index,
-                                     defaults={"uuid": g.uuid, "health": Gpu.Health.HEALTHY,
-                                               "health_reason": ""})
+        gpu, _ = Gpu.objects.update_or_create(node=node, index=g.index,
+                                              defaults={"uuid": g.uuid})
+        if not gpu.health_reason.startswith(OPERATOR):  # an operator's mark outlives restarts
+            Gpu.objects.filter(pk=gpu.pk).update(health=Gpu.Health.HEALTHY, health_reason="")
     # GPUs that disappeared stay on record (bindings refer to them) but take no work.
     Gpu.objects.filter(node=node).exclude(index__in=[g.index for g in gpus]).update(
         health=Gpu.Health.UNHEALTHY, health_reason="gone from the node")
@@ -57,6 +58,7 @@ def node_heartbeat(*, name: str) -> bool:
 
 
 STRAY = "in use by process"
+OPERATOR = "taken out of service by"  # workers/services/fleet.py: only an operator clears it
 
 
 def node_gpu_health(*, name: str, problems: Mapping[str, str],
@@ -72,7 +74,8 @@ def node_gpu_health(*, name: str, problems: Mapping[str, str],
     busy = busy or {}
     changed = 0
     gpus = Gpu.objects.filter(node__name=name, uuid__in=list(problems))
-    for gpu in gpus.only("id", "uuid", "health", "health_reason"):
+    for gpu in gpus.exclude(health_reason__startswith=OPERATOR).only(
+            "id", "uuid", "health", "health_reason"):
         problem = problems[gpu.uuid]
         if not problem and gpu.health_reason.startswith(STRAY) and busy.get(gpu.uuid):
             problem = _stray_problem(busy[gpu.uuid])
@@ -92,8 +95,9 @@ def node_gpu_strays(*, name: str, strays: Mapping[str, tuple[int, ...]],
     attempt reports its end, so the GPUs are never free and healthy in between; the node's
     readings return them once the processes are gone.
     """
-    gpus = Gpu.objects.select_for_update(no_key=True).filter(node__name=name,
-                                                              uuid__in=list(strays))
+    gpus = (Gpu.objects.select_for_update(no_key=True)
+            .filter(node__name=name, uuid__in=list(strays))
+            .exclude(health_reason__startswith=OPERATOR))
     if attempt_id is not None:
         # a fenced-off attempt's GPUs may already run the attempt that replaced it
         gpus = gpus.exclude(Exists(GpuBinding.objects.filter(
