@@ -40,12 +40,13 @@ def node_register(*, name: str, gpu_type: str, gpus: list[GpuInfo], region: str 
     node.last_heartbeat = timezone.now()
     node.save()
     for g in gpus:
-        gpu, _ = Gpu.objects.update_or_create(node=node, index=g.index,
-                                              defaults={"uuid": g.uuid})
-        if not gpu.health_reason.startswith(OPERATOR):  # an operator's mark outlives restarts
-            Gpu.objects.filter(pk=gpu.pk).update(health=Gpu.Health.HEALTHY, health_reason="")
+        Gpu.objects.update_or_create(node=node, index=g.index, defaults={"uuid": g.uuid})
+    present = Gpu.objects.filter(node=node, index__in=[g.index for g in gpus])
+    # an operator's mark outlives restarts; every other judgement starts afresh
+    present.exclude(health_reason__startswith=OPERATOR).update(health=Gpu.Health.HEALTHY,
+                                                               health_reason="")
     # GPUs that disappeared stay on record (bindings refer to them) but take no work.
-    Gpu.objects.filter(node=node).exclude(index__in=[g.index for g in gpus]).update(
+    Gpu.objects.filter(node=node).exclude(pk__in=present).update(
         health=Gpu.Health.UNHEALTHY, health_reason="gone from the node")
     if reading is not None:
         node_gpu_strays(name=name, strays=reading.busy)
