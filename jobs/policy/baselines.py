@@ -300,13 +300,13 @@ def multifactor_decide(snapshot: Snapshot) -> Decisions:
                 estimated_start=shadow.start_at if shadow else None)
             continue
         ends_before = shadow is None or now + job.time_limit_s <= shadow.start_at
-        allocs = fleet.place(job, groups, None if ends_before else shadow.spare)
+        allocs = fleet.place(job, groups, None if shadow is None or ends_before else shadow.spare)
         if allocs is None:
             out.pending[job.job_id] = PendingReason(
                 "priority", f"lower priority than job {top.job_id}; no backfill window fits")
             continue
         fleet.take(allocs)
-        if not ends_before:
+        if shadow is not None and not ends_before:
             for a in allocs:
                 shadow.spare[a.node] -= len(a.gpus)
         out.placements.append(Placement(job.job_id, allocs))

@@ -13,6 +13,7 @@ node as a preemption target, and its earliest start counts those nodes (`lower_h
 
 from __future__ import annotations
 
+import math
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
@@ -33,7 +34,7 @@ def keep_holds(rnd: _Round) -> None:
     jobs = [j for j in rnd.queue.held if j.tier in levels]  # found while grouping the queue
     jobs.sort(key=lambda j: (-levels[j.tier], j.enqueued_at, j.job_id))
     orgs: set[tuple[str, str]] = set()
-    starve_after = rnd.cfg.starve_after_s
+    starve_after = math.inf if rnd.cfg.starve_after_s is None else rnd.cfg.starve_after_s
     starving = {t: _starving(rnd, t) for t in {j.tier for j in jobs}}
     for job in jobs:
         waited = rnd.now - job.enqueued_at
@@ -69,10 +70,10 @@ def _starving(rnd: _Round, tier: str) -> bool:
     """Whether a job of the tier that may start this round waited `starve_after_s`: the walk
     considers it first in its tier (ranking.py), so no younger job's kept hold goes before it.
     A starving job of an org at its cap starts nothing and holds back nobody's reservation."""
-    queue = rnd.queue.tiers[tier]
-    if not rnd.queue.starves(queue):
+    queue, starve_after = rnd.queue.tiers[tier], rnd.cfg.starve_after_s
+    if starve_after is None or not rnd.queue.starves(queue):
         return False
-    heads = heads_before(queue, rnd.now - rnd.cfg.starve_after_s)
+    heads = heads_before(queue, rnd.now - starve_after)
     return any(not rnd.over_org_cap(j) and not rnd.over_tier_ceiling(j) for j in heads)
 
 

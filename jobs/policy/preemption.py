@@ -30,6 +30,7 @@ for its natural start, so that no kill loses far more work than it saves waiting
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .placement import FreeIndex, Pools, largest_node
@@ -187,7 +188,7 @@ class VictimIndex:
         k: int,
         level: int,
         skip_nodes: set[str],
-        room: dict[str, float],
+        room: Mapping[str, float],
         budget: int,
         max_cost: float = _INF,
         extra_free: dict[str, int] | None = None,
@@ -208,7 +209,7 @@ class VictimIndex:
         return self._plan_node(groups, k, level, skip_nodes, room, budget, max_cost, extra)
 
     def _plan_node(self, groups: Pools, k: int, level: int, skip_nodes: set[str],
-                   room: dict[str, float], budget: int, max_cost: float,
+                   room: Mapping[str, float], budget: int, max_cost: float,
                    extra: dict[str, int]) -> Plan | None:
         for group in groups:
             best: Plan | None = None
@@ -238,7 +239,7 @@ class VictimIndex:
         return None
 
     def _plan_island(self, groups: Pools, k: int, level: int, skip_nodes: set[str],
-                     room: dict[str, float], budget: int, max_cost: float,
+                     room: Mapping[str, float], budget: int, max_cost: float,
                      extra: dict[str, int]) -> Plan | None:
         # rare (a few big gangs) and bounded by the round's preemptor limit: scans the pool
         for group in groups:
@@ -263,7 +264,7 @@ class VictimIndex:
         return None
 
 
-def node_plan(node: str, victims: list[Victim], k: int, room: dict[str, float], budget: int,
+def node_plan(node: str, victims: list[Victim], k: int, room: Mapping[str, float], budget: int,
               have: int) -> Plan | None:
     """The cheapest victims on a node until it has k GPUs, within the floors and the budget."""
     taken: list[Victim] = []
@@ -286,7 +287,7 @@ def node_plan(node: str, victims: list[Victim], k: int, room: dict[str, float], 
 
 
 def island_plan(nodes: list[str], k: int, lists: dict[str, list[Victim]],
-                have: dict[str, int], room: dict[str, float], budget: int) -> Plan | None:
+                have: dict[str, int], room: Mapping[str, float], budget: int) -> Plan | None:
     """The cheapest victims whose GPUs on these nodes, with the nodes' free ones (`have`),
     make k; the gang then takes the nodes with the most GPUs first, as it would be placed.
 
@@ -328,7 +329,7 @@ def island_plan(nodes: list[str], k: int, lists: dict[str, list[Victim]],
     return Plan(parts, taken, sum(v.cost for v in taken))
 
 
-def _cover(order: list[Victim], need: int, freed: dict[int, int], room: dict[str, float],
+def _cover(order: list[Victim], need: int, freed: dict[int, int], room: Mapping[str, float],
            budget: int) -> list[Victim] | None:
     lost: dict[str, int] = defaultdict(int)
     taken: list[Victim] = []

@@ -31,7 +31,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from itertools import count
 from operator import gt
 
@@ -56,7 +56,7 @@ from .types import QueuedJob, Snapshot
 class RankedQueue:
     """Yields queued jobs in rank order; shares are re-read after every placement."""
 
-    def __init__(self, snap: Snapshot, shares: Shares, floors: dict[str, float]) -> None:
+    def __init__(self, snap: Snapshot, shares: Shares, floors: Mapping[str, float]) -> None:
         self.snap, self.shares, self.floors = snap, shares, floors
         self.cfg = snap.config
         self.tau = snap.config.usage_half_life_s / math.log(2)
@@ -279,7 +279,9 @@ class RankedQueue:
     def starves(self, tier: TierQueue) -> bool:
         """Whether the tier's oldest job waited `starve_after_s` (it then goes first)."""
         limit = self.cfg.starve_after_s
-        wait_h = None if limit is None else self._oldest_wait_h(tier)  # drops stale entries
+        if limit is None:
+            return False
+        wait_h = self._oldest_wait_h(tier)  # drops stale entries
         return wait_h is not None and wait_h * 3600.0 >= limit
 
     def _starving_group(self, tier: TierQueue) -> Group | None:

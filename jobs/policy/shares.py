@@ -12,10 +12,14 @@ from .types import RunningView
 class Owned(Protocol):
     """Whose GPUs they are: a queued job or a running attempt."""
 
-    tier: str
-    org: str
-    project: str
-    user: str
+    @property
+    def tier(self) -> str: ...
+    @property
+    def org(self) -> str: ...
+    @property
+    def project(self) -> str: ...
+    @property
+    def user(self) -> str: ...
 
 
 @dataclass(slots=True)

@@ -40,7 +40,7 @@ def apply_config(specs: list[str], config: PolicyConfig) -> PolicyConfig:
 
 
 def _parse(body: str, cls: type, where: str, skip: frozenset | set = frozenset()) -> dict:
-    known = {f.name: str(f.type) for f in fields(cls) if f.name not in skip}
+    known = {f.name: _type_name(f.type) for f in fields(cls) if f.name not in skip}
     out = {}
     for part in body.split(","):
         key, sep, raw = (s.strip() for s in part.partition("="))
@@ -48,6 +48,14 @@ def _parse(body: str, cls: type, where: str, skip: frozenset | set = frozenset()
             raise ValueError(f"{where}: unknown field {key!r} (fields: {', '.join(known)})")
         out[key] = _value(raw, known[key], f"{where} {key}")
     return out
+
+
+def _type_name(kind: object) -> str:
+    """A field's annotation as written ("float | None"): a string where the module's
+    annotations are postponed, the type itself where the policy is compiled (`bin/build-policy`)."""
+    if isinstance(kind, str):
+        return kind
+    return getattr(kind, "__name__", None) or str(kind)
 
 
 def _value(raw: str, kind: str, where: str) -> Any:
