@@ -8,6 +8,7 @@ loads them), carries the reservations of a first decision into the snapshot (as 
 between rounds), then times `decide` (median and p90 of several runs, one process, one
 core) and `fifo_decide` on the same snapshot with the queue in arrival order, the two
 alternated run by run.
+The header says whether the policy ran compiled (bin/build-policy) or interpreted.
 Target: median <= 100 ms at 50,000 queued. `--late-gangs N` adds N enterprise gangs of 16
 GPUs, larger than any node, waiting an hour: each may search every island for victims.
 """
@@ -37,6 +38,7 @@ from jobs.policy.types import (  # noqa: E402
     Snapshot,
     TierSpec,
 )
+from jobs.policy_build import running_compiled  # noqa: E402
 
 NOW = 1_700_000_000.0
 TYPES = [("H100", 0.4, 81_920), ("A100", 0.3, 81_920), ("L40S", 0.2, 46_080),
@@ -170,7 +172,8 @@ def main() -> None:
     args = ap.parse_args()
     head = f"{'queued':>8} {'median ms':>10} {'p90 ms':>8} {'fifo ms':>8} {'ratio':>6} " \
            f"{'placed':>7} {'preempt':>7} {'reserv':>6} {'kept':>5} {'pending':>8}"
-    print("gpusched decide: 1,000 nodes x 8 GPUs, 5,000 running, one core")
+    built = "compiled (bin/build-policy)" if running_compiled() else "interpreted"
+    print(f"gpusched decide: 1,000 nodes x 8 GPUs, 5,000 running, one core; policy {built}")
     print(head)
     for q in (int(x) for x in args.queued.split(",")):
         snap = snapshot(q, late_gangs=args.late_gangs)

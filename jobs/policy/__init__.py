@@ -6,6 +6,10 @@ and the benchmarks can compare: "gpusched", "fifo" and the baselines.
 
 from collections.abc import Callable
 
+from jobs.policy_build import check_build
+
+check_build()  # a compiled policy (bin/build-policy) must have been built from these sources
+
 from .baselines import multifactor_decide, priority_decide
 from .fifo import decide as fifo_decide
 from .gpusched import decide

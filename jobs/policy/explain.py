@@ -43,7 +43,7 @@ def explain_rest(rnd: _Round) -> None:
         pending.add_run(jobs, first, reason)
     _count_late(rnd)
     # jobs started from kept reservations may lie past where the walk stopped
-    pending.mark_placed(job_id for job_id, hold in rnd.kept.items() if hold is None)
+    pending.mark_placed([job_id for job_id, hold in rnd.kept.items() if hold is None])
     for job in rnd.queue.unknown:
         pending[job.job_id] = reasons.unknown_tier(job.tier)
 

@@ -11,7 +11,10 @@ tiers their jobs belong to, so tiers are changed, not added.
 
 from __future__ import annotations
 
+import ast
+import sys
 from dataclasses import fields, replace
+from pathlib import Path
 from typing import Any
 
 from jobs.policy.types import PolicyConfig, TierSpec
@@ -40,7 +43,8 @@ def apply_config(specs: list[str], config: PolicyConfig) -> PolicyConfig:
 
 
 def _parse(body: str, cls: type, where: str, skip: frozenset | set = frozenset()) -> dict:
-    known = {f.name: _type_name(f.type) for f in fields(cls) if f.name not in skip}
+    written = _annotations(cls)
+    known = {f.name: written[f.name] for f in fields(cls) if f.name not in skip}
     out = {}
     for part in body.split(","):
         key, sep, raw = (s.strip() for s in part.partition("="))
@@ -50,12 +54,18 @@ def _parse(body: str, cls: type, where: str, skip: frozenset | set = frozenset()
     return out
 
 
-def _type_name(kind: object) -> str:
-    """A field's annotation as written ("float | None"): a string where the module's
-    annotations are postponed, the type itself where the policy is compiled (`bin/build-policy`)."""
-    if isinstance(kind, str):
-        return kind
-    return getattr(kind, "__name__", None) or str(kind)
+def _annotations(cls: type) -> dict[str, str]:
+    """Each field's annotation as its source writes it ("float | None"), read from the source
+    itself: the classes of a compiled policy (`bin/build-policy`) keep only the types mypyc
+    stores the fields as, and an optional float is stored as any object."""
+    package, _, name = cls.__module__.rpartition(".")
+    # the package's own file: a compiled module's __file__ names no real place
+    source = Path(str(sys.modules[package].__file__)).with_name(name + ".py")
+    for node in ast.parse(source.read_text()).body:
+        if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
+            return {stmt.target.id: ast.unparse(stmt.annotation) for stmt in node.body
+                    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)}
+    raise LookupError(f"no class {cls.__name__} in {source}")
 
 
 def _value(raw: str, kind: str, where: str) -> Any:
