@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from jobs.policy.types import Decisions, PolicyConfig, Snapshot, TierSpec
+from jobs.policy_build import running_compiled
 
 from . import overrides, trace_philly, workload_video
 from .engine import SimResult, Simulator
@@ -137,5 +138,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"note ({name}): {note}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"args": vars(args), "results": results}, f, indent=1, default=str)
+            # decision_ms and wall_s depend on it (bin/build-policy)
+            build = "compiled" if running_compiled() else "interpreted"
+            json.dump({"args": vars(args), "policy_build": build, "results": results}, f,
+                      indent=1, default=str)
     return 0
