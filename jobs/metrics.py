@@ -39,8 +39,9 @@ def count_refusal(code: str, **fields) -> None:
     cache.incr(key)
 
 
-def publish_tick(at: float, decision_ms: float) -> None:
-    cache.set(LAST_TICK_KEY, {"at": at, "decision_ms": decision_ms}, timeout=None)
+def publish_tick(at: float, decision_ms: float, compiled: bool) -> None:
+    cache.set(LAST_TICK_KEY, {"at": at, "decision_ms": decision_ms, "compiled": compiled},
+              timeout=None)
 
 
 def render() -> str:
@@ -106,6 +107,9 @@ def _published() -> Iterable[tuple[str, str, str, list[Sample]]]:
         yield ("gpusched_tick_decision_seconds", "gauge",
                "How long the last round's policy decision took.",
                [({}, tick["decision_ms"] / 1000)])
+        yield ("gpusched_tick_policy_compiled", "gauge",
+               "1 where the last round's policy ran compiled (bin/build-policy), 0 where it "
+               "ran interpreted.", [({}, int(tick.get("compiled", 0)))])
     backlog = cache.get(BACKLOG_KEY)
     yield ("gpusched_backlog_seconds", "gauge",
            "How long the work waiting at each tier or above would keep the fleet busy.",

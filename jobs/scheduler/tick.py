@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from jobs import policy as P
 from jobs.metrics import publish_tick
+from jobs.policy_build import running_compiled
 from jobs.scheduler.apply import ApplyReport, apply_decisions
 from jobs.scheduler.backlog import publish_backlog
 from jobs.scheduler.holds import kept_holds, remember_holds
@@ -70,7 +71,7 @@ def scheduler_tick_run() -> TickReport:
         remember_holds(decisions)
         publish_capacity_advice(decisions.capacity_advice, now.timestamp())
         publish_backlog(snapshot, {p.job_id for p in decisions.placements})
-        publish_tick(now.timestamp(), decision_ms)
+        publish_tick(now.timestamp(), decision_ms, running_compiled())
     if applied.placed or applied.preempted or nominees.started:
         log.info("tick: %d queued, placed %d (+%d nominees), preempted %d, refused %d "
                  "in %.1f ms", len(snapshot.queued), applied.placed, nominees.started,

@@ -5,6 +5,7 @@ import re
 import pytest
 
 from jobs.models import Tier
+from jobs.policy_build import running_compiled
 from jobs.scheduler.tick import scheduler_tick_run
 from tests.support.broker import purge_broker_and_cache
 from tests.support.factories import make_job, make_node
@@ -49,6 +50,7 @@ def test_metrics_show_the_queue_the_fleet_the_last_round_and_refusals(alice, api
     assert m["gpusched_running_gpus", '{tier="paid"}'] == 3
     assert m["gpusched_gpus", '{gpu_type="H100",health="HEALTHY",node_state="ACTIVE"}'] == 4
     assert m["gpusched_tick_last_run_timestamp_seconds", ""] > 0
+    assert m["gpusched_tick_policy_compiled", ""] == (1 if running_compiled() else 0)
     assert m["gpusched_backlog_seconds", '{tier="free"}'] > 0
     assert m["gpusched_requests_refused_total", '{code="queue_full"}'] == 1
     assert m["gpusched_requests_refused_total", '{code="overloaded"}'] == 0
