@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -167,8 +167,14 @@ class Timeline:
                     if node not in self.reserved:
                         by_island[self.index.node[node].island].append(node)
                 for nodes in by_island.values():
-                    times = sorted(t for n in nodes for t in self.profile(n))
-                    if len(times) < k or times[k - 1] == float("inf"):
+                    profiles = [self.profile(n) for n in nodes]  # each sorted
+                    # an island whose k-th GPU frees no sooner than the best cannot win:
+                    # counting the earlier ones per node spares sorting all its GPUs
+                    if best is not None and sum(
+                            bisect_left(p, best[0]) for p in profiles) < k:
+                        continue
+                    times = sorted([t for p in profiles for t in p])
+                    if len(times) < k or times[k - 1] == math.inf:
                         continue
                     t = times[k - 1]
                     if best is None or t < best[0]:
