@@ -2,6 +2,13 @@
 
 Nothing here imports Django: the service's tick and the simulator build the same
 snapshot and call the same `decide`. All times are seconds (float, any epoch).
+
+RECORDS: the records a snapshot is made of by the thousand (nodes, allocations, running
+attempts, queued jobs) are not frozen dataclasses. A tick builds one per queued job, 50,000
+of them a second at scale, and a frozen dataclass sets each field through
+`object.__setattr__`: 2.3 us a job against 0.35. The policy never changes them;
+`tests/unit/policy/test_policy_properties.py` checks that `decide` leaves its snapshot as
+it was.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ class TierSpec:
     max_preemptions: int = 3  # per job
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: RECORDS, above
 class NodeView:
     name: str
     gpu_type: str
@@ -36,13 +43,13 @@ class NodeView:
     schedulable: bool = True  # False when cordoned, draining or down
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: RECORDS, above
 class Allocation:
     node: str
     gpus: tuple[int, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: RECORDS, above
 class RunningView:
     attempt_id: int
     job_id: int
@@ -75,7 +82,7 @@ class RunningView:
         return min(self.time_limit_end, 2 * now - self.expected_end)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: RECORDS, above
 class QueuedJob:
     job_id: int
     org: str

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from collections import defaultdict
 from dataclasses import replace
@@ -163,6 +164,17 @@ def island_contention(draw) -> Snapshot:
 
 
 COMMON = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@COMMON
+@given(st.one_of(snapshots(), big_gangs(), contention(), island_contention()))
+def test_no_policy_changes_the_snapshot_it_decides_on(s: Snapshot) -> None:
+    """The records of a snapshot are not frozen (types.py, RECORDS): the simulator hands the
+    same ones to round after round, so a policy that changed one would change the next."""
+    before = copy.deepcopy(s)
+    for decide_with in POLICIES.values():
+        decide_with(s)
+        assert s == before
 
 
 @COMMON
