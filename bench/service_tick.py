@@ -6,6 +6,8 @@
 Fills the database (it must be a scratch one: its jobs and nodes are replaced) with nodes of
 8 GPUs, a full fleet of running 1-GPU attempts and a queue, then times the snapshot load, the
 policy and the commit of several ticks, and the same snapshot under `fifo` for the ratio.
+The queue is also read alone, from the tick's cache (jobs/scheduler/queue_cache.py; the
+first round fills it) and afresh as the tick read it before the cache, for that ratio.
 `--history N` adds N attempts that ended over the last 40 hours (a fleet of 500 GPUs running
 video jobs ends about 5,000 an hour): the tick folds them into the usage accounts once, then
 reads the accounts; the baseline is the sum over every recent attempt that the tick computed
@@ -164,28 +166,40 @@ def main() -> None:
 
     from jobs import policy
     from jobs.scheduler.apply import apply_decisions
-    from jobs.scheduler.snapshot import load_snapshot
+    from jobs.scheduler.queue_cache import QueueCache, queued_jobs, shared_cache
+    from jobs.scheduler.snapshot import load_snapshot, policy_config
 
     call_command("migrate", verbosity=0)
     _fill(args.nodes, args.queued, args.history)
+    limit_weight = policy_config().limit_weight
     print(f"{args.nodes} nodes x 8 GPUs, all busy; {args.queued} queued; "
           f"{args.history} attempts ended in the last 40 h")
     if args.history:
         _time_usage()
-    print("round  load_ms  gpusched_ms  fifo_ms  ratio  commit_ms  reasons_written")
-    loads, decides = [], []
+    print("round  load_ms  queue_ms  rows_read  fresh_queue_ms  gpusched_ms  fifo_ms  ratio  "
+          "commit_ms  reasons_written")
+    loads, decides, queues, freshes = [], [], [], []
     for r in range(args.rounds):
         now = timezone.now()
         snap, load_ms = _timed(lambda now=now: load_snapshot(now))
+        read = shared_cache().last_read  # rows the load read: those changed since the last
+        # the queue alone, from the tick's cache (nothing changed since) and read afresh
+        _, queue_ms = _timed(lambda: queued_jobs(limit_weight))
+        _, fresh_ms = _timed(lambda: QueueCache(versioned=False).load(limit_weight))
         decisions, decide_ms = _timed(lambda snap=snap: policy.decide(snap))
         _, fifo_ms = _timed(lambda snap=snap: policy.fifo_decide(snap))
         report, commit_ms = _timed(lambda d=decisions, now=now: apply_decisions(d, now))
         loads.append(load_ms)
         decides.append(decide_ms)
-        print(f"{r:5d}  {load_ms:7.0f}  {decide_ms:11.1f}  {fifo_ms:7.1f}  "
-              f"{decide_ms / fifo_ms:5.2f}  {commit_ms:9.0f}  {report.reasons_written:15d}")
-    print(f"median snapshot load {statistics.median(loads):.0f} ms, "
-          f"median decision {statistics.median(decides):.1f} ms")
+        queues.append(queue_ms)
+        freshes.append(fresh_ms)
+        print(f"{r:5d}  {load_ms:7.0f}  {queue_ms:8.0f}  {read:9d}  {fresh_ms:14.0f}  "
+              f"{decide_ms:11.1f}  {fifo_ms:7.1f}  {decide_ms / fifo_ms:5.2f}  "
+              f"{commit_ms:9.0f}  {report.reasons_written:15d}")
+    queue, fresh = statistics.median(queues[1:] or queues), statistics.median(freshes)
+    print(f"median snapshot load {statistics.median(loads[1:] or loads):.0f} ms after the "
+          f"first ({loads[0]:.0f} ms), median decision {statistics.median(decides):.1f} ms")
+    print(f"queue read: cached {queue:.0f} ms, fresh {fresh:.0f} ms, ratio {queue / fresh:.2f}")
 
 
 if __name__ == "__main__":

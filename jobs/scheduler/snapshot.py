@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Set as AbstractSet
 from datetime import datetime, timedelta
 from sys import intern
 
 from django.conf import settings
-from django.db.models import TextField, Value
-from django.db.models.fields.json import KT
-from django.db.models.functions import Cast, Coalesce
 
 from jobs import policy as P
 from jobs.models import Attempt, GpuBinding, Job, Membership, Organization, Project, Tier
-from jobs.policy.deadlines import deadline_keys
+from jobs.scheduler.queue_cache import queued_jobs, seconds_or_none, without
 from jobs.scheduler.usage import load_usage, user_key
 from jobs.states import JobState
 from workers.models import Gpu, Node, NodeState
@@ -71,7 +67,7 @@ def load_nodes(now: datetime, promised: Promised = frozenset()) -> list[P.NodeVi
 def _expected_end(start: float, limit_end: float, estimate, stop_deadline) -> float:
     if stop_deadline is not None:  # asked to stop: gone by its deadline
         return min(stop_deadline.timestamp(), limit_end)
-    seconds = _seconds(estimate)
+    seconds = seconds_or_none(estimate)
     return min(start + seconds, limit_end) if seconds else limit_end
 
 
@@ -145,58 +141,11 @@ def load_queued(nominees: AbstractSet[int] = frozenset(), limit_weight: float = 
     must not place or preempt for them again (nominations.py starts them).
 
     In the order the policy walks a project (virtual deadline, `limit_weight`), so that it
-    need not sort the whole queue again.
+    need not sort the whole queue again; read from this process's cache (queue_cache.py).
     """
     stopping_for = Attempt.objects.filter(ended_at__isnull=True, preempted_for__isnull=False
                                           ).values_list("preempted_for_id", flat=True)
-    rows = (Job.objects.filter(state=JobState.QUEUED)
-            .exclude(pk__in=set(stopping_for) | set(nominees))
-            .order_by("enqueued_at")
-            # the JSON values as text: decoding them as JSON was half of the load at 20,000
-            # queued, and most jobs give no estimate and accept any GPU type ("[]")
-            .annotate(expected=KT("params__expected_duration_s"),
-                      types=Cast("gpu_types", TextField()),
-                      user=Coalesce(Cast("submitted_by_id", TextField()), Value(""),
-                               output_field=TextField()))
-            # plain tuples, not model instances: this runs every second over the whole queue
-            .values_list("pk", "organization__slug", "organization__tier__name", "gpus",
-                         "enqueued_at", "time_limit_s", "expected", "types",
-                         "min_gpu_memory_mb", "region", "project__name", "user",
-                         "preemptions", "checkpointable"))
-    rows = list(rows)
-    starts = [row[4].timestamp() for row in rows]
-    deadlines = deadline_keys(starts, (float(row[5]) for row in rows), limit_weight)
-    # Built in the order the round reads them (deadlines.in_deadline_order: stable, so
-    # oldest first on ties), so that consecutive jobs lie side by side in memory; names
-    # interned and type lists shared, so that grouping 50,000 jobs by (tier, org, project,
-    # user) compares names by identity, not a string per job
-    type_lists: dict[str, tuple[str, ...]] = {}
-    return [
-        P.QueuedJob(  # positional, in field order: a keyword call costs a third more
-            pk, intern(org), intern(tier), gpus, starts[i], float(limit), _seconds(expected),
-            () if types == "[]" else type_lists.get(types) or _type_list(types, type_lists),
-            memory, region, intern(project), intern(user), preemptions, checkpointable,
-        )
-        for i in sorted(range(len(rows)), key=deadlines.__getitem__)
-        for (pk, org, tier, gpus, _, limit, expected, types, memory, region, project, user,
-             preemptions, checkpointable) in (rows[i],)
-    ]
-
-
-def _type_list(text: str, seen: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
-    types = seen[text] = tuple(json.loads(text))
-    return types
-
-
-def _seconds(value) -> float | None:
-    """A client's duration estimate, if it is a usable number."""
-    if value is None:  # most jobs give none; a raised TypeError costs 3 us a job
-        return None
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        return None
-    return seconds if seconds > 0 else None
+    return without(queued_jobs(limit_weight), {*stopping_for, *nominees})
 
 
 def load_org_caps() -> tuple[dict[str, float], dict[str, int]]:
