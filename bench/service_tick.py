@@ -7,7 +7,9 @@ Fills the database (it must be a scratch one: its jobs and nodes are replaced) w
 8 GPUs, a full fleet of running 1-GPU attempts and a queue, then times the snapshot load, the
 policy and the commit of several ticks, and the same snapshot under `fifo` for the ratio.
 The queue is also read alone, from the tick's cache (jobs/scheduler/queue_cache.py; the
-first round fills it) and afresh as the tick read it before the cache, for that ratio.
+first round fills it) and afresh as the tick read it before the cache, for that ratio; and
+the last round's pending reasons are written again with and without what the cache says the
+rows hold.
 `--history N` adds N attempts that ended over the last 40 hours (a fleet of 500 GPUs running
 video jobs ends about 5,000 an hour): the tick folds them into the usage accounts once, then
 reads the accounts; the baseline is the sum over every recent attempt that the tick computed
@@ -162,44 +164,68 @@ def main() -> None:
 
     django.setup()
     from django.core.management import call_command
-    from django.utils import timezone
 
-    from jobs import policy
-    from jobs.scheduler.apply import apply_decisions
-    from jobs.scheduler.queue_cache import QueueCache, queued_jobs, shared_cache
-    from jobs.scheduler.snapshot import load_snapshot, policy_config
+    from jobs.scheduler.snapshot import policy_config
 
     call_command("migrate", verbosity=0)
     _fill(args.nodes, args.queued, args.history)
-    limit_weight = policy_config().limit_weight
     print(f"{args.nodes} nodes x 8 GPUs, all busy; {args.queued} queued; "
           f"{args.history} attempts ended in the last 40 h")
     if args.history:
         _time_usage()
     print("round  load_ms  queue_ms  rows_read  fresh_queue_ms  gpusched_ms  fifo_ms  ratio  "
           "commit_ms  reasons_written")
-    loads, decides, queues, freshes = [], [], [], []
-    for r in range(args.rounds):
-        now = timezone.now()
-        snap, load_ms = _timed(lambda now=now: load_snapshot(now))
-        read = shared_cache().last_read  # rows the load read: those changed since the last
-        # the queue alone, from the tick's cache (nothing changed since) and read afresh
-        _, queue_ms = _timed(lambda: queued_jobs(limit_weight))
-        _, fresh_ms = _timed(lambda: QueueCache(versioned=False).load(limit_weight))
-        decisions, decide_ms = _timed(lambda snap=snap: policy.decide(snap))
-        _, fifo_ms = _timed(lambda snap=snap: policy.fifo_decide(snap))
-        report, commit_ms = _timed(lambda d=decisions, now=now: apply_decisions(d, now))
-        loads.append(load_ms)
-        decides.append(decide_ms)
-        queues.append(queue_ms)
-        freshes.append(fresh_ms)
-        print(f"{r:5d}  {load_ms:7.0f}  {queue_ms:8.0f}  {read:9d}  {fresh_ms:14.0f}  "
-              f"{decide_ms:11.1f}  {fifo_ms:7.1f}  {decide_ms / fifo_ms:5.2f}  "
-              f"{commit_ms:9.0f}  {report.reasons_written:15d}")
+    limit_weight = policy_config().limit_weight
+    rounds = [_round(r, limit_weight) for r in range(args.rounds)]
+    loads, decides, queues, freshes = zip(*(r[:4] for r in rounds), strict=True)
     queue, fresh = statistics.median(queues[1:] or queues), statistics.median(freshes)
     print(f"median snapshot load {statistics.median(loads[1:] or loads):.0f} ms after the "
           f"first ({loads[0]:.0f} ms), median decision {statistics.median(decides):.1f} ms")
     print(f"queue read: cached {queue:.0f} ms, fresh {fresh:.0f} ms, ratio {queue / fresh:.2f}")
+    _time_reasons(rounds[-1][4])
+
+
+def _round(r: int, limit_weight: float) -> tuple:
+    """One tick, phase by phase; returns its timings and its decisions."""
+    from django.utils import timezone
+
+    from jobs import policy
+    from jobs.scheduler.apply import apply_decisions
+    from jobs.scheduler.queue_cache import QueueCache, held_reasons, queued_jobs, shared_cache
+    from jobs.scheduler.snapshot import load_snapshot
+
+    now = timezone.now()
+    snap, load_ms = _timed(lambda: load_snapshot(now))
+    read = shared_cache().last_read  # rows the load read: those changed since the last
+    # the queue alone, from the tick's cache (nothing changed since) and read afresh
+    _, queue_ms = _timed(lambda: queued_jobs(limit_weight))
+    _, fresh_ms = _timed(lambda: QueueCache(versioned=False).load(limit_weight))
+    decisions, decide_ms = _timed(lambda: policy.decide(snap))
+    _, fifo_ms = _timed(lambda: policy.fifo_decide(snap))
+    report, commit_ms = _timed(lambda: apply_decisions(decisions, now, held=held_reasons()))
+    print(f"{r:5d}  {load_ms:7.0f}  {queue_ms:8.0f}  {read:9d}  {fresh_ms:14.0f}  "
+          f"{decide_ms:11.1f}  {fifo_ms:7.1f}  {decide_ms / fifo_ms:5.2f}  "
+          f"{commit_ms:9.0f}  {report.reasons_written:15d}")
+    return load_ms, decide_ms, queue_ms, fresh_ms, decisions
+
+
+def _time_reasons(decisions) -> None:
+    """The last round's reasons written again, alternately: left out where the queue cache
+    says the row holds them, and every job sent for SQL to compare (the writer before)."""
+    from django.utils import timezone
+
+    from jobs.scheduler.queue_cache import held_reasons
+    from jobs.scheduler.reasons import write_reasons
+    from jobs.scheduler.snapshot import load_snapshot
+
+    load_snapshot(timezone.now())  # the cache reads back the rows the last commit wrote
+    held, compared = [], []
+    for _ in range(5):
+        held.append(_timed(lambda: write_reasons(decisions.pending, held=held_reasons()))[1])
+        compared.append(_timed(lambda: write_reasons(decisions.pending))[1])
+    h, c = statistics.median(held), statistics.median(compared)
+    print(f"reasons write (nothing to change): held {h:.0f} ms, all compared in SQL {c:.0f} ms, "
+          f"ratio {h / c:.2f}")
 
 
 if __name__ == "__main__":

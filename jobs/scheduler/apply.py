@@ -12,7 +12,7 @@ from django.db import IntegrityError, transaction
 from jobs import policy as P
 from jobs.fencing import next_token
 from jobs.models import Attempt, GpuBinding, Job
-from jobs.scheduler.reasons import write_reasons
+from jobs.scheduler.reasons import Held, write_reasons
 from jobs.states import JobState
 from jobs.transitions import TransitionError, transition
 from workers.models import Gpu, Node
@@ -84,7 +84,9 @@ def _request_preemption(pre: P.Preemption, now: datetime) -> bool:
     return bool(updated)
 
 
-def apply_decisions(decisions: P.Decisions, now: datetime) -> ApplyReport:
+def apply_decisions(decisions: P.Decisions, now: datetime, *, held: Held | None = None
+                    ) -> ApplyReport:
+    """`held`: what the queue's rows held when read (reasons.write_reasons)."""
     report = ApplyReport()
     with transaction.atomic():
         for placement in decisions.placements:
@@ -105,5 +107,5 @@ def apply_decisions(decisions: P.Decisions, now: datetime) -> ApplyReport:
         for pre in decisions.preemptions:
             with transaction.atomic():
                 report.preempted += _request_preemption(pre, now)
-        report.reasons_written = write_reasons(decisions.pending)
+        report.reasons_written = write_reasons(decisions.pending, held=held)
     return report

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from bisect import bisect_left, insort
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from sys import intern
 from typing import Any
 
@@ -32,13 +32,17 @@ from jobs.models import Job, Organization, Project
 from jobs.policy.deadlines import deadline_keys
 from jobs.states import JobState
 
-Row = tuple[Any, ...]  # the columns of _COLUMNS, then the row's version
+Row = tuple[Any, ...]  # the columns of _COLUMNS, the row's version last
 Key = tuple[float, float, int]  # (virtual deadline, enqueued_at, id): the policy's order
 Names = tuple[dict[int, tuple[str, str]], dict[int, str]]
 
+# The pending reason a row holds (code, text, what-if, estimated start): the tick writes a
+# reason only where it differs (reasons.write_reasons)
+HELD = ("pending_code", "pending_reason", "pending_what_if", "estimated_start")
+_HELD = slice(-1 - len(HELD), -1)
 _COLUMNS = ("pk", "organization_id", "project_id", "gpus", "enqueued_at", "time_limit_s",
             "expected", "types", "min_gpu_memory_mb", "region", "user", "preemptions",
-            "checkpointable", "row_version")
+            "checkpointable", *HELD, "row_version")
 # Past this many changed rows one ordered read of the whole queue beats patching the order.
 REFRESH_ALL_FRACTION = 0.25
 
@@ -50,6 +54,7 @@ class QueueCache:
         self.versioned = versioned  # rows carry xmin: a later tick may reuse them
         self.rows: dict[int, Row] = {}
         self.versions: dict[int, str] = {}  # id -> the version its row was read at
+        self.held: dict[int, tuple[Any, ...]] = {}  # id -> the pending reason its row held
         self.jobs: dict[int, P.QueuedJob] = {}
         self.order: list[Key] = []
         self.limit_weight: float | None = None
@@ -74,6 +79,7 @@ class QueueCache:
         rows = list(_rows(self.versioned).order_by("enqueued_at", "pk"))
         self.rows = {row[0]: row for row in rows}
         self.versions = {row[0]: row[-1] for row in rows}
+        self.held = {row[0]: row[_HELD] for row in rows}
         self.jobs = {}
         self.limit_weight = limit_weight
         starts = [row[4].timestamp() for row in rows]
@@ -102,13 +108,14 @@ class QueueCache:
         row = self.rows.pop(pk, None)
         if row is None:
             return
-        del self.versions[pk]
+        del self.versions[pk], self.held[pk]
         self.jobs.pop(pk, None)
         del self.order[bisect_left(self.order, self._key(row, self.limit_weight))]
 
     def _add(self, row: Row, limit_weight: float) -> None:
         self.rows[row[0]] = row
         self.versions[row[0]] = row[-1]
+        self.held[row[0]] = row[_HELD]
         insort(self.order, self._key(row, limit_weight))
 
     @staticmethod
@@ -119,7 +126,7 @@ class QueueCache:
 
     def _build(self, pk: int) -> P.QueuedJob | None:
         (_, org_id, project_id, gpus, enqueued, limit, expected, types, memory, region, user,
-         preemptions, checkpointable, _) = self.rows[pk]
+         preemptions, checkpointable) = self.rows[pk][:13]
         orgs, projects = self.names
         if org_id not in orgs or project_id not in projects:
             return None  # deleted since its row was read: its jobs go with it
@@ -188,13 +195,23 @@ def seconds_or_none(value) -> float | None:
 
 
 _shared: dict[str, QueueCache] = {}  # by database name: one per database a process ticks on
+_served: list[QueueCache | None] = [None]  # the cache that served this process's last load
 
 
 def queued_jobs(limit_weight: float) -> list[P.QueuedJob]:
     """The queue in the policy's order, from this process's cache where it may serve."""
     if connection.vendor != "postgresql" or connection.in_atomic_block:
+        _served[0] = None
         return QueueCache(versioned=False).load(limit_weight)
-    return shared_cache().load(limit_weight)
+    _served[0] = cache = shared_cache()
+    return cache.load(limit_weight)
+
+
+def held_reasons() -> Mapping[int, tuple[Any, ...]] | None:
+    """What each row of this process's last queue load held, if the cache served it: the
+    tick's writer then skips, without asking the database, the reasons already there."""
+    cache = _served[0]
+    return cache.held if cache is not None else None
 
 
 def shared_cache() -> QueueCache:

@@ -4,12 +4,17 @@ At 50,000 queued jobs most reasons are unchanged from the last tick. On PostgreS
 UPDATE joins the jobs to their reasons (two arrays: job ids and the index of each job's
 reason) and skips, in SQL, the rows that already hold theirs: nothing is read back. Other
 databases (the SQLite demo) get one ORM UPDATE per distinct reason with the same skip.
+
+Where the tick's queue came from its cache (queue_cache.py), the cache knows what each row
+held when it was read, and the jobs whose reason is already there are not sent at all: the
+UPDATE that compared 50,000 unchanged rows took 120 ms. The SQL comparison stays, for rows
+changed since they were read.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 
 from django.db import connection
@@ -34,12 +39,20 @@ WHERE j.id = v.id AND j.state = %s
 """
 
 
-def write_reasons(pending: P.PendingReasons, *, bulk: bool | None = None) -> int:
+Held = Mapping[int, tuple]  # job id -> the reason its row held when read
+
+
+def write_reasons(pending: P.PendingReasons, *, bulk: bool | None = None,
+                  held: Held | None = None) -> int:
     """Store every waiting job's reason; returns how many rows changed.
 
     `bulk`: the one-statement PostgreSQL path (default: when the database is PostgreSQL).
+    `held`: what each row held when the queue was read (queue_cache.held_reasons); jobs
+    whose row held the same reason are left out.
     """
     by_reason = _by_reason(pending)
+    if held is not None:
+        by_reason = _not_held(by_reason, held)
     if bulk if bulk is not None else connection.vendor == "postgresql":
         return _write_bulk(by_reason)
     return sum(_write_one(ids, stored) for stored, ids in by_reason.items())
@@ -56,6 +69,13 @@ def _by_reason(pending: P.PendingReasons) -> dict[Stored, list[int]]:
     for reason, ids in by_object.values():
         groups[_stored(reason)].extend(ids)
     return groups
+
+
+def _not_held(by_reason: dict[Stored, list[int]], held: Held) -> dict[Stored, list[int]]:
+    had = held.get
+    kept = {stored: [pk for pk in ids if had(pk) != stored]
+            for stored, ids in by_reason.items()}
+    return {stored: ids for stored, ids in kept.items() if ids}
 
 
 def _stored(reason: P.PendingReason) -> Stored:

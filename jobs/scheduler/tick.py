@@ -18,6 +18,7 @@ from jobs.scheduler.backlog import publish_backlog
 from jobs.scheduler.holds import kept_holds, remember_holds
 from jobs.scheduler.lock import tick_lock
 from jobs.scheduler.nominations import NomineeReport, start_nominees
+from jobs.scheduler.queue_cache import held_reasons
 from jobs.scheduler.snapshot import load_snapshot
 from jobs.scheduler.usage import fold_ended_attempts
 
@@ -67,7 +68,7 @@ def scheduler_tick_run() -> TickReport:
         started = time.perf_counter()
         decisions = policy_function()(snapshot)
         decision_ms = (time.perf_counter() - started) * 1000
-        applied = apply_decisions(decisions, now)
+        applied = apply_decisions(decisions, now, held=held_reasons())
         remember_holds(decisions)
         publish_capacity_advice(decisions.capacity_advice, now.timestamp())
         publish_backlog(snapshot, {p.job_id for p in decisions.placements})

@@ -115,3 +115,18 @@ def test_the_tick_places_a_job_changed_since_the_last_tick(alice):
     Job.objects.filter(pk=job.pk).update(gpus=4)
     scheduler_tick_run()
     assert Job.objects.get(pk=job.pk).state == "SCHEDULED"
+
+
+def test_a_reason_changed_behind_the_ticks_back_is_written_again(alice):
+    """The tick skips reasons its cache says a row holds; a row rewritten since it was read
+    has a new version, is read again, and gets its reason back."""
+    make_node("n1", gpus=1)
+    first, *waiting = [_submit(alice).pk for _ in range(3)]
+    scheduler_tick_run()
+    scheduler_tick_run()  # the reasons now name the running job, and stay
+    reasons = dict(Job.objects.filter(pk__in=waiting).values_list("pk", "pending_reason"))
+    assert all(reasons.values())
+    assert scheduler_tick_run().applied.reasons_written == 0  # the cache read them back
+    Job.objects.filter(pk=waiting[0]).update(pending_reason="tampered", pending_code="x")
+    assert scheduler_tick_run().applied.reasons_written == 1
+    assert Job.objects.get(pk=waiting[0]).pending_reason == reasons[waiting[0]]
