@@ -194,7 +194,8 @@ def seconds_or_none(value) -> float | None:
     return seconds if seconds > 0 else None
 
 
-_shared: dict[str, QueueCache] = {}  # by database name: one per database a process ticks on
+# By database name. The tick holds its lock (lock.py) while it loads, so one load at a time
+_shared: dict[str, QueueCache] = {}
 _served: list[QueueCache | None] = [None]  # the cache that served this process's last load
 
 
