@@ -32,17 +32,18 @@ from jobs.models import Job, Organization, Project
 from jobs.policy.deadlines import deadline_keys
 from jobs.states import JobState
 
-Row = tuple[Any, ...]  # the columns of _COLUMNS, the row's version last
+Row = tuple[Any, ...]  # the columns of _COLUMNS, the row's version last (kept: up to _SPEC)
 Key = tuple[float, float, int]  # (virtual deadline, enqueued_at, id): the policy's order
 Names = tuple[dict[int, tuple[str, str]], dict[int, str]]
 
 # The pending reason a row holds (code, text, what-if, estimated start): the tick writes a
 # reason only where it differs (reasons.write_reasons)
 HELD = ("pending_code", "pending_reason", "pending_what_if", "estimated_start")
-_HELD = slice(-1 - len(HELD), -1)
 _COLUMNS = ("pk", "organization_id", "project_id", "gpus", "enqueued_at", "time_limit_s",
             "expected", "types", "min_gpu_memory_mb", "region", "user", "preemptions",
             "checkpointable", *HELD, "row_version")
+_SPEC = _COLUMNS.index(HELD[0])  # the columns before it build a QueuedJob: the rows kept
+_HELD = slice(_SPEC, _SPEC + len(HELD))
 # Past this many changed rows one ordered read of the whole queue beats patching the order.
 REFRESH_ALL_FRACTION = 0.25
 
@@ -77,9 +78,11 @@ class QueueCache:
 
     def _read_all(self, limit_weight: float) -> None:
         rows = list(_rows(self.versioned).order_by("enqueued_at", "pk"))
-        self.rows = {row[0]: row for row in rows}
+        self.rows = {row[0]: row[:_SPEC] for row in rows}
         self.versions = {row[0]: row[-1] for row in rows}
-        self.held = {row[0]: row[_HELD] for row in rows}
+        shared: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # most rows share a reason
+        self.held = {row[0]: shared.setdefault(held, held)
+                     for row in rows for held in (row[_HELD],)}
         self.jobs = {}
         self.limit_weight = limit_weight
         starts = [row[4].timestamp() for row in rows]
@@ -113,7 +116,7 @@ class QueueCache:
         del self.order[bisect_left(self.order, self._key(row, self.limit_weight))]
 
     def _add(self, row: Row, limit_weight: float) -> None:
-        self.rows[row[0]] = row
+        self.rows[row[0]] = row[:_SPEC]
         self.versions[row[0]] = row[-1]
         self.held[row[0]] = row[_HELD]
         insort(self.order, self._key(row, limit_weight))
@@ -126,7 +129,7 @@ class QueueCache:
 
     def _build(self, pk: int) -> P.QueuedJob | None:
         (_, org_id, project_id, gpus, enqueued, limit, expected, types, memory, region, user,
-         preemptions, checkpointable) = self.rows[pk][:13]
+         preemptions, checkpointable) = self.rows[pk]
         orgs, projects = self.names
         if org_id not in orgs or project_id not in projects:
             return None  # deleted since its row was read: its jobs go with it
