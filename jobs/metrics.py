@@ -39,9 +39,16 @@ def count_refusal(code: str, **fields) -> None:
     cache.incr(key)
 
 
-def publish_tick(at: float, decision_ms: float, compiled: bool) -> None:
-    cache.set(LAST_TICK_KEY, {"at": at, "decision_ms": decision_ms, "compiled": compiled},
-              timeout=None)
+TICK_PHASES = ("snapshot", "decision", "commit")
+
+
+def publish_tick(at: float, phases_ms: dict[str, float], compiled: bool,
+                 queue_rows_read: int) -> None:
+    """The last round: when, how long each phase took (TICK_PHASES), whether the policy ran
+    compiled, and how many queued rows its snapshot read in full (queue_cache.py)."""
+    cache.set(LAST_TICK_KEY, {"at": at, "decision_ms": phases_ms["decision"],
+                              "phases_ms": phases_ms, "compiled": compiled,
+                              "queue_rows_read": queue_rows_read}, timeout=None)
 
 
 def render() -> str:
@@ -107,6 +114,15 @@ def _published() -> Iterable[tuple[str, str, str, list[Sample]]]:
         yield ("gpusched_tick_decision_seconds", "gauge",
                "How long the last round's policy decision took.",
                [({}, tick["decision_ms"] / 1000)])
+        phases = tick.get("phases_ms", {})
+        yield ("gpusched_tick_phase_seconds", "gauge",
+               "How long each phase of the last round took: loading its snapshot, the "
+               "policy's decision, committing the decisions.",
+               [({"phase": p}, phases[p] / 1000) for p in TICK_PHASES if p in phases])
+        yield ("gpusched_tick_queue_rows_read", "gauge",
+               "Queued jobs' rows the last round read in full: those changed since the round "
+               "before, or the whole queue when the scheduler process started.",
+               [({}, tick.get("queue_rows_read", 0))])
         yield ("gpusched_tick_policy_compiled", "gauge",
                "1 where the last round's policy ran compiled (bin/build-policy), 0 where it "
                "ran interpreted.", [({}, int(tick.get("compiled", 0)))])

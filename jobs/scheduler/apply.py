@@ -89,6 +89,9 @@ def apply_decisions(decisions: P.Decisions, now: datetime, *, held: Held | None 
     """`held`: what the queue's rows held when read (reasons.write_reasons)."""
     report = ApplyReport()
     with transaction.atomic():
+        # first: what follows writes reasons of its own (a preemptor's), which `held` has
+        # not seen, and must have the last word
+        report.reasons_written = write_reasons(decisions.pending, held=held)
         for placement in decisions.placements:
             if placement.preempted:
                 _nominate(placement)  # its GPUs are still held by victims
@@ -107,5 +110,4 @@ def apply_decisions(decisions: P.Decisions, now: datetime, *, held: Held | None 
         for pre in decisions.preemptions:
             with transaction.atomic():
                 report.preempted += _request_preemption(pre, now)
-        report.reasons_written = write_reasons(decisions.pending, held=held)
     return report

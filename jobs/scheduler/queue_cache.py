@@ -199,21 +199,27 @@ def seconds_or_none(value) -> float | None:
 
 # By database name. The tick holds its lock (lock.py) while it loads, so one load at a time
 _shared: dict[str, QueueCache] = {}
-_served: list[QueueCache | None] = [None]  # the cache that served this process's last load
+_served: list[QueueCache | None] = [None]  # what served this process's last load
 
 
 def queued_jobs(limit_weight: float) -> list[P.QueuedJob]:
     """The queue in the policy's order, from this process's cache where it may serve."""
     if connection.vendor != "postgresql" or connection.in_atomic_block:
-        _served[0] = None
-        return QueueCache(versioned=False).load(limit_weight)
+        _served[0] = fresh = QueueCache(versioned=False)
+        return fresh.load(limit_weight)
     _served[0] = cache = shared_cache()
     return cache.load(limit_weight)
 
 
+def queue_rows_read() -> int:
+    """Rows this process's last queue load read in full (all of them when read afresh)."""
+    cache = _served[0]
+    return cache.last_read if cache is not None else 0
+
+
 def held_reasons() -> Mapping[int, tuple[Any, ...]] | None:
-    """What each row of this process's last queue load held, if the cache served it: the
-    tick's writer then skips, without asking the database, the reasons already there."""
+    """What each row held when this process's last queue load read it: the tick's writer
+    then skips, without asking the database, the reasons already there."""
     cache = _served[0]
     return cache.held if cache is not None else None
 

@@ -18,7 +18,7 @@ from jobs.scheduler.backlog import publish_backlog
 from jobs.scheduler.holds import kept_holds, remember_holds
 from jobs.scheduler.lock import tick_lock
 from jobs.scheduler.nominations import NomineeReport, start_nominees
-from jobs.scheduler.queue_cache import held_reasons
+from jobs.scheduler.queue_cache import held_reasons, queue_rows_read
 from jobs.scheduler.snapshot import load_snapshot
 from jobs.scheduler.usage import fold_ended_attempts
 
@@ -46,6 +46,10 @@ def capacity_advice() -> dict:
     return cache.get(CAPACITY_KEY) or {"at": None, "short_gpus": {}}
 
 
+def _since(clock: float) -> float:
+    return (time.perf_counter() - clock) * 1000
+
+
 def policy_function():
     policies = getattr(P, "POLICIES", {"gpusched": P.decide, "fifo": P.fifo_decide})
     return policies.get(settings.GPUSCHED_POLICY, P.decide)
@@ -63,16 +67,19 @@ def scheduler_tick_run() -> TickReport:
         release_due_retries(now=now)
         nominees = start_nominees(now)
         fold_ended_attempts(now, settings.GPUSCHED_USAGE_HALF_LIFE_S)
+        clock = time.perf_counter()
         snapshot = load_snapshot(now)
         snapshot.holds = kept_holds(snapshot.queued)
-        started = time.perf_counter()
+        phases_ms, clock = {"snapshot": _since(clock)}, time.perf_counter()
         decisions = policy_function()(snapshot)
-        decision_ms = (time.perf_counter() - started) * 1000
+        phases_ms["decision"], clock = _since(clock), time.perf_counter()
         applied = apply_decisions(decisions, now, held=held_reasons())
+        phases_ms["commit"] = _since(clock)
         remember_holds(decisions)
         publish_capacity_advice(decisions.capacity_advice, now.timestamp())
         publish_backlog(snapshot, {p.job_id for p in decisions.placements})
-        publish_tick(now.timestamp(), decision_ms, running_compiled())
+        publish_tick(now.timestamp(), phases_ms, running_compiled(), queue_rows_read())
+    decision_ms = phases_ms["decision"]
     if applied.placed or applied.preempted or nominees.started:
         log.info("tick: %d queued, placed %d (+%d nominees), preempted %d, refused %d "
                  "in %.1f ms", len(snapshot.queued), applied.placed, nominees.started,

@@ -51,6 +51,9 @@ def test_metrics_show_the_queue_the_fleet_the_last_round_and_refusals(alice, api
     assert m["gpusched_gpus", '{gpu_type="H100",health="HEALTHY",node_state="ACTIVE"}'] == 4
     assert m["gpusched_tick_last_run_timestamp_seconds", ""] > 0
     assert m["gpusched_tick_policy_compiled", ""] == (1 if running_compiled() else 0)
+    assert all(m["gpusched_tick_phase_seconds", f'{{phase="{p}"}}'] > 0
+               for p in ("snapshot", "decision", "commit"))
+    assert m["gpusched_tick_queue_rows_read", ""] == 3  # the three jobs queued then
     assert m["gpusched_backlog_seconds", '{tier="free"}'] > 0
     assert m["gpusched_requests_refused_total", '{code="queue_full"}'] == 1
     assert m["gpusched_requests_refused_total", '{code="overloaded"}'] == 0

@@ -10,7 +10,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from jobs.models import Job, Organization, Project, Tier
-from jobs.scheduler.queue_cache import QueueCache
+from jobs.scheduler.queue_cache import QueueCache, queue_rows_read
 from jobs.scheduler.snapshot import load_queued
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.cancellation import job_cancel
@@ -121,7 +121,8 @@ def test_a_reason_changed_behind_the_ticks_back_is_written_again(alice):
     """The tick skips reasons its cache says a row holds; a row rewritten since it was read
     has a new version, is read again, and gets its reason back."""
     make_node("n1", gpus=1)
-    first, *waiting = [_submit(alice).pk for _ in range(3)]
+    first, *waiting = [_submit(alice).pk for _ in range(10)]  # 1 of 9 stays under the
+    # share of changed rows past which the whole queue is read again
     scheduler_tick_run()
     scheduler_tick_run()  # the reasons now name the running job, and stay
     reasons = dict(Job.objects.filter(pk__in=waiting).values_list("pk", "pending_reason"))
@@ -129,4 +130,5 @@ def test_a_reason_changed_behind_the_ticks_back_is_written_again(alice):
     assert scheduler_tick_run().applied.reasons_written == 0  # the cache read them back
     Job.objects.filter(pk=waiting[0]).update(pending_reason="tampered", pending_code="x")
     assert scheduler_tick_run().applied.reasons_written == 1
+    assert queue_rows_read() == 1  # the tampered row only
     assert Job.objects.get(pk=waiting[0]).pending_reason == reasons[waiting[0]]
