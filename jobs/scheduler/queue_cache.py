@@ -6,6 +6,8 @@ of it for rows that had not changed since the tick before. On PostgreSQL every r
 A tick reads (id, xmin) of the queue, then reads in full only the rows whose version it has
 not seen. Names are not cached with the rows: organizations (slug, tier) and projects are
 small tables read every tick, so an organization moved to another tier is seen at once.
+Each load also keeps the pending reason every row held, so that the tick writes only the
+reasons that changed (reasons.write_reasons).
 
 Only committed versions may be cached: a transaction that writes a row twice leaves one
 xmin for two contents, and a reader inside it would see both. So the cache serves callers
