@@ -12,7 +12,9 @@ reasons that changed (reasons.write_reasons).
 Only committed versions may be cached: a transaction that writes a row twice leaves one
 xmin for two contents, and a reader inside it would see both. So the cache serves callers
 outside any atomic block (the tick runs in autocommit), and others load the queue afresh.
-Other databases (the SQLite demo) have no row versions and load it afresh too.
+Other databases (the SQLite demo) have no row versions and load it afresh too. And versions
+are trusted from one server process only: after a failover, a restore or a crash,
+transaction ids may be handed out again.
 """
 
 from __future__ import annotations
@@ -64,10 +66,12 @@ class QueueCache:
         self.names: Names = ({}, {})
         self.type_lists: dict[str, tuple[str, ...]] = {}
         self.last_read = 0  # rows read in full by the last load (for tests and benches)
+        self.server: object = None  # when the database server started (versioned only)
 
     def load(self, limit_weight: float) -> list[P.QueuedJob]:
         """Every queued job, by virtual deadline (`limit_weight`), oldest first on ties."""
-        if not self.versioned or not self.rows or limit_weight != self.limit_weight:
+        if not self.versioned or not self._same_server() or not self.rows \
+                or limit_weight != self.limit_weight:
             self._read_all(limit_weight)
         else:
             self._read_changed(limit_weight)
@@ -77,6 +81,15 @@ class QueueCache:
         jobs, build = self.jobs, self._build
         return [job for _, _, pk in self.order
                 if (job := jobs.get(pk) or build(pk)) is not None]
+
+    def _same_server(self) -> bool:
+        """Whether the server is the one whose row versions the cache holds. Transaction ids
+        are reused after a failover to a replica that missed the last commits, a restore
+        to a point in time, or a crash that lost asynchronous commits; each starts another
+        server process, so its start time tells."""
+        started = _server_started()
+        same, self.server = started == self.server, started
+        return same
 
     def _read_all(self, limit_weight: float) -> None:
         rows = list(_rows(self.versioned).order_by("enqueued_at", "pk"))
@@ -179,6 +192,12 @@ def _rows(versioned: bool):
                                     output_field=TextField()),
                       row_version=version)
             .values_list(*_COLUMNS))
+
+
+def _server_started() -> object:
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_postmaster_start_time()")
+        return cur.fetchone()[0]
 
 
 def _versions() -> dict[int, str]:

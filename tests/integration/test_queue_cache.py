@@ -15,9 +15,18 @@ from jobs.scheduler.snapshot import load_queued
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.cancellation import job_cancel
 from jobs.services.submission import JobSpec, job_submit
+from tests.support.broker import purge_broker_and_cache
 from tests.support.factories import make_node
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _clean_cache():
+    """A tick here publishes a backlog that admission reads: none may reach another test."""
+    purge_broker_and_cache()
+    yield
+    purge_broker_and_cache()
 
 
 def _submit(org, **spec) -> Job:
@@ -132,3 +141,14 @@ def test_a_reason_changed_behind_the_ticks_back_is_written_again(alice):
     assert scheduler_tick_run().applied.reasons_written == 1
     assert queue_rows_read() == 1  # the tampered row only
     assert Job.objects.get(pk=waiting[0]).pending_reason == reasons[waiting[0]]
+
+
+def test_another_database_server_empties_the_cache(alice):
+    """After a failover or a restore, transaction ids are handed out again: the cache must
+    not trust a version it saw on the server before."""
+    _fill(alice)
+    cache = QueueCache(versioned=True)
+    _check(cache)
+    assert _check(cache) == 0
+    cache.server = "a server started before a failover"
+    assert _check(cache) == 24
