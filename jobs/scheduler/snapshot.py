@@ -12,7 +12,7 @@ from django.conf import settings
 from jobs import policy as P
 from jobs.models import Attempt, GpuBinding, Job, Membership, Organization, Project, Tier
 from jobs.scheduler.queue_cache import queued_jobs, seconds_or_none, without
-from jobs.scheduler.usage import load_usage, user_key
+from jobs.scheduler.usage import LiveUse, load_usage, user_key
 from jobs.states import JobState
 from workers.models import Gpu, Node, NodeState
 
@@ -71,14 +71,34 @@ def _expected_end(start: float, limit_end: float, estimate, stop_deadline) -> fl
     return min(start + seconds, limit_end) if seconds else limit_end
 
 
-def load_running(now: datetime, promised: Promised = frozenset()) -> list[P.RunningView]:
-    """Live attempts, less the GPUs they are freeing for a preemptor (see load_nominees)."""
-    rows = Attempt.objects.filter(ended_at__isnull=True).values_list(
-        "pk", "job_id", "job__organization__slug", "job__organization__tier__name",
-        "job__project__name", "node__name", "gpu_indices", "started_at", "created_at",
-        "job__time_limit_s", "job__params__expected_duration_s", "stop_requested",
-        "stop_deadline", "last_checkpoint_at", "job__checkpointable", "job__preemptible",
-        "job__preemptions", "job__submitted_by_id")
+LIVE_COLUMNS = (
+    "pk", "job_id", "job__organization__slug", "job__organization__tier__name",
+    "job__project__name", "node__name", "gpu_indices", "started_at", "created_at",
+    "job__time_limit_s", "job__params__expected_duration_s", "stop_requested",
+    "stop_deadline", "last_checkpoint_at", "job__checkpointable", "job__preemptible",
+    "job__preemptions", "job__submitted_by_id")
+# the columns fair share's usage reads of them, in the order of usage.LiveUse
+_USE = tuple(map(LIVE_COLUMNS.index, ("job__organization__slug", "job__project__name",
+                                      "job__submitted_by_id", "gpu_indices", "started_at")))
+
+
+def live_attempts() -> list[tuple]:
+    """Every live attempt's row (LIVE_COLUMNS), as load_running reads it."""
+    return list(Attempt.objects.filter(ended_at__isnull=True).values_list(*LIVE_COLUMNS))
+
+
+def live_use(rows: list[tuple]) -> list[LiveUse]:
+    """The started attempts among live_attempts() rows, as load_usage counts them."""
+    org, project, user, gpus, started = _USE
+    return [(row[org], row[project], row[user], row[gpus], row[started]) for row in rows
+            if row[started] is not None]
+
+
+def load_running(now: datetime, promised: Promised = frozenset(),
+                 rows: list[tuple] | None = None) -> list[P.RunningView]:
+    """Live attempts, less the GPUs they are freeing for a preemptor (see load_nominees).
+    `rows`: live_attempts(), where the caller has read them already."""
+    rows = live_attempts() if rows is None else rows
     out = []
     for (pk, job_id, org, tier, project, node, gpus, started, created, limit, estimate, stop,
          stop_deadline, checkpoint, checkpointable, preemptible, preemptions, user) in rows:
@@ -186,13 +206,14 @@ def policy_config() -> P.PolicyConfig:
 
 def load_snapshot(now: datetime) -> P.Snapshot:
     config = policy_config()
-    usage = load_usage(now, config.usage_half_life_s)
+    live = live_attempts()  # one read for fair share's usage and the running attempts
+    usage = load_usage(now, config.usage_half_life_s, live_use(live))
     weights, caps = load_org_caps()
     nominees = load_nominees(now)
     promised = {(a.node, g) for run in nominees for a in run.allocations for g in a.gpus}
     return P.Snapshot(
         now=now.timestamp(), nodes=load_nodes(now, promised),
-        running=load_running(now, promised) + nominees,
+        running=load_running(now, promised, live) + nominees,
         queued=load_queued({run.job_id for run in nominees}, config.limit_weight),
         tiers=load_tiers(),
         usage=usage.org, project_usage=usage.project, user_usage=usage.user,

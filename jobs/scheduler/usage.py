@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -78,24 +79,31 @@ def fold_ended_attempts(now: datetime, half_life_s: float, batch: int = FOLD_BAT
         return len(rows)
 
 
-def load_usage(now: datetime, half_life_s: float) -> Usage:
+LiveUse = tuple[str, str, int | None, list, datetime]  # org, project, user, GPUs, started
+
+
+def load_usage(now: datetime, half_life_s: float, live: Iterable[LiveUse] | None = None
+               ) -> Usage:
     """Decayed GPU-seconds per org, (org, project) and (org, project, user), as of now.
 
     Users are keyed by id as text, as the queue loads them; jobs without a known submitter
     count as one user, "". Attempts that ended but are not folded yet are left out until the
-    next fold.
+    next fold. `live`: the started live attempts, where the caller has read them already.
     """
     usage = Usage(defaultdict(float), defaultdict(float), defaultdict(float))
     for org, project, user, value, as_of in UsageAccount.objects.values_list(
         "project__organization__slug", "project__name", "user_id", "gpu_seconds", "as_of"
     ):
         usage.add(org, project, user, value * decay((now - as_of).total_seconds(), half_life_s))
-    for org, project, user, gpus, started in Attempt.objects.filter(
-        ended_at__isnull=True, started_at__isnull=False
-    ).values_list("job__organization__slug", "job__project__name", "job__submitted_by_id",
-                  "gpu_indices", "started_at"):
+    for org, project, user, gpus, started in live if live is not None else _live():
         usage.add(org, project, user, used_gpu_seconds(gpus, started, now))
     return usage
+
+
+def _live() -> Iterable[LiveUse]:
+    return Attempt.objects.filter(ended_at__isnull=True, started_at__isnull=False).values_list(
+        "job__organization__slug", "job__project__name", "job__submitted_by_id",
+        "gpu_indices", "started_at")
 
 
 @dataclass(slots=True)

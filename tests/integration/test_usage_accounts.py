@@ -48,6 +48,25 @@ def test_each_attempt_counts_once_decayed_from_its_end(alice):
     assert usage.org["alice"] == pytest.approx(1800 + 50 + 10 + 4 * (6 * HOUR + 50))
 
 
+def test_the_snapshot_counts_running_attempts_as_the_usage_read_does(alice, bob):
+    """The tick reads live attempts once for the running jobs and their usage."""
+    from django.contrib.auth import get_user_model
+
+    from jobs.scheduler.snapshot import load_snapshot
+
+    now = timezone.now()
+    user = get_user_model().objects.create(username="carol")
+    Job.objects.filter(pk=(job := make_job(alice)).pk).update(submitted_by=user)
+    _attempt(job, 2, now - timedelta(seconds=30))
+    _attempt(make_job(bob), 4, now - timedelta(seconds=50))
+    Attempt.objects.filter(pk=_attempt(make_job(bob), 1, None).pk).update(started_at=None)
+    snapshot, usage = load_snapshot(now), load_usage(now, 6 * HOUR)
+    assert (snapshot.usage, snapshot.project_usage, snapshot.user_usage) == (
+        usage.org, usage.project, usage.user)
+    assert usage.org == pytest.approx({"alice": 60, "bob": 200})  # the unstarted one: nothing
+    assert usage.user[("alice", job.project.name, str(user.pk))] == pytest.approx(60)
+
+
 def test_racing_folds_count_every_attempt_exactly_once(alice):
     now = timezone.now()
     job = make_job(alice)
