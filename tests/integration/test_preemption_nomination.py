@@ -6,11 +6,13 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from jobs import policy as P
 from jobs.models import Attempt, Job, Tier
+from jobs.scheduler.apply import place
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.tenancy import organization_create
 from tests.support.factories import make_job, make_node
-from workers.models import Node, NodeState
+from workers.models import Gpu, Node, NodeState
 from workers.services.attempts import AttemptResult, attempt_finish, attempt_start
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -135,3 +137,43 @@ def test_an_attempt_that_has_not_started_is_not_chosen_as_a_victim(bob, settings
     scheduler_tick_run()
     victim = Attempt.objects.get(stop_requested="preempt")
     assert victim.pk == attempt.pk and victim.preempted_for_id == urgent.pk
+
+
+def test_a_nomination_with_an_unhealthy_gpu_is_dropped(nominated):
+    Gpu.objects.filter(node__name="n1", index=1).update(health=Gpu.Health.UNHEALTHY)
+    _victim_stops(nominated["victim"])
+    scheduler_tick_run()
+    urgent = Job.objects.get(pk=nominated["urgent"].pk)
+    assert urgent.state == "QUEUED" and urgent.nominated_node is None
+
+
+def test_a_nomination_whose_gpu_another_attempt_took_is_dropped(bob, alice, settings):
+    victim, urgent = _enterprise_preempts_free_work(bob, settings, node_gpus=4)
+    intruder = make_job(alice)  # bound to GPU 2 behind the scheduler's back
+    place(P.Placement(intruder.pk, (P.Allocation("n1", (2,)),)), timezone.now())
+    _victim_stops(victim)
+    scheduler_tick_run()
+    urgent.refresh_from_db()
+    assert urgent.nominated_node is None and urgent.state == "QUEUED"
+
+
+def test_each_nominee_starts_when_its_own_victims_let_go(bob, settings):
+    """Two preemptors on two nodes, judged together: one node frees up, the other not."""
+    _free_work_is_preemptible(settings)
+    make_node("n1", gpus=2)
+    make_node("n2", gpus=2)
+    victims_jobs = [make_job(bob, gpus=2, checkpointable=True) for _ in range(2)]
+    scheduler_tick_run()
+    victims = [Attempt.objects.get(job=job) for job in victims_jobs]
+    _started_minutes_ago(*victims)
+    carol = organization_create(slug="carol", tier="enterprise")
+    urgent = [make_job(carol, gpus=2) for _ in range(2)]
+    scheduler_tick_run()
+    nodes = dict(Job.objects.filter(pk__in=[j.pk for j in urgent])
+                 .values_list("nominated_node__name", "pk"))
+    assert set(nodes) == {"n1", "n2"}
+    _victim_stops(next(v for v in victims if v.node.name == "n1"))
+    scheduler_tick_run()
+    states = dict(Job.objects.filter(pk__in=nodes.values()).values_list("pk", "state"))
+    assert (states[nodes["n1"]], states[nodes["n2"]]) == ("SCHEDULED", "QUEUED")
+    assert Job.objects.get(pk=nodes["n2"]).nominated_node.name == "n2"  # still promised
