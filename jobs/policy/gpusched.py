@@ -22,15 +22,14 @@ or could be lent or taken over while no reservation budget is left, or after
 
 from __future__ import annotations
 
-import gc
-import math
 from collections import defaultdict
 
 from . import explain, kept, reasons, walk_end, yielding
 from .backfill import Hold, Timeline
+from .gcpause import gc_paused
 from .placement import FreeIndex, Pools
 from .preemption import Plan, VictimIndex, grace_s, loss_bound
-from .queues import tier_levels
+from .queues import tier_floors, tier_levels
 from .ranking import RankedQueue
 from .shares import Shares
 from .types import (
@@ -49,15 +48,8 @@ _INF = float("inf")
 
 def decide(snapshot: Snapshot) -> Decisions:
     """Place, preempt, reserve, and explain every queued job that does not start."""
-    # A round allocates many small objects that all die with it; a full collection in the
-    # middle would walk the whole snapshot (50,000 jobs) for nothing and double the latency.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         return _Round(snapshot).run()
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 class _Round:
@@ -67,10 +59,7 @@ class _Round:
         self.index = FreeIndex(snap.nodes)
         self.fleet = fleet = sum(n.total_gpus for n in snap.nodes if n.schedulable)
         self.levels = tier_levels(snap.tiers)
-        # floors are whole GPUs: a fraction of a GPU protects nothing a gang could use
-        self.floors = {
-            n: math.floor(t.guaranteed_share * fleet + 1e-9) for n, t in snap.tiers.items()
-        }
+        self.floors = tier_floors(snap.tiers, fleet)
         self.reserve_cap = self.cfg.reserve_share * fleet
         self.reserved_gpus = 0
         self.ceilings = {n: t.max_share * fleet for n, t in snap.tiers.items()}

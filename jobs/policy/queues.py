@@ -85,6 +85,12 @@ def tier_levels(tiers: dict[str, TierSpec]) -> dict[str, int]:
     return {name: order.index(t.priority) for name, t in tiers.items()}
 
 
+def tier_floors(tiers: dict[str, TierSpec], fleet: int) -> dict[str, int]:
+    """Each tier's guaranteed floor in whole GPUs: a fraction of a GPU protects nothing a
+    gang could use."""
+    return {n: math.floor(t.guaranteed_share * fleet + 1e-9) for n, t in tiers.items()}
+
+
 def tier_usage(snap: Snapshot, tiers: dict[str, TierQueue]) -> dict[str, float]:
     """Decayed usage per tier, summed over its orgs; only needed where tiers tie."""
     levels = [t.level for t in tiers.values()]

@@ -1,0 +1,35 @@
+"""Queue positions: the line the ranking serves, as people read it ("12th of 1,240").
+
+Under fair share a job's place is not its arrival: an organization that used less goes
+ahead of one that used more, and each start moves its owner back. The line is the ranked
+walk (ranking.py) with every job charged to its tier, org, project and user as it is passed,
+as a round charges a job it starts: the order the queue would start in if GPUs of every kind
+came free one job at a time. Fits, caps, reservations and preemption are left aside, so a
+job's place says who is ahead of it, and its pending reason why it still waits.
+"""
+
+from __future__ import annotations
+
+from .gcpause import gc_paused
+from .queues import tier_floors
+from .ranking import RankedQueue
+from .shares import Shares
+from .types import Snapshot
+
+
+def start_order(snap: Snapshot) -> list[int]:
+    """The queued jobs' ids, first in line first; jobs of tiers the snapshot does not define
+    come last, in queue order."""
+    fleet = sum(n.total_gpus for n in snap.nodes if n.schedulable)
+    shares = Shares.of(snap.running)
+    with gc_paused():
+        queue = RankedQueue(snap, shares, tier_floors(snap.tiers, fleet))
+        order: list[int] = []
+        job = queue.pop()
+        while job is not None:
+            order.append(job.job_id)
+            shares.add(job, job.gpus)
+            queue.charged(job)
+            job = queue.pop()
+        order.extend(job.job_id for job in queue.unknown)
+    return order
