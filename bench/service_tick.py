@@ -183,6 +183,7 @@ def main() -> None:
           f"first ({loads[0]:.0f} ms), median decision {statistics.median(decides):.1f} ms")
     print(f"queue read: cached {queue:.0f} ms, fresh {fresh:.0f} ms, ratio {queue / fresh:.2f}")
     _time_reasons(rounds[-1][4])
+    _time_line(rounds[-1][5], rounds[-1][4])
 
 
 def _round(r: int, limit_weight: float) -> tuple:
@@ -206,7 +207,7 @@ def _round(r: int, limit_weight: float) -> tuple:
     print(f"{r:5d}  {load_ms:7.0f}  {queue_ms:8.0f}  {read:9d}  {fresh_ms:14.0f}  "
           f"{decide_ms:11.1f}  {fifo_ms:7.1f}  {decide_ms / fifo_ms:5.2f}  "
           f"{commit_ms:9.0f}  {report.reasons_written:15d}")
-    return load_ms, decide_ms, queue_ms, fresh_ms, decisions
+    return load_ms, decide_ms, queue_ms, fresh_ms, decisions, snap
 
 
 def _time_reasons(decisions) -> None:
@@ -226,6 +227,29 @@ def _time_reasons(decisions) -> None:
     h, c = statistics.median(held), statistics.median(compared)
     print(f"reasons write (nothing to change): held {h:.0f} ms, all compared in SQL {c:.0f} ms, "
           f"ratio {h / c:.2f}")
+
+
+def _time_line(snap, decisions) -> None:
+    """Queue positions (jobs/scheduler/positions.py) of the last round's snapshot: the line
+    drawn alone, drawn and published in the cache, and read back for one job and for a page
+    of 100; against the round's decision on the same snapshot."""
+    from jobs import policy
+    from jobs.policy.line import start_order
+    from jobs.scheduler.positions import publish_positions, queue_positions
+
+    placed = {p.job_id for p in decisions.placements}
+    draws, publishes, decides, ones, pages = [], [], [], [], []
+    page = [j.job_id for j in snap.queued[-100:]]
+    for _ in range(3):
+        decides.append(_timed(lambda: policy.decide(snap))[1])
+        draws.append(_timed(lambda: start_order(snap))[1])
+        publishes.append(_timed(lambda: publish_positions(snap, placed))[1])
+        ones.append(_timed(lambda: queue_positions(page[:1]))[1])
+        pages.append(_timed(lambda: queue_positions(page))[1])
+    draw, publish, decide = (statistics.median(x) for x in (draws, publishes, decides))
+    print(f"queue line: drawn {draw:.0f} ms, drawn and published {publish:.0f} ms "
+          f"(decision {decide:.0f} ms, ratio {publish / decide:.2f}); read one job "
+          f"{statistics.median(ones):.2f} ms, a page of 100 {statistics.median(pages):.2f} ms")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,8 @@ try:
     REDIS_URL = env_str("REDIS_URL", "")
     CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
     GPUSCHED_TICK_SECONDS = env_number("GPUSCHED_TICK_SECONDS", 1.0, minimum=0.1)
+    # how often the tick publishes every waiting job's place in line (jobs/scheduler/positions.py)
+    GPUSCHED_POSITIONS_SECONDS = env_number("GPUSCHED_POSITIONS_SECONDS", 10.0, minimum=0)
     GPUSCHED_HEARTBEAT_SECONDS = env_number("GPUSCHED_HEARTBEAT_SECONDS", 2.0, minimum=0.1)
     GPUSCHED_LEASE_SECONDS = env_number("GPUSCHED_LEASE_SECONDS", 20.0, minimum=1)
     GPUSCHED_NODE_STALE_SECONDS = env_number("GPUSCHED_NODE_STALE_SECONDS", 30.0, minimum=1)

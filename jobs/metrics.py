@@ -105,6 +105,7 @@ _LEDGER_FIGURES = [
 
 
 def _published() -> Iterable[tuple[str, str, str, list[Sample]]]:
+    from jobs.scheduler.positions import last_publication
     from jobs.scheduler.tick import capacity_advice  # the tick imports this module
 
     tick = cache.get(LAST_TICK_KEY)
@@ -130,6 +131,13 @@ def _published() -> Iterable[tuple[str, str, str, list[Sample]]]:
     yield ("gpusched_backlog_seconds", "gauge",
            "How long the work waiting at each tier or above would keep the fleet busy.",
            [({"tier": t}, s) for t, s in (backlog["seconds"] if backlog else {}).items()])
+    line = last_publication()
+    if line is not None:
+        yield ("gpusched_queue_line_timestamp_seconds", "gauge",
+               "When the scheduler last drew the line of waiting jobs that queue positions "
+               "are read from (Unix time).", [({}, line["at"])])
+        yield ("gpusched_queue_line_seconds", "gauge",
+               "How long drawing and publishing that line took.", [({}, line["ms"] / 1000)])
     yield ("gpusched_capacity_short_gpus", "gauge",
            "GPUs per type the fleet lacks to meet every tier's start SLO (last round).",
            [({"gpu_type": g}, n) for g, n in capacity_advice()["short_gpus"].items()])

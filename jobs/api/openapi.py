@@ -75,8 +75,12 @@ def _job_submit() -> dict:
     return schema
 
 
+POSITION = _nullable({**_obj({"place": INT, "of": INT, "as_of": TIME}), "description":
+    "The job's place in line (1: first) among the `of` jobs waiting when the scheduler last "
+    "drew the line, at `as_of` (every GPUSCHED_POSITIONS_SECONDS): the order its ranking "
+    "would start them in, tiers and fair share included. Null until a line includes the job."})
 PENDING = _nullable(_obj({"code": STR, "reason": STR, "estimated_start": _nullable(TIME),
-                          "what_if": STR}))
+                          "what_if": STR, "position": POSITION}))
 JOB = _obj({
     "id": INT, "organization": STR, "project": STR,
     "state": {"type": "string", "enum": list(JobState.values)}, "version": INT, "prompt": STR,

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
 from django.conf import settings
 from django.core.validators import URLValidator
 from rest_framework import serializers
@@ -7,6 +10,7 @@ from rest_framework import serializers
 from jobs.api.paging import PageQuery
 from jobs.models import Job, WebhookEndpoint
 from jobs.models.webhook import EVENTS
+from jobs.scheduler.positions import QueuePosition, queue_positions
 from jobs.services.outputs import output_path
 from jobs.states import JobState
 
@@ -53,11 +57,31 @@ class JobSerializer(serializers.ModelSerializer):
     def get_pending(self, job: Job) -> dict | None:
         if job.state != "QUEUED":
             return None
+        positions = self.context.get("positions")
+        if positions is None:  # one job: its own read
+            positions = queue_positions([job.pk])
         return {"code": job.pending_code, "reason": job.pending_reason,
-                "estimated_start": job.estimated_start, "what_if": job.pending_what_if}
+                "estimated_start": job.estimated_start, "what_if": job.pending_what_if,
+                "position": position_body(positions.get(job.pk))}
 
     def get_output_url(self, job: Job) -> str | None:
         return output_path(job)
+
+
+_TIME = serializers.DateTimeField()  # the API's one way of writing a time
+
+
+def position_body(position: QueuePosition | None) -> dict | None:
+    """`{place, of, as_of}`, or None until the job is first in a published line."""
+    if position is None:
+        return None
+    return {"place": position.position, "of": position.length,
+            "as_of": _TIME.to_representation(datetime.fromtimestamp(position.at, tz=UTC))}
+
+
+def page_positions(jobs: Iterable[Job]) -> dict[int, QueuePosition]:
+    """The places of a page's waiting jobs, in one read: the serializer's `positions`."""
+    return queue_positions(job.pk for job in jobs if job.state == "QUEUED")
 
 
 class WebhookEndpointSerializer(serializers.ModelSerializer):

@@ -13,6 +13,7 @@ from jobs.api.serializers import (
     JobSerializer,
     JobSubmitSerializer,
     WebhookEndpointSerializer,
+    page_positions,
 )
 from jobs.models import Job, WebhookEndpoint
 from jobs.scheduler.backlog import backlog_seconds
@@ -62,7 +63,8 @@ class JobListCreate(APIView):
         if "state" in query.validated_data:
             jobs = jobs.filter(state=query.validated_data["state"])
         page, following = page_of(jobs, query.validated_data, request, "/api/v1/jobs")
-        return Response({"results": JobSerializer(page, many=True).data, "next": following})
+        serialized = JobSerializer(page, many=True, context={"positions": page_positions(page)})
+        return Response({"results": serialized.data, "next": following})
 
 
 class JobCancel(APIView):

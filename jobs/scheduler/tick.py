@@ -18,6 +18,7 @@ from jobs.scheduler.backlog import publish_backlog
 from jobs.scheduler.holds import kept_holds, remember_holds
 from jobs.scheduler.lock import tick_lock
 from jobs.scheduler.nominations import NomineeReport, start_nominees
+from jobs.scheduler.positions import positions_due, publish_positions
 from jobs.scheduler.queue_cache import held_reasons, queue_rows_read
 from jobs.scheduler.snapshot import load_snapshot
 from jobs.scheduler.usage import fold_ended_attempts
@@ -77,8 +78,12 @@ def scheduler_tick_run() -> TickReport:
         phases_ms["commit"] = _since(clock)
         remember_holds(decisions)
         publish_capacity_advice(decisions.capacity_advice, now.timestamp())
-        publish_backlog(snapshot, {p.job_id for p in decisions.placements})
+        placed = {p.job_id for p in decisions.placements}
+        publish_backlog(snapshot, placed)
         publish_tick(now.timestamp(), phases_ms, running_compiled(), queue_rows_read())
+    # outside the lock: a round asked for meanwhile need not wait for the line
+    if settings.GPUSCHED_POLICY == "gpusched" and positions_due(snapshot.now):
+        publish_positions(snapshot, placed)
     decision_ms = phases_ms["decision"]
     if applied.placed or applied.preempted or nominees.started:
         log.info("tick: %d queued, placed %d (+%d nominees), preempted %d, refused %d "

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 from credits.services.holds import job_credits
 from credits.services.statements import job_transfers, organization_balance
 from jobs.models import Attempt, Job, Organization
+from jobs.scheduler.positions import queue_positions
 from jobs.services.cancellation import job_cancel
 from jobs.services.errors import ServiceError
 from jobs.services.outputs import output_response
@@ -30,9 +31,17 @@ def _jobs_of_user(request: HttpRequest) -> QuerySet[Job]:
             .select_related("organization", "project").prefetch_related(live))
 
 
+def _with_positions(jobs: list[Job]) -> list[Job]:
+    """Give each waiting job its place in line (`queue_position`), one read for them all."""
+    places = queue_positions(job.pk for job in jobs if job.state == "QUEUED")
+    for job in jobs:
+        job.queue_position = places.get(job.pk)
+    return jobs
+
+
 @login_required
 def job_list(request: HttpRequest) -> HttpResponse:
-    jobs = _jobs_of_user(request).order_by("-pk")[:RECENT]
+    jobs = _with_positions(list(_jobs_of_user(request).order_by("-pk")[:RECENT]))
     orgs = Organization.objects.filter(memberships__user=request.user).order_by("slug")
     return render(request, "dashboard/job_list.html", {
         "jobs": jobs, "balances": [(org, organization_balance(org)) for org in orgs],
@@ -53,7 +62,7 @@ def _job_of_user(request: HttpRequest, job_id: int) -> Job:
 
 @login_required
 def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
-    job = _job_of_user(request, job_id)
+    job = _with_positions([_job_of_user(request, job_id)])[0]
     return render(request, "dashboard/job_detail.html",
                   {"job": job, "events": job.events.all(), "attempts": job.attempts.all(),
                    "cancellable": job.state not in TERMINAL, "credits": job_credits(job),

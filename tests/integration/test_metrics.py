@@ -55,6 +55,9 @@ def test_metrics_show_the_queue_the_fleet_the_last_round_and_refusals(alice, api
                for p in ("snapshot", "decision", "commit"))
     assert m["gpusched_tick_queue_rows_read", ""] == 3  # the three jobs queued then
     assert m["gpusched_backlog_seconds", '{tier="free"}'] > 0
+    assert m["gpusched_queue_line_timestamp_seconds", ""] == pytest.approx(
+        m["gpusched_tick_last_run_timestamp_seconds", ""])
+    assert m["gpusched_queue_line_seconds", ""] > 0
     assert m["gpusched_requests_refused_total", '{code="queue_full"}'] == 1
     assert m["gpusched_requests_refused_total", '{code="overloaded"}'] == 0
 

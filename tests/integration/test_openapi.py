@@ -9,6 +9,7 @@ from credits.models import GpuPrice
 from credits.services.grants import credits_grant
 from jobs.api.serializers import JobSubmitSerializer
 from jobs.models import Tier
+from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.tenancy import api_key_issue, organization_create
 from tests.support.openapi import conforms
 
@@ -63,8 +64,12 @@ def test_real_answers_are_what_the_document_says(document, api, alice, settings)
     submitted = api.post("/api/v1/jobs", {"prompt": "a crane", "gpus": 2}, format="json")
     _check(d, submitted, "/api/v1/jobs", "post", 202)
     job_id = submitted.json()["id"]
+    settings.GPUSCHED_POSITIONS_SECONDS = 0  # the round draws the line: the job has a place
+    scheduler_tick_run()
     _check(d, api.get("/api/v1/jobs"), "/api/v1/jobs", "get", 200)
-    _check(d, api.get(f"/api/v1/jobs/{job_id}"), "/api/v1/jobs/{job_id}", "get", 200)
+    waiting = api.get(f"/api/v1/jobs/{job_id}")
+    assert waiting.json()["pending"]["position"]["place"] == 1
+    _check(d, waiting, "/api/v1/jobs/{job_id}", "get", 200)
     _check(d, api.get("/api/v1/jobs/999999"), "/api/v1/jobs/{job_id}", "get", 404)
     _check(d, api.post(f"/api/v1/jobs/{job_id}/cancel"), "/api/v1/jobs/{job_id}/cancel",
            "post", 202)

@@ -1,0 +1,89 @@
+"""Queue positions: each waiting job's place in line ("12th of 1,240") for the API and the
+dashboard, as the policy's ranking would serve the queue (jobs/policy/line.py).
+
+The tick publishes the line from its own snapshot every GPUSCHED_POSITIONS_SECONDS, not
+every round: the whole line is a pass of the ranking over the queue (about half a second
+at 50,000 queued, interpreted), and a place read once a few seconds is as useful as one
+read every second. The line is cut into entries of job ids by range, so reading one job's
+place, or a page's, costs one or two small cache reads. Each publication writes a new
+generation and then points to it, so a reader sees one line, never a mix of two.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.cache import cache
+
+from jobs.policy.line import start_order
+from jobs.policy.types import Snapshot
+
+POSITIONS_KEY = "gpusched:positions"  # the current generation: {gen, at, length, ms}
+_IDS_PER_ENTRY = 1024  # job ids of one cache entry: a page of recent jobs is one or two
+
+
+@dataclass(frozen=True)
+class QueuePosition:
+    position: int  # 1: first in line
+    length: int  # jobs in line
+    at: float  # when the line was drawn (Unix time)
+
+
+def _entry_key(gen: int, job_id: int) -> str:
+    return f"{POSITIONS_KEY}:{gen}:{job_id // _IDS_PER_ENTRY}"
+
+
+def _ttl() -> float:
+    # a line outlives its successor's publication, and vanishes soon after the ticks stop
+    return 3 * settings.GPUSCHED_POSITIONS_SECONDS + 30
+
+
+def positions_due(now: float) -> bool:
+    """Whether the line published last is GPUSCHED_POSITIONS_SECONDS old (or absent)."""
+    last = cache.get(POSITIONS_KEY)
+    return last is None or now - last["at"] >= settings.GPUSCHED_POSITIONS_SECONDS
+
+
+def publish_positions(snapshot: Snapshot, started: AbstractSet[int]) -> int:
+    """Draw the line of the snapshot's queue without the jobs the round `started`, publish
+    it, and return its length."""
+    clock = time.perf_counter()
+    entries: dict[str, dict[int, int]] = defaultdict(dict)
+    gen = time.time_ns()
+    place = 0
+    for job_id in start_order(snapshot):
+        if job_id not in started:
+            place += 1
+            entries[_entry_key(gen, job_id)][job_id] = place
+    ttl = _ttl()
+    cache.set_many(entries, timeout=ttl)
+    ms = (time.perf_counter() - clock) * 1000
+    cache.set(POSITIONS_KEY, {"gen": gen, "at": snapshot.now, "length": place, "ms": ms},
+              timeout=ttl)
+    return place
+
+
+def queue_positions(job_ids: Iterable[int]) -> dict[int, QueuePosition]:
+    """The published place of each of these jobs that was in line when it was drawn."""
+    line = cache.get(POSITIONS_KEY)
+    ids = set(job_ids)
+    if line is None or not ids:
+        return {}
+    gen = line["gen"]
+    entries = cache.get_many({_entry_key(gen, i) for i in ids})
+    found: dict[int, QueuePosition] = {}
+    for job_id in ids:
+        place = entries.get(_entry_key(gen, job_id), {}).get(job_id)
+        if place is not None:
+            found[job_id] = QueuePosition(place, line["length"], line["at"])
+    return found
+
+
+def last_publication() -> dict | None:
+    """{at, length, ms} of the line published last, for /metrics."""
+    return cache.get(POSITIONS_KEY)
