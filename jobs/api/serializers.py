@@ -72,10 +72,11 @@ _TIME = serializers.DateTimeField()  # the API's one way of writing a time
 
 
 def position_body(position: QueuePosition | None) -> dict | None:
-    """`{place, of, as_of}`, or None until the job is first in a published line."""
+    """`{place, of, ahead_s, as_of}`, or None until the job is first in a published line."""
     if position is None:
         return None
-    return {"place": position.position, "of": position.length,
+    ahead = None if position.ahead_s is None else round(position.ahead_s)
+    return {"place": position.position, "of": position.length, "ahead_s": ahead,
             "as_of": _TIME.to_representation(datetime.fromtimestamp(position.at, tz=UTC))}
 
 

@@ -14,22 +14,22 @@ from .gcpause import gc_paused
 from .queues import tier_floors
 from .ranking import RankedQueue
 from .shares import Shares
-from .types import Snapshot
+from .types import QueuedJob, Snapshot
 
 
-def start_order(snap: Snapshot) -> list[int]:
-    """The queued jobs' ids, first in line first; jobs of tiers the snapshot does not define
-    come last, in queue order."""
+def start_order(snap: Snapshot) -> list[QueuedJob]:
+    """The queued jobs, first in line first; jobs of tiers the snapshot does not define come
+    last, in queue order."""
     fleet = sum(n.total_gpus for n in snap.nodes if n.schedulable)
     shares = Shares.of(snap.running)
     with gc_paused():
         queue = RankedQueue(snap, shares, tier_floors(snap.tiers, fleet))
-        order: list[int] = []
+        order: list[QueuedJob] = []
         job = queue.pop()
         while job is not None:
-            order.append(job.job_id)
+            order.append(job)
             shares.add(job, job.gpus)
             queue.charged(job)
             job = queue.pop()
-        order.extend(job.job_id for job in queue.unknown)
+        order.extend(queue.unknown)
     return order

@@ -1,5 +1,6 @@
 """Queue positions: each waiting job's place in line ("12th of 1,240") for the API and the
-dashboard, as the policy's ranking would serve the queue (jobs/policy/line.py).
+dashboard, as the policy's ranking would serve the queue (jobs/policy/line.py), and the work
+ahead of it: how long the jobs ahead would keep the whole fleet busy.
 
 The tick publishes the line from its own snapshot every GPUSCHED_POSITIONS_SECONDS, not
 every round: the whole line is a pass of the ranking over the queue (about half a second
@@ -23,7 +24,7 @@ from django.core.cache import cache
 from jobs.policy.line import start_order
 from jobs.policy.types import Snapshot
 
-POSITIONS_KEY = "gpusched:positions"  # the current generation: {gen, at, length, ms}
+POSITIONS_KEY = "gpusched:positions"  # the current generation: {gen, at, length, ms, fleet}
 _IDS_PER_ENTRY = 1024  # job ids of one cache entry: a page of recent jobs is one or two
 
 
@@ -32,6 +33,9 @@ class QueuePosition:
     position: int  # 1: first in line
     length: int  # jobs in line
     at: float  # when the line was drawn (Unix time)
+    # the jobs ahead's GPU-seconds (estimates, else time limits) over the fleet's GPUs: how
+    # long they would keep the whole fleet busy; None while no GPU is schedulable
+    ahead_s: float | None
 
 
 def _entry_key(gen: int, job_id: int) -> str:
@@ -53,18 +57,20 @@ def publish_positions(snapshot: Snapshot, started: AbstractSet[int]) -> int:
     """Draw the line of the snapshot's queue without the jobs the round `started`, publish
     it, and return its length."""
     clock = time.perf_counter()
-    entries: dict[str, dict[int, int]] = defaultdict(dict)
+    entries: dict[str, dict[int, tuple[int, float]]] = defaultdict(dict)
     gen = time.time_ns()
-    place = 0
-    for job_id in start_order(snapshot):
-        if job_id not in started:
+    place, ahead = 0, 0.0  # GPU-seconds ahead
+    for job in start_order(snapshot):
+        if job.job_id not in started:
             place += 1
-            entries[_entry_key(gen, job_id)][job_id] = place
+            entries[_entry_key(gen, job.job_id)][job.job_id] = (place, ahead)
+            ahead += job.gpus * (job.expected_duration_s or job.time_limit_s)
+    fleet = sum(n.total_gpus for n in snapshot.nodes if n.schedulable)
     ttl = _ttl()
     cache.set_many(entries, timeout=ttl)
     ms = (time.perf_counter() - clock) * 1000
-    cache.set(POSITIONS_KEY, {"gen": gen, "at": snapshot.now, "length": place, "ms": ms},
-              timeout=ttl)
+    cache.set(POSITIONS_KEY, {"gen": gen, "at": snapshot.now, "length": place, "ms": ms,
+                              "fleet": fleet}, timeout=ttl)
     return place
 
 
@@ -76,11 +82,14 @@ def queue_positions(job_ids: Iterable[int]) -> dict[int, QueuePosition]:
         return {}
     gen = line["gen"]
     entries = cache.get_many({_entry_key(gen, i) for i in ids})
+    fleet = line["fleet"]
     found: dict[int, QueuePosition] = {}
     for job_id in ids:
-        place = entries.get(_entry_key(gen, job_id), {}).get(job_id)
-        if place is not None:
-            found[job_id] = QueuePosition(place, line["length"], line["at"])
+        entry = entries.get(_entry_key(gen, job_id), {}).get(job_id)
+        if entry is not None:
+            place, ahead = entry
+            found[job_id] = QueuePosition(place, line["length"], line["at"],
+                                          ahead / fleet if fleet else None)
     return found
 
 

@@ -72,6 +72,23 @@ def test_the_tick_draws_the_line_every_period(alice, settings) -> None:
     assert _places([later]) == [3]
 
 
+def test_the_work_ahead_is_what_the_jobs_ahead_would_keep_the_fleet_busy(alice, client) -> None:
+    make_node("n1", gpus=4)
+    running = make_job(alice, gpus=4)
+    first = make_job(alice, gpus=4, expected_duration_s=600)  # its estimate counts
+    second = make_job(alice, gpus=2)  # its time limit would, an hour
+    third = make_job(alice, gpus=1)
+    scheduler_tick_run()
+    assert Job.objects.get(pk=running.pk).state == "SCHEDULED"
+    found = queue_positions([first.pk, second.pk, third.pk])
+    assert [found[j.pk].ahead_s for j in (first, second, third)] == [0.0, 600.0, 2400.0]
+    user = get_user_model().objects.create_user("ann", password="pw-ann-1")
+    Membership.objects.create(user=user, organization=alice)
+    client.force_login(user)
+    assert "3 of 3 in line, 40 min of fleet work ahead" in client.get(
+        f"/dashboard/jobs/{third.pk}").content.decode()
+
+
 def test_no_line_under_another_policy(alice, settings) -> None:
     settings.GPUSCHED_POLICY = "fifo"
     job = make_job(alice)
@@ -85,6 +102,7 @@ def test_the_api_shows_the_place_of_a_waiting_job(api, alice) -> None:
     scheduler_tick_run()  # no node: both wait
     position = api.get(f"/api/v1/jobs/{second.pk}").json()["pending"]["position"]
     assert position["place"] == 2 and position["of"] == 2 and position["as_of"]
+    assert position["ahead_s"] is None  # no GPU is schedulable: no fleet to divide by
     listed = {j["id"]: j["pending"]["position"]["place"]
               for j in api.get("/api/v1/jobs").json()["results"]}
     assert listed == {first.pk: 1, second.pk: 2}

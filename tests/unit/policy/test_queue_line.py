@@ -7,7 +7,12 @@ import random
 from policy_builders import job, node, running, snap, tiers
 
 from jobs.policy import decide
-from jobs.policy.line import start_order
+from jobs.policy.line import start_order as line_of
+from jobs.policy.types import Snapshot
+
+
+def start_order(snap: Snapshot) -> list[int]:
+    return [job.job_id for job in line_of(snap)]
 
 
 def test_a_light_org_goes_second_behind_a_heavy_org_of_many_jobs() -> None:
