@@ -10,6 +10,9 @@ job's place says who is ahead of it, and its pending reason why it still waits.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from collections.abc import Set as AbstractSet
+
 from .gcpause import gc_paused
 from .queues import tier_floors
 from .ranking import RankedQueue
@@ -33,3 +36,14 @@ def start_order(snap: Snapshot) -> list[QueuedJob]:
             job = queue.pop()
         order.extend(queue.unknown)
     return order
+
+
+def with_work_ahead(line: Iterable[QueuedJob], skip: AbstractSet[int] = frozenset()
+                    ) -> Iterator[tuple[QueuedJob, float]]:
+    """Each job of the line but those in `skip`, with the GPU-seconds of the jobs ahead of it
+    (their estimates, else their time limits: what the fleet's backlog is measured in)."""
+    ahead = 0.0
+    for job in line:
+        if job.job_id not in skip:
+            yield job, ahead
+            ahead += job.gpus * (job.expected_duration_s or job.time_limit_s)

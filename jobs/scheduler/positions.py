@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.cache import cache
 
-from jobs.policy.line import start_order
+from jobs.policy.line import start_order, with_work_ahead
 from jobs.policy.types import Snapshot
 
 POSITIONS_KEY = "gpusched:positions"  # the current generation: {gen, at, length, ms, fleet}
@@ -59,12 +59,9 @@ def publish_positions(snapshot: Snapshot, started: AbstractSet[int]) -> int:
     clock = time.perf_counter()
     entries: dict[str, dict[int, tuple[int, float]]] = defaultdict(dict)
     gen = time.time_ns()
-    place, ahead = 0, 0.0  # GPU-seconds ahead
-    for job in start_order(snapshot):
-        if job.job_id not in started:
-            place += 1
-            entries[_entry_key(gen, job.job_id)][job.job_id] = (place, ahead)
-            ahead += job.gpus * (job.expected_duration_s or job.time_limit_s)
+    place = 0
+    for place, (job, ahead) in enumerate(with_work_ahead(start_order(snapshot), started), 1):
+        entries[_entry_key(gen, job.job_id)][job.job_id] = (place, ahead)
     fleet = sum(n.total_gpus for n in snapshot.nodes if n.schedulable)
     ttl = _ttl()
     cache.set_many(entries, timeout=ttl)

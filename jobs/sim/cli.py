@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
+from jobs.policy import POLICIES
 from jobs.policy.types import Decisions, PolicyConfig, Snapshot, TierSpec
 from jobs.policy_build import running_compiled
 
@@ -54,6 +55,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="change a PolicyConfig field, e.g. reserve_share=0.25; repeatable")
     p.add_argument("--max-time", type=float, default=None, help="stop at this virtual time")
+    p.add_argument("--line-every", type=float, default=0.0,
+                   help="gpusched: draw the queue line every SECONDS, as the service does, and "
+                        "report how the work ahead it shows compares to the wait (0: off)")
     p.add_argument("--json", default=None, help="write the figures here")
     p.add_argument("--quiet", action="store_true")
     return p
@@ -107,7 +111,8 @@ def simulate(args: argparse.Namespace,
                     restore_cost=args.restore_cost, node_failure_rate=args.node_failures,
                     repair_s=args.repair_time, seed=args.seed, period=period,
                     round_interval=args.round_interval,
-                    max_time=args.max_time if args.max_time is not None else float("inf"))
+                    max_time=args.max_time if args.max_time is not None else float("inf"),
+                    line_every=args.line_every if policy is POLICIES["gpusched"] else 0.0)
     return sim.run()
 
 

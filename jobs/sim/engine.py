@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from jobs.policy.line import start_order, with_work_ahead
 from jobs.policy.types import (
     Allocation,
     Decisions,
@@ -85,8 +86,10 @@ class Simulator:
                  restore_cost: float = 30.0, node_failure_rate: float = 0.0,
                  repair_s: float = 1800.0, seed: int = 0, round_interval: float = 1.0,
                  period: float = 10.0, max_time: float = math.inf,
-                 org_weights: dict[str, float] | None = None) -> None:
+                 org_weights: dict[str, float] | None = None, line_every: float = 0.0) -> None:
         self.policy = policy
+        self.line_every = line_every  # draw the queue line this often (0: never)
+        self.next_line = 0.0
         self.tiers = tiers or default_tiers()
         self.config = config or PolicyConfig()
         self.jobs = sorted(jobs, key=lambda j: (j.submit, j.job_id))
@@ -286,6 +289,9 @@ class Simulator:
                     self.notes.append(f"t={self.now:.0f} invalid placement {p}")
                 continue
             placed.add(p.job_id)
+        if self.line_every and self.now >= self.next_line:
+            self.next_line = self.now + self.line_every
+            self._note_line(snap, placed)
         # judged on the queue the policy saw: a victim re-queued just now had no say yet
         missing = [q.job_id for q in snap.queued
                    if q.job_id not in dec.pending and q.job_id not in placed]
@@ -304,6 +310,17 @@ class Simulator:
             job = self.queued.get(r.job_id)
             if job is not None and job.first_start is None and job.first_estimate is None:
                 job.first_estimate = r.start_at
+
+    def _note_line(self, snap: Snapshot, placed: set[int]) -> None:
+        """The fleet work ahead of each job in the first line that showed it, drawn as the
+        service's tick draws it (jobs/scheduler/positions.py)."""
+        fleet = sum(n.total_gpus for n in snap.nodes if n.schedulable)
+        if not fleet:
+            return
+        for q, ahead in with_work_ahead(start_order(snap), placed):
+            job = self.queued.get(q.job_id)
+            if job is not None and job.first_start is None and job.first_line is None:
+                job.first_line = (self.now, ahead / fleet)
 
     def _apply(self, job: SimJob, allocs: tuple[Allocation, ...]) -> bool:
         seen, wait = set(), False

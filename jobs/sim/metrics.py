@@ -67,6 +67,16 @@ def _estimate_error(jobs) -> dict[str, float | int]:
             "start_after_estimate_p95": pct(late, 95) if late else None}
 
 
+def _line_error(jobs) -> dict[str, float | int | None]:
+    """How much longer than the fleet work ahead of them, in the first line that showed
+    them, jobs waited from that line to their start (negative: shorter)."""
+    late = [j.first_start - j.first_line[0] - j.first_line[1] for j in jobs
+            if j.first_line is not None and j.first_start is not None]
+    return {"line_jobs": len(late),
+            "start_after_work_ahead_p50": pct(late, 50) if late else None,
+            "start_after_work_ahead_p95": pct(late, 95) if late else None}
+
+
 def _jain_by_tier(res: SimResult, per_org: dict, tiers, key: str) -> dict:
     """Jain's index per tier over the orgs with backlog, of their x (`_RATIOS[key]`), each
     org's x kept in its `per_org` row under `key`."""
@@ -97,6 +107,7 @@ def summarize(res: SimResult) -> dict:
         row = _dist(_waits(tj, end))
         row["wait_p95_by_gpus"] = _p95_by_gpus(tj, end)
         row.update(_estimate_error(tj))
+        row.update(_line_error(tj))
         row["jct_mean"] = mean([j.end - j.submit for j in tj if j.end is not None])
         row["queued_mean"] = mean([j.queued_total for j in tj])
         row["gpu_share"] = acc.get("gpu_wait", 0.0) / cap_wait

@@ -66,6 +66,8 @@ class SimJob:
     saved: float = 0.0  # checkpointed work
     first_start: float | None = None
     first_estimate: float | None = None  # start of the first reservation it held, unstarted
+    # (when, fleet seconds of work ahead) of the first line that showed it, unstarted
+    first_line: tuple[float, float] | None = None
     end: float | None = None
     queued_since: float | None = None
     queued_total: float = 0.0

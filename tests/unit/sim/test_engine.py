@@ -207,3 +207,23 @@ def test_a_job_reports_how_much_later_than_its_first_estimate_it_started():
     paid = summarize(res)["per_tier"]["paid"]
     assert paid["estimated_jobs"] == 1
     assert paid["start_after_estimate_p50"] == paid["start_after_estimate_p95"] == 50.0
+
+
+def test_the_line_shows_the_work_ahead_and_the_report_compares_it_to_the_wait():
+    from jobs.policy import decide
+
+    fleet = [NodeSpec("n0", 1)]
+    jobs = [SimJob(i, "o1", "free", 1, 0, 100, time_limit=1000, expected_duration=100)
+            for i in (1, 2, 3)]
+    res = Simulator(fleet, jobs, decide, line_every=10).run()
+    by = {j.job_id: j for j in res.jobs}
+    # at t=0 job 1 starts; the line shows job 2 nothing ahead and job 3 job 2's 100 s
+    assert by[1].first_line is None
+    assert by[2].first_line == (0, 0.0) and by[3].first_line == (0, 100.0)
+    # each starts 100 s later than that: the work running now is not in the line
+    row = summarize(res)["per_tier"]["free"]
+    assert row["line_jobs"] == 2
+    assert row["start_after_work_ahead_p50"] == row["start_after_work_ahead_p95"] == 100.0
+    off = summarize(Simulator(fleet, [SimJob(1, "o1", "free", 1, 0, 100, time_limit=1000)],
+                              decide).run())["per_tier"]["free"]
+    assert off["line_jobs"] == 0 and off["start_after_work_ahead_p50"] is None
