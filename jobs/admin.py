@@ -17,6 +17,7 @@ from jobs.models import (
     WebhookDelivery,
     WebhookEndpoint,
 )
+from jobs.scheduler.positions import queue_positions
 from jobs.services.errors import ServiceError
 from jobs.services.redrive import job_redrive
 from jobs.services.requeue import job_requeue
@@ -98,9 +99,16 @@ class JobAdmin(admin.ModelAdmin):
     # state moves only through the state machine, never by editing the row
     readonly_fields = ["state", "version", "enqueued_at", "started_at", "finished_at",
                        "preemptions", "pending_code", "pending_reason", "pending_what_if",
-                       "estimated_start", "nominated_node", "nominated_gpus"]
+                       "estimated_start", "place_in_line", "nominated_node",
+                       "nominated_gpus"]
     inlines = [AttemptInline, HoldInline, JobEventInline]
     actions = ["run_again", "requeue"]
+
+    @admin.display(description="Place in line")
+    def place_in_line(self, job: Job) -> str:
+        """As the scheduler last drew the line (jobs/scheduler/positions.py)."""
+        place = queue_positions([job.pk]).get(job.pk) if job.state == "QUEUED" else None
+        return place.words() if place else "-"
 
     @admin.action(description="Stop and requeue (running jobs checkpoint and resume later)")
     def requeue(self, request, queryset):

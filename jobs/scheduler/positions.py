@@ -37,6 +37,21 @@ class QueuePosition:
     # long they would keep the whole fleet busy; None while no GPU is schedulable
     ahead_s: float | None
 
+    def words(self) -> str:
+        """For people: "12 of 1,240 in line, 40 min of fleet work ahead"."""
+        text = f"{self.position:,} of {self.length:,} in line"
+        if self.ahead_s:
+            text += f", {_duration(self.ahead_s)} of fleet work ahead"
+        return text
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
 
 def _entry_key(gen: int, job_id: int) -> str:
     return f"{POSITIONS_KEY}:{gen}:{job_id // _IDS_PER_ENTRY}"

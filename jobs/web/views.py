@@ -32,21 +32,11 @@ def _jobs_of_user(request: HttpRequest) -> QuerySet[Job]:
 
 
 def _with_positions(jobs: list[Job]) -> list[Job]:
-    """Give each waiting job its place in line (`queue_position`) and the work ahead of it
-    in words (`work_ahead`), one read for them all."""
+    """Give each waiting job its place in line (`queue_position`), one read for them all."""
     places = queue_positions(job.pk for job in jobs if job.state == "QUEUED")
     for job in jobs:
-        place = job.queue_position = places.get(job.pk)
-        job.work_ahead = _duration(place.ahead_s) if place and place.ahead_s else ""
+        job.queue_position = places.get(job.pk)
     return jobs
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 @login_required

@@ -44,3 +44,15 @@ def test_every_model_of_ours_is_in_admin():
     ours = [m for app in ("jobs", "workers", "credits")
             for m in apps.get_app_config(app).get_models()]
     assert [m.__name__ for m in ours if m not in admin.site._registry] == []
+
+
+def test_a_waiting_jobs_page_shows_its_place_in_line(operator, alice, settings):
+    settings.GPUSCHED_POSITIONS_SECONDS = 0  # this round draws the line
+    make_node("n1", gpus=1)
+    make_job(alice, expected_duration_s=600)
+    first, second = make_job(alice), make_job(alice)
+    scheduler_tick_run()  # the first job starts; two wait
+    page = operator.get(reverse("admin:jobs_job_change", args=[second.pk])).content.decode()
+    assert "2 of 2 in line" in page and "fleet work ahead" in page
+    page = operator.get(reverse("admin:jobs_job_change", args=[first.pk])).content.decode()
+    assert "1 of 2 in line" in page and "fleet work ahead" not in page

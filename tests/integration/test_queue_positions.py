@@ -126,3 +126,13 @@ def test_the_dashboard_shows_the_place(client, alice) -> None:
     scheduler_tick_run()
     assert "2 of 2 in line" in client.get("/dashboard/").content.decode()
     assert "1 of 2 in line" in client.get(f"/dashboard/jobs/{jobs[0].pk}").content.decode()
+
+
+def test_the_place_in_words() -> None:
+    from jobs.scheduler.positions import QueuePosition
+
+    assert QueuePosition(1, 1240, 0.0, 0.0).words() == "1 of 1,240 in line"
+    assert QueuePosition(12, 1240, 0.0, None).words() == "12 of 1,240 in line"
+    assert QueuePosition(2, 3, 0.0, 45.0).words() == "2 of 3 in line, 45 s of fleet work ahead"
+    assert QueuePosition(2, 3, 0.0, 5399.0).words() == "2 of 3 in line, 90 min of fleet work ahead"
+    assert QueuePosition(2, 3, 0.0, 5400.0).words() == "2 of 3 in line, 1.5 h of fleet work ahead"
