@@ -100,15 +100,17 @@ def test_a_member_watches_a_job_run_and_downloads_what_it_made(page, ann, alice,
         f"Job #{hidden.pk}: QUEUED")
 
 
-def test_a_member_cancels_a_waiting_job_from_its_page(page, ann, alice):
+def test_a_member_cancels_a_waiting_job_from_its_page(page, ann, alice, settings):
     from playwright.sync_api import expect
 
+    settings.GPUSCHED_POSITIONS_SECONDS = 0  # this round draws the line of waiting jobs
     job = make_job(alice)
-    scheduler_tick_run()  # no node: it waits, with a reason
+    scheduler_tick_run()  # no node: it waits, with a reason and its place in line
     job.refresh_from_db()
     _log_in(page, "ann", "pw-ann-1")
     page.goto(f"/dashboard/jobs/{job.pk}")
     expect(page.locator("body")).to_contain_text(job.pending_reason)
+    expect(page.locator(".position")).to_have_text("1 of 1 in line")
     page.click("text=Cancel this job")
     expect(page.locator("h1")).to_have_text(f"Job #{job.pk}: CANCELLED")
     expect(page.locator("body")).to_contain_text("Cancelled.")
