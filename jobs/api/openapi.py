@@ -11,7 +11,12 @@ from django.conf import settings
 from rest_framework import serializers
 
 from credits.api.views import TransferListQuery, UsageQuery
-from jobs.api.serializers import JobListQuery, JobSubmitSerializer, WebhookEndpointSerializer
+from jobs.api.serializers import (
+    JobListQuery,
+    JobSubmitSerializer,
+    LineQuery,
+    WebhookEndpointSerializer,
+)
 from jobs.models.webhook import EVENTS, JOB_EVENTS
 from jobs.states import JobState
 
@@ -96,6 +101,10 @@ JOB = _obj({
 JOB_CREDITS = _obj({"held": INT, "spent": INT, "refunded": INT})
 JOB_DETAIL = {**JOB, "properties": {**JOB["properties"], "credits": JOB_CREDITS},
               "required": [*JOB["required"], "credits"]}
+QUEUE_LINE = _obj({
+    "of": _nullable(INT), "as_of": _nullable(TIME), "waiting": INT, "in_line": INT,
+    "results": {"type": "array", "items": _obj({
+        "id": INT, "gpus": INT, "place": INT, "ahead_s": _nullable(INT)})}})
 ACCEPTED = _obj({"id": INT, "state": STR, "url": STR, "backlog_s": _nullable({
     "type": "integer", "description": "How long the work waiting at the job's tier or above "
     "would keep the whole fleet busy, as of the last round (what admission sheds by); not a "
@@ -190,6 +199,14 @@ def _paths() -> dict:
                         {"results": {"type": "array", "items": _ref("Job")},
                          "next": _nullable(STR)})}}},
                 **_errors(400, 429)}}},
+        "/api/v1/queue": {"get": {
+            "operationId": "getQueueLine", "parameters": _query(LineQuery()),
+            "responses": {"200": _answer(
+                "the organization's waiting jobs in the order of the scheduler's last line "
+                "(pending.position), first in line first: `of` jobs were in that line, drawn "
+                "`as_of`; `waiting` of the organization's jobs wait, `in_line` of them were "
+                "in it (those submitted since have no place yet)", "QueueLine"),
+                **_errors(400, 429)}}},
         "/api/v1/jobs/{job_id}": {"get": {
             "operationId": "getJob", "parameters": [JOB_ID],
             "responses": {"200": _answer("the job", "JobDetail"), **_errors(404, 429)}}},
@@ -266,7 +283,8 @@ def openapi_document() -> dict:
             "securitySchemes": {"apiKey": {"type": "http", "scheme": "bearer",
                                            "description": "an organization's API key, gs_…"}},
             "schemas": {"JobSubmit": _job_submit(), "Job": JOB, "JobDetail": JOB_DETAIL,
-                        "Accepted": ACCEPTED, "Error": ERROR, "Webhook": WEBHOOK,
+                        "Accepted": ACCEPTED, "QueueLine": QUEUE_LINE, "Error": ERROR,
+                        "Webhook": WEBHOOK,
                         "WebhookCreated": WEBHOOK_CREATED, "Credits": CREDITS,
                         "Usage": USAGE, "Notice": NOTICE, "CreditsNotice": CREDITS_NOTICE}},
     }

@@ -35,6 +35,10 @@ class JobSubmitSerializer(serializers.Serializer):
         return value
 
 
+class LineQuery(serializers.Serializer):
+    limit = serializers.IntegerField(min_value=1, max_value=500, default=100)
+
+
 class JobListQuery(PageQuery):
     state = serializers.ChoiceField(choices=JobState.values, required=False)
 

@@ -6,6 +6,7 @@ from jobs.api.views import (
     JobListCreate,
     JobOutput,
     OpenApiDocument,
+    QueueLine,
     WebhookDetail,
     WebhookListCreate,
 )
@@ -15,6 +16,7 @@ urlpatterns = [
     path("jobs/<int:job_id>", JobDetail.as_view(), name="job-detail"),
     path("jobs/<int:job_id>/cancel", JobCancel.as_view(), name="job-cancel"),
     path("jobs/<int:job_id>/output", JobOutput.as_view(), name="job-output"),
+    path("queue", QueueLine.as_view(), name="queue-line"),
     path("webhooks", WebhookListCreate.as_view(), name="webhook-list"),
     path("webhooks/<int:hook_id>", WebhookDetail.as_view(), name="webhook-detail"),
     path("openapi.json", OpenApiDocument.as_view(), name="openapi"),

@@ -12,11 +12,14 @@ from jobs.api.serializers import (
     JobListQuery,
     JobSerializer,
     JobSubmitSerializer,
+    LineQuery,
     WebhookEndpointSerializer,
     page_positions,
+    position_body,
 )
 from jobs.models import Job, WebhookEndpoint
 from jobs.scheduler.backlog import backlog_seconds
+from jobs.scheduler.positions import in_line
 from jobs.services.cancellation import job_cancel
 from jobs.services.errors import Conflict, ValidationFailed
 from jobs.services.outputs import output_response
@@ -65,6 +68,24 @@ class JobListCreate(APIView):
         page, following = page_of(jobs, query.validated_data, request, "/api/v1/jobs")
         serialized = JobSerializer(page, many=True, context={"positions": page_positions(page)})
         return Response({"results": serialized.data, "next": following})
+
+
+class QueueLine(APIView):
+    """GET: the organization's waiting jobs in the order the scheduler's last line puts them,
+    first in line first, `?limit=` of them (1–500, 100 by default)."""
+
+    def get(self, request):
+        query = LineQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        waiting = dict(_jobs_of(request).filter(state="QUEUED").values_list("pk", "gpus"))
+        line = [(job_id, position_body(place)) for job_id, place in in_line(waiting)]
+        head = line[0][1] if line else {"of": None, "as_of": None}
+        return Response({
+            "of": head["of"], "as_of": head["as_of"], "waiting": len(waiting),
+            "in_line": len(line),
+            "results": [{"id": job_id, "gpus": waiting[job_id], "place": body["place"],
+                         "ahead_s": body["ahead_s"]}
+                        for job_id, body in line[:query.validated_data["limit"]]]})
 
 
 class JobCancel(APIView):

@@ -105,6 +105,11 @@ def queue_positions(job_ids: Iterable[int]) -> dict[int, QueuePosition]:
     return found
 
 
+def in_line(job_ids: Iterable[int]) -> list[tuple[int, QueuePosition]]:
+    """These jobs' places, first in line first; jobs the published line lacks are left out."""
+    return sorted(queue_positions(job_ids).items(), key=lambda item: item[1].position)
+
+
 def last_publication() -> dict | None:
     """{at, length, ms} of the line published last, for /metrics."""
     return cache.get(POSITIONS_KEY)

@@ -91,9 +91,10 @@ query_values = st.one_of(text, numbers.map(str), st.sampled_from(["QUEUED", "1",
 def test_any_list_query_is_a_page_or_a_400(api, query):
     from urllib.parse import urlencode
 
-    response = api.get("/api/v1/jobs?" + urlencode(query, errors="surrogatepass"))
-    assert response.status_code in (200, 400), response.content[:300]
-    assert "results" in response.json() or response.json()["error"]["code"]
+    for path in ("/api/v1/jobs", "/api/v1/queue"):
+        response = api.get(f"{path}?" + urlencode(query, errors="surrogatepass"))
+        assert response.status_code in (200, 400), response.content[:300]
+        assert "results" in response.json() or response.json()["error"]["code"]
 
 
 @settings(max_examples=150, deadline=None,

@@ -67,6 +67,8 @@ def test_real_answers_are_what_the_document_says(document, api, alice, settings)
     settings.GPUSCHED_POSITIONS_SECONDS = 0  # the round draws the line: the job has a place
     scheduler_tick_run()
     _check(d, api.get("/api/v1/jobs"), "/api/v1/jobs", "get", 200)
+    _check(d, api.get("/api/v1/queue"), "/api/v1/queue", "get", 200)
+    _check(d, api.get("/api/v1/queue?limit=x"), "/api/v1/queue", "get", 400)
     waiting = api.get(f"/api/v1/jobs/{job_id}")
     assert waiting.json()["pending"]["position"]["place"] == 1
     _check(d, waiting, "/api/v1/jobs/{job_id}", "get", 200)

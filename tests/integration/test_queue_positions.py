@@ -108,6 +108,24 @@ def test_the_api_shows_the_place_of_a_waiting_job(api, alice) -> None:
     assert listed == {first.pk: 1, second.pk: 2}
 
 
+def test_the_queue_lists_the_organizations_waiting_jobs_in_line(api, alice, bob) -> None:
+    heavy = [make_job(alice, gpus=2) for _ in range(3)]
+    bob.tier = alice.tier  # bob's one job goes second in line, and alice never sees it
+    bob.save(update_fields=["tier"])
+    make_job(bob)
+    assert api.get("/api/v1/queue").json() == {
+        "of": None, "as_of": None, "waiting": 3, "in_line": 0, "results": []}
+    scheduler_tick_run()  # no node: all wait
+    late = make_job(alice)  # no place until the next line
+    body = api.get("/api/v1/queue?limit=2").json()
+    assert (body["of"], body["waiting"], body["in_line"]) == (4, 4, 3) and body["as_of"]
+    assert body["results"] == [{"id": heavy[0].pk, "gpus": 2, "place": 1, "ahead_s": None},
+                               {"id": heavy[1].pk, "gpus": 2, "place": 3, "ahead_s": None}]
+    assert late.pk not in [r["id"] for r in api.get("/api/v1/queue").json()["results"]]
+    refused = api.get("/api/v1/queue?limit=0")
+    assert refused.status_code == 400 and refused.json()["error"]["code"]
+
+
 def test_the_list_reads_every_place_at_once(api, alice, django_assert_num_queries) -> None:
     for _ in range(30):
         make_job(alice)
