@@ -13,10 +13,6 @@ from policy_builders import NOW, job, node, running, snap, tiers
 
 from jobs.policy import POLICIES, decide, walk_end
 from jobs.policy.gpusched import _Round
-from jobs.policy.line import start_order
-from jobs.policy.queues import tier_floors
-from jobs.policy.ranking import RankedQueue
-from jobs.policy.shares import Shares
 from jobs.policy.types import Decisions, PolicyConfig, Snapshot
 
 TIER_NAMES = ["enterprise", "paid", "free"]
@@ -298,18 +294,6 @@ def test_every_queued_job_is_placed_or_has_a_reason(s: Snapshot) -> None:
     assert len(run_ids) == len(set(run_ids))
     assert set(run_ids).isdisjoint(d.pending.own)
     assert set(run_ids) | d.pending.own.keys() == set(d.pending)
-
-
-@COMMON
-@given(st.one_of(snapshots(), contention()))
-def test_every_queued_job_has_one_place_in_line(s: Snapshot) -> None:
-    line = [j.job_id for j in start_order(s)]
-    assert sorted(line) == sorted(j.job_id for j in s.queued)
-    # the line starts where a round's walk does: with the ranking's first job
-    fleet = sum(n.total_gpus for n in s.nodes if n.schedulable)
-    first = RankedQueue(s, Shares.of(s.running), tier_floors(s.tiers, fleet)).pop()
-    if first is not None:
-        assert line[0] == first.job_id
 
 
 @COMMON

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import random
 
+from hypothesis import given
+from hypothesis import strategies as st
 from policy_builders import job, node, running, snap, tiers
+from test_policy_properties import COMMON, contention, snapshots
 
 from jobs.policy import decide
 from jobs.policy.line import start_order as line_of
+from jobs.policy.queues import tier_floors
+from jobs.policy.ranking import RankedQueue
+from jobs.policy.shares import Shares
 from jobs.policy.types import Snapshot
 
 
@@ -63,3 +69,15 @@ def test_the_line_is_the_order_a_round_starts_jobs_in_where_all_fit() -> None:
     runs = [running(1, {"n0": (0, 1)}, tier="paid", org="o1")]
     s = snap(fleet, runs, queued, usage={"o2": 5e4, "o3": 2e3})
     assert [p.job_id for p in decide(s).placements] == start_order(s)
+
+
+@COMMON
+@given(st.one_of(snapshots(), contention()))
+def test_every_queued_job_has_one_place_in_line(s: Snapshot) -> None:
+    line = start_order(s)
+    assert sorted(line) == sorted(j.job_id for j in s.queued)
+    # the line starts where a round's walk does: with the ranking's first job
+    fleet = sum(n.total_gpus for n in s.nodes if n.schedulable)
+    first = RankedQueue(s, Shares.of(s.running), tier_floors(s.tiers, fleet)).pop()
+    if first is not None:
+        assert line[0] == first.job_id
