@@ -17,7 +17,7 @@ from jobs.models import (
     WebhookDelivery,
     WebhookEndpoint,
 )
-from jobs.scheduler.positions import queue_positions
+from jobs.scheduler.positions import places_of
 from jobs.services.errors import ServiceError
 from jobs.services.redrive import job_redrive
 from jobs.services.requeue import job_requeue
@@ -107,7 +107,7 @@ class JobAdmin(admin.ModelAdmin):
     @admin.display(description="Place in line")
     def place_in_line(self, job: Job) -> str:
         """As the scheduler last drew the line (jobs/scheduler/positions.py)."""
-        place = queue_positions([job.pk]).get(job.pk) if job.state == "QUEUED" else None
+        place = places_of([job]).get(job.pk)
         return place.words() if place else "-"
 
     @admin.action(description="Stop and requeue (running jobs checkpoint and resume later)")

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from django.conf import settings
@@ -10,7 +9,7 @@ from rest_framework import serializers
 from jobs.api.paging import PageQuery
 from jobs.models import Job, WebhookEndpoint
 from jobs.models.webhook import EVENTS
-from jobs.scheduler.positions import QueuePosition, queue_positions
+from jobs.scheduler.positions import QueuePosition, places_of
 from jobs.services.outputs import output_path
 from jobs.states import JobState
 
@@ -61,9 +60,9 @@ class JobSerializer(serializers.ModelSerializer):
     def get_pending(self, job: Job) -> dict | None:
         if job.state != "QUEUED":
             return None
-        positions = self.context.get("positions")
-        if positions is None:  # one job: its own read
-            positions = queue_positions([job.pk])
+        positions = self.context.get("positions")  # a page's, read at once
+        if positions is None:
+            positions = places_of([job])
         return {"code": job.pending_code, "reason": job.pending_reason,
                 "estimated_start": job.estimated_start, "what_if": job.pending_what_if,
                 "position": position_body(positions.get(job.pk))}
@@ -82,11 +81,6 @@ def position_body(position: QueuePosition | None) -> dict | None:
     ahead = None if position.ahead_s is None else round(position.ahead_s)
     return {"place": position.position, "of": position.length, "ahead_s": ahead,
             "as_of": _TIME.to_representation(datetime.fromtimestamp(position.at, tz=UTC))}
-
-
-def page_positions(jobs: Iterable[Job]) -> dict[int, QueuePosition]:
-    """The places of a page's waiting jobs, in one read: the serializer's `positions`."""
-    return queue_positions(job.pk for job in jobs if job.state == "QUEUED")
 
 
 class WebhookEndpointSerializer(serializers.ModelSerializer):

@@ -14,12 +14,11 @@ from jobs.api.serializers import (
     JobSubmitSerializer,
     LineQuery,
     WebhookEndpointSerializer,
-    page_positions,
     position_body,
 )
 from jobs.models import Job, WebhookEndpoint
 from jobs.scheduler.backlog import backlog_seconds
-from jobs.scheduler.positions import in_line
+from jobs.scheduler.positions import in_line, places_of
 from jobs.services.cancellation import job_cancel
 from jobs.services.errors import Conflict, ValidationFailed
 from jobs.services.outputs import output_response
@@ -66,7 +65,7 @@ class JobListCreate(APIView):
         if "state" in query.validated_data:
             jobs = jobs.filter(state=query.validated_data["state"])
         page, following = page_of(jobs, query.validated_data, request, "/api/v1/jobs")
-        serialized = JobSerializer(page, many=True, context={"positions": page_positions(page)})
+        serialized = JobSerializer(page, many=True, context={"positions": places_of(page)})
         return Response({"results": serialized.data, "next": following})
 
 

@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
@@ -103,6 +104,12 @@ def queue_positions(job_ids: Iterable[int]) -> dict[int, QueuePosition]:
             found[job_id] = QueuePosition(place, line["length"], line["at"],
                                           ahead / fleet if fleet else None)
     return found
+
+
+def places_of(jobs: Iterable[Any]) -> dict[int, QueuePosition]:
+    """The places of those of these jobs (anything with `pk` and `state`) that wait, in one
+    read: a page of jobs, or one."""
+    return queue_positions(job.pk for job in jobs if job.state == "QUEUED")
 
 
 def in_line(job_ids: Iterable[int]) -> list[tuple[int, QueuePosition]]:

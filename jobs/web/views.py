@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 from credits.services.holds import job_credits
 from credits.services.statements import job_transfers, organization_balance
 from jobs.models import Attempt, Job, Organization
-from jobs.scheduler.positions import queue_positions
+from jobs.scheduler.positions import places_of
 from jobs.services.cancellation import job_cancel
 from jobs.services.errors import ServiceError
 from jobs.services.outputs import output_response
@@ -33,7 +33,7 @@ def _jobs_of_user(request: HttpRequest) -> QuerySet[Job]:
 
 def _with_positions(jobs: list[Job]) -> list[Job]:
     """Give each waiting job its place in line (`queue_position`), one read for them all."""
-    places = queue_positions(job.pk for job in jobs if job.state == "QUEUED")
+    places = places_of(jobs)
     for job in jobs:
         job.queue_position = places.get(job.pk)
     return jobs
