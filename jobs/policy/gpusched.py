@@ -57,7 +57,7 @@ class _Round:
         self.snap, self.cfg, self.now = snap, snap.config, snap.now
         self.out = Decisions()
         self.index = FreeIndex(snap.nodes)
-        self.fleet = fleet = sum(n.total_gpus for n in snap.nodes if n.schedulable)
+        self.fleet = fleet = snap.fleet_gpus()
         self.levels = tier_levels(snap.tiers)
         self.floors = tier_floors(snap.tiers, fleet)
         self.reserve_cap = self.cfg.reserve_share * fleet

@@ -23,7 +23,7 @@ from .types import QueuedJob, Snapshot
 def start_order(snap: Snapshot) -> list[QueuedJob]:
     """The queued jobs, first in line first; jobs of tiers the snapshot does not define come
     last, in queue order."""
-    fleet = sum(n.total_gpus for n in snap.nodes if n.schedulable)
+    fleet = snap.fleet_gpus()
     shares = Shares.of(snap.running)
     with gc_paused():
         queue = RankedQueue(snap, shares, tier_floors(snap.tiers, fleet))

@@ -179,6 +179,10 @@ class Snapshot:
     # it so): the round need not compute 50,000 keys to check it (deadlines.virtual_deadlines)
     queue_sorted: bool = False
 
+    def fleet_gpus(self) -> int:
+        """GPUs of the nodes that take work: what floors, backlogs and the line divide by."""
+        return sum(n.total_gpus for n in self.nodes if n.schedulable)
+
 
 @dataclass(frozen=True, slots=True)
 class Placement:

@@ -21,7 +21,7 @@ def backlog_by_tier(snapshot: Snapshot, started: AbstractSet[int] = frozenset()
     of it) over the fleet's schedulable GPUs; a job counts its estimate, else its time limit,
     and the jobs the round `started` do not count. None while no GPU is schedulable: then
     every job waits, and its reason says why."""
-    fleet = sum(n.total_gpus for n in snapshot.nodes if n.schedulable)
+    fleet = snapshot.fleet_gpus()
     if not fleet:
         return None
     work: dict[str, float] = defaultdict(float)

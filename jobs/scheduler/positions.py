@@ -78,7 +78,7 @@ def publish_positions(snapshot: Snapshot, started: AbstractSet[int]) -> int:
     place = 0
     for place, (job, ahead) in enumerate(with_work_ahead(start_order(snapshot), started), 1):
         entries[_entry_key(gen, job.job_id)][job.job_id] = (place, ahead)
-    fleet = sum(n.total_gpus for n in snapshot.nodes if n.schedulable)
+    fleet = snapshot.fleet_gpus()
     ttl = _ttl()
     cache.set_many(entries, timeout=ttl)
     ms = (time.perf_counter() - clock) * 1000

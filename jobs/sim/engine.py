@@ -314,7 +314,7 @@ class Simulator:
     def _note_line(self, snap: Snapshot, placed: set[int]) -> None:
         """The fleet work ahead of each job in the first line that showed it, drawn as the
         service's tick draws it (jobs/scheduler/positions.py)."""
-        fleet = sum(n.total_gpus for n in snap.nodes if n.schedulable)
+        fleet = snap.fleet_gpus()
         if not fleet:
             return
         for q, ahead in with_work_ahead(start_order(snap), placed):

@@ -77,7 +77,6 @@ def test_every_queued_job_has_one_place_in_line(s: Snapshot) -> None:
     line = start_order(s)
     assert sorted(line) == sorted(j.job_id for j in s.queued)
     # the line starts where a round's walk does: with the ranking's first job
-    fleet = sum(n.total_gpus for n in s.nodes if n.schedulable)
-    first = RankedQueue(s, Shares.of(s.running), tier_floors(s.tiers, fleet)).pop()
+    first = RankedQueue(s, Shares.of(s.running), tier_floors(s.tiers, s.fleet_gpus())).pop()
     if first is not None:
         assert line[0] == first.job_id
