@@ -12,6 +12,7 @@ from jobs.models import (
     Membership,
     Organization,
     Project,
+    RunTimeStat,
     Tier,
     UsageAccount,
     WebhookDelivery,
@@ -55,6 +56,25 @@ class UsageAccountAdmin(admin.ModelAdmin):
     list_select_related = ["project__organization", "user"]
     search_fields = ["project__name", "project__organization__slug", "user__username"]
     readonly_fields = ["project", "user", "gpu_seconds", "as_of"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(RunTimeStat)
+class RunTimeStatAdmin(admin.ModelAdmin):
+    """What jobs without an estimate are planned by: written by the scheduler tick only."""
+
+    list_display = ["project", "gpus", "runs", "expected_seconds", "updated_at"]
+    list_select_related = ["project__organization"]
+    search_fields = ["project__name", "project__organization__slug"]
+    readonly_fields = ["project", "gpus", "runs", "mean_log", "var_log", "expected_seconds",
+                       "updated_at"]
+
+    @admin.display(description="expected run (s)")
+    def expected_seconds(self, obj: RunTimeStat) -> str:
+        expected = obj.expected_s()
+        return "too few runs" if expected is None else f"{expected:.0f}"
 
     def has_add_permission(self, request) -> bool:
         return False

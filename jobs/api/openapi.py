@@ -85,8 +85,9 @@ POSITION = _nullable({**_obj({"place": INT, "of": INT, "ahead_s": _nullable(INT)
     "The job's place in line (1: first) among the `of` jobs waiting when the scheduler last "
     "drew the line, at `as_of` (every GPUSCHED_POSITIONS_SECONDS): the order its ranking "
     "would start them in, tiers and fair share included. `ahead_s`: how long the jobs ahead "
-    "of it (their estimates, else time limits) would keep the whole fleet busy; not a start "
-    "estimate, as jobs that arrive later may rank ahead; null while no GPU is schedulable. "
+    "of it (their run times: estimated, else learned, else time limits) would keep the "
+    "whole fleet busy; not a start estimate, as jobs that arrive later may rank ahead; null "
+    "while no GPU is schedulable. "
     "Null until a line includes the job."})
 PENDING = _nullable(_obj({"code": STR, "reason": STR, "estimated_start": _nullable(TIME),
                           "what_if": STR, "position": POSITION}))

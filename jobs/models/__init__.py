@@ -1,5 +1,6 @@
 from .attempt import Attempt, AttemptStatus, GpuBinding
 from .job import Job, JobEvent
+from .runtime import RunTimeStat
 from .sequence import Counter
 from .tenancy import ApiKey, Membership, Organization, Project, Tier
 from .usage import UsageAccount
@@ -7,5 +8,6 @@ from .webhook import WebhookDelivery, WebhookEndpoint
 
 __all__ = [
     "ApiKey", "Attempt", "AttemptStatus", "Counter", "GpuBinding", "Job", "JobEvent", "Membership",
-    "Organization", "Project", "Tier", "UsageAccount", "WebhookDelivery", "WebhookEndpoint",
+    "Organization", "Project", "RunTimeStat", "Tier", "UsageAccount", "WebhookDelivery",
+    "WebhookEndpoint",
 ]

@@ -41,7 +41,8 @@ def start_order(snap: Snapshot) -> list[QueuedJob]:
 def with_work_ahead(line: Iterable[QueuedJob], skip: AbstractSet[int] = frozenset()
                     ) -> Iterator[tuple[QueuedJob, float]]:
     """Each job of the line but those in `skip`, with the GPU-seconds of the jobs ahead of it
-    (their estimates, else their time limits: what the fleet's backlog is measured in)."""
+    (their `expected_duration_s`, else their time limits: what the fleet's backlog is
+    measured in)."""
     ahead = 0.0
     for job in line:
         if job.job_id not in skip:

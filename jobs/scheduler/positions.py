@@ -34,7 +34,7 @@ class QueuePosition:
     position: int  # 1: first in line
     length: int  # jobs in line
     at: float  # when the line was drawn (Unix time)
-    # the jobs ahead's GPU-seconds (estimates, else time limits) over the fleet's GPUs: how
+    # the jobs ahead's GPU-seconds (run times, else time limits) over the fleet's GPUs: how
     # long they would keep the whole fleet busy; None while no GPU is schedulable
     ahead_s: float | None
 

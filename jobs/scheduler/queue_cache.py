@@ -7,7 +7,8 @@ A tick reads (id, xmin) of the queue, then reads in full only the rows whose ver
 not seen. Names are not cached with the rows: organizations (slug, tier) and projects are
 small tables read every tick, so an organization moved to another tier is seen at once.
 Each load also keeps the pending reason every row held, so that the tick writes only the
-reasons that changed (reasons.write_reasons).
+reasons that changed (reasons.write_reasons). A job without the client's estimate takes its
+project's learned run time (runtimes.py), kept up to date on the cached jobs as it moves.
 
 Only committed versions may be cached: a transaction that writes a row twice leaves one
 xmin for two contents, and a reader inside it would see both. So the cache serves callers
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import json
 from bisect import bisect_left, insort
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from sys import intern
 from typing import Any
@@ -39,6 +41,7 @@ from jobs.states import JobState
 Row = tuple[Any, ...]  # the columns of _COLUMNS, the row's version last (kept: up to _SPEC)
 Key = tuple[float, float, int]  # (virtual deadline, enqueued_at, id): the policy's order
 Names = tuple[dict[int, tuple[str, str]], dict[int, str]]
+RunTimeKey = tuple[int, int]  # (project id, GPUs): runtimes.load_run_times()
 
 # The pending reason a row holds (code, text, what-if, estimated start): the tick writes a
 # reason only where it differs (reasons.write_reasons)
@@ -65,11 +68,15 @@ class QueueCache:
         self.limit_weight: float | None = None
         self.names: Names = ({}, {})
         self.type_lists: dict[str, tuple[str, ...]] = {}
+        self.run_times: Mapping[RunTimeKey, float] = {}
+        self.predicted: dict[RunTimeKey, set[int]] = defaultdict(set)  # ids without estimate
         self.last_read = 0  # rows read in full by the last load (for tests and benches)
         self.server: object = None  # when the database server started (versioned only)
 
-    def load(self, limit_weight: float) -> list[P.QueuedJob]:
-        """Every queued job, by virtual deadline (`limit_weight`), oldest first on ties."""
+    def load(self, limit_weight: float, run_times: Mapping[RunTimeKey, float] | None = None
+             ) -> list[P.QueuedJob]:
+        """Every queued job, by virtual deadline (`limit_weight`), oldest first on ties;
+        those without an estimate expect their project's `run_times` where it has one."""
         if not self.versioned or not self._same_server() or not self.rows \
                 or limit_weight != self.limit_weight:
             self._read_all(limit_weight)
@@ -78,9 +85,26 @@ class QueueCache:
         names = _names()  # after the rows: every organization they name is in it
         if names != self.names:
             self.names, self.jobs = names, {}  # rebuilt from the cached rows below
+        self._follow(run_times or {})
         jobs, build = self.jobs, self._build
         return [job for _, _, pk in self.order
                 if (job := jobs.get(pk) or build(pk)) is not None]
+
+    def _follow(self, run_times: Mapping[RunTimeKey, float]) -> None:
+        """Give the built jobs without an estimate the run times that moved since."""
+        old = self.run_times
+        if run_times == old:
+            return
+        jobs = self.jobs
+        for key in old.keys() | run_times.keys():
+            expected = run_times.get(key)
+            if expected == old.get(key):
+                continue
+            for pk in self.predicted.get(key, ()):
+                job = jobs.get(pk)
+                if job is not None:
+                    job.expected_duration_s = _within(expected, job.time_limit_s)
+        self.run_times = dict(run_times)
 
     def _same_server(self) -> bool:
         """Whether the server is the one whose row versions the cache holds. Transaction ids
@@ -99,6 +123,7 @@ class QueueCache:
         self.held = {row[0]: shared.setdefault(held, held)
                      for row in rows for held in (row[_HELD],)}
         self.jobs = {}
+        self.predicted = defaultdict(set)
         self.limit_weight = limit_weight
         starts = [row[4].timestamp() for row in rows]
         deadlines = deadline_keys(starts, (float(row[5]) for row in rows), limit_weight)
@@ -127,6 +152,7 @@ class QueueCache:
         if row is None:
             return
         del self.versions[pk], self.held[pk]
+        self.predicted.get((row[2], row[3]), set()).discard(pk)
         self.jobs.pop(pk, None)
         del self.order[bisect_left(self.order, self._key(row, self.limit_weight))]
 
@@ -149,10 +175,14 @@ class QueueCache:
         if org_id not in orgs or project_id not in projects:
             return None  # deleted since its row was read: its jobs go with it
         org, tier = orgs[org_id]
+        estimate = seconds_or_none(expected)
+        if estimate is None:
+            self.predicted[project_id, gpus].add(pk)
+            estimate = _within(self.run_times.get((project_id, gpus)), float(limit))
         # positional, in field order: a keyword call costs a third more
         job = self.jobs[pk] = P.QueuedJob(
             pk, org, tier, gpus, enqueued.timestamp(), float(limit),
-            seconds_or_none(expected), self._types(types), memory, region,
+            estimate, self._types(types), memory, region,
             projects[project_id], intern(user), preemptions, checkpointable,
         )
         return job
@@ -218,18 +248,24 @@ def seconds_or_none(value) -> float | None:
     return seconds if seconds > 0 else None
 
 
+def _within(expected: float | None, limit: float) -> float | None:
+    """A learned run time, never past the job's own limit (the service stops it there)."""
+    return None if expected is None else min(expected, limit)
+
+
 # By database name. The tick holds its lock (lock.py) while it loads, so one load at a time
 _shared: dict[str, QueueCache] = {}
 _served: list[QueueCache | None] = [None]  # what served this process's last load
 
 
-def queued_jobs(limit_weight: float) -> list[P.QueuedJob]:
+def queued_jobs(limit_weight: float, run_times: Mapping[RunTimeKey, float] | None = None
+                ) -> list[P.QueuedJob]:
     """The queue in the policy's order, from this process's cache where it may serve."""
     if connection.vendor != "postgresql" or connection.in_atomic_block:
         _served[0] = fresh = QueueCache(versioned=False)
-        return fresh.load(limit_weight)
+        return fresh.load(limit_weight, run_times)
     _served[0] = cache = shared_cache()
-    return cache.load(limit_weight)
+    return cache.load(limit_weight, run_times)
 
 
 def queue_rows_read() -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from datetime import datetime, timedelta
 from sys import intern
@@ -11,7 +12,8 @@ from django.conf import settings
 
 from jobs import policy as P
 from jobs.models import Attempt, GpuBinding, Job, Membership, Organization, Project, Tier
-from jobs.scheduler.queue_cache import queued_jobs, seconds_or_none, without
+from jobs.scheduler.queue_cache import RunTimeKey, queued_jobs, seconds_or_none, without
+from jobs.scheduler.runtimes import load_run_times
 from jobs.scheduler.usage import LiveUse, load_usage, user_key
 from jobs.states import JobState
 from workers.models import Gpu, Node, NodeState
@@ -64,10 +66,16 @@ def load_nodes(now: datetime, promised: Promised = frozenset()) -> list[P.NodeVi
     return nodes
 
 
-def _expected_end(start: float, limit_end: float, estimate, stop_deadline) -> float:
+RunTimes = Mapping[RunTimeKey, float]  # runtimes.load_run_times()
+
+
+def _expected_end(start: float, limit_end: float, estimate, stop_deadline,
+                  learned: float | None) -> float:
+    """By its deadline if asked to stop, else by the client's estimate, else by the
+    project's learned run time, never past its limit."""
     if stop_deadline is not None:  # asked to stop: gone by its deadline
         return min(stop_deadline.timestamp(), limit_end)
-    seconds = seconds_or_none(estimate)
+    seconds = seconds_or_none(estimate) or learned
     return min(start + seconds, limit_end) if seconds else limit_end
 
 
@@ -76,7 +84,7 @@ LIVE_COLUMNS = (
     "job__project__name", "node__name", "gpu_indices", "started_at", "created_at",
     "job__time_limit_s", "job__params__expected_duration_s", "stop_requested",
     "stop_deadline", "last_checkpoint_at", "job__checkpointable", "job__preemptible",
-    "job__preemptions", "job__submitted_by_id")
+    "job__preemptions", "job__submitted_by_id", "job__project_id", "job__gpus")
 # the columns fair share's usage reads of them, in the order of usage.LiveUse
 _USE = tuple(map(LIVE_COLUMNS.index, ("job__organization__slug", "job__project__name",
                                       "job__submitted_by_id", "gpu_indices", "started_at")))
@@ -95,13 +103,16 @@ def live_use(rows: list[tuple]) -> list[LiveUse]:
 
 
 def load_running(now: datetime, promised: Promised = frozenset(),
-                 rows: list[tuple] | None = None) -> list[P.RunningView]:
+                 rows: list[tuple] | None = None, run_times: RunTimes | None = None
+                 ) -> list[P.RunningView]:
     """Live attempts, less the GPUs they are freeing for a preemptor (see load_nominees).
     `rows`: live_attempts(), where the caller has read them already."""
     rows = live_attempts() if rows is None else rows
+    learned = run_times or {}
     out = []
     for (pk, job_id, org, tier, project, node, gpus, started, created, limit, estimate, stop,
-         stop_deadline, checkpoint, checkpointable, preemptible, preemptions, user) in rows:
+         stop_deadline, checkpoint, checkpointable, preemptible, preemptions, user,
+         project_id, job_gpus) in rows:
         start = (started or created).timestamp()
         limit_end = start + limit
         kept = tuple(g for g in gpus if (node, g) not in promised)
@@ -112,7 +123,8 @@ def load_running(now: datetime, promised: Promised = frozenset(),
             project=intern(project),
             allocations=(P.Allocation(node, kept),), started_at=start,
             expected_end=_expected_end(start, limit_end, estimate,
-                                       stop_deadline if stop else None),
+                                       stop_deadline if stop else None,
+                                       learned.get((project_id, job_gpus))),
             time_limit_end=limit_end, last_checkpoint_at=ts(checkpoint),
             checkpointable=checkpointable,
             # an attempt already asked to stop is not a victim twice, and one that has not
@@ -123,7 +135,7 @@ def load_running(now: datetime, promised: Promised = frozenset(),
     return out
 
 
-def load_nominees(now: datetime) -> list[P.RunningView]:
+def load_nominees(now: datetime, run_times: RunTimes | None = None) -> list[P.RunningView]:
     """Queued preemptors, each shown as running on the GPUs promised to it.
 
     As in the simulator: not preemptible, starting when its last victim's grace ends, so
@@ -133,7 +145,7 @@ def load_nominees(now: datetime) -> list[P.RunningView]:
                 .values_list("pk", "organization__slug", "organization__tier__name",
                              "project__name", "nominated_node__name", "nominated_gpus",
                              "time_limit_s", "params__expected_duration_s", "checkpointable",
-                             "preemptions", "submitted_by_id"))
+                             "preemptions", "submitted_by_id", "project_id", "gpus"))
     stops: dict[int, float] = defaultdict(lambda: now.timestamp())
     for job_id, deadline in Attempt.objects.filter(
         ended_at__isnull=True, preempted_for_id__in=[r[0] for r in rows],
@@ -141,22 +153,24 @@ def load_nominees(now: datetime) -> list[P.RunningView]:
     ).values_list("preempted_for_id", "stop_deadline"):
         stops[job_id] = max(stops[job_id], deadline.timestamp())
     out = []
+    learned = run_times or {}
     for (pk, org, tier, project, node, gpus, limit, estimate, checkpointable,
-         preemptions, user) in rows:
+         preemptions, user, project_id, job_gpus) in rows:
         begin = stops[pk]
         limit_end = begin + limit
         out.append(P.RunningView(
             attempt_id=-pk, job_id=pk, org=org, tier=tier, project=project,
             allocations=(P.Allocation(node, tuple(sorted(gpus))),), started_at=begin,
-            expected_end=_expected_end(begin, limit_end, estimate, None),
+            expected_end=_expected_end(begin, limit_end, estimate, None,
+                                       learned.get((project_id, job_gpus))),
             time_limit_end=limit_end, checkpointable=checkpointable, preemptible=False,
             preemptions=preemptions, user=user_key(user),
         ))
     return out
 
 
-def load_queued(nominees: AbstractSet[int] = frozenset(), limit_weight: float = 0.0
-                ) -> list[P.QueuedJob]:
+def load_queued(nominees: AbstractSet[int] = frozenset(), limit_weight: float = 0.0,
+                run_times: RunTimes | None = None) -> list[P.QueuedJob]:
     """Waiting jobs, less the preemptors whose victims are stopping for them: the policy
     must not place or preempt for them again (nominations.py starts them).
 
@@ -165,7 +179,7 @@ def load_queued(nominees: AbstractSet[int] = frozenset(), limit_weight: float = 
     """
     stopping_for = Attempt.objects.filter(ended_at__isnull=True, preempted_for__isnull=False
                                           ).values_list("preempted_for_id", flat=True)
-    return without(queued_jobs(limit_weight), {*stopping_for, *nominees})
+    return without(queued_jobs(limit_weight, run_times), {*stopping_for, *nominees})
 
 
 def load_org_caps() -> tuple[dict[str, float], dict[str, int]]:
@@ -209,12 +223,13 @@ def load_snapshot(now: datetime) -> P.Snapshot:
     live = live_attempts()  # one read for fair share's usage and the running attempts
     usage = load_usage(now, config.usage_half_life_s, live_use(live))
     weights, caps = load_org_caps()
-    nominees = load_nominees(now)
+    run_times = load_run_times()  # for the jobs that come without an estimate
+    nominees = load_nominees(now, run_times)
     promised = {(a.node, g) for run in nominees for a in run.allocations for g in a.gpus}
     return P.Snapshot(
         now=now.timestamp(), nodes=load_nodes(now, promised),
-        running=load_running(now, promised, live) + nominees,
-        queued=load_queued({run.job_id for run in nominees}, config.limit_weight),
+        running=load_running(now, promised, live, run_times) + nominees,
+        queued=load_queued({run.job_id for run in nominees}, config.limit_weight, run_times),
         tiers=load_tiers(),
         usage=usage.org, project_usage=usage.project, user_usage=usage.user,
         org_weights=weights, org_gpu_caps=caps,

@@ -22,8 +22,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 
 from jobs.models import Attempt, UsageAccount
+from jobs.scheduler.runtimes import fold_run_times
 
 # ended attempts folded per tick at most: a backlog (after an upgrade) drains over a few
 # ticks rather than stalling one
@@ -46,17 +48,22 @@ def used_gpu_seconds(gpus: list, started: datetime | None, ended: datetime) -> f
 
 
 def fold_ended_attempts(now: datetime, half_life_s: float, batch: int = FOLD_BATCH) -> int:
-    """Add the attempts that ended since the last fold to their accounts (project, user)."""
+    """Add the attempts that ended since the last fold to their accounts (project, user),
+    and the whole runs among them to their project's run times (runtimes.py)."""
     with transaction.atomic():
         # locked and skipped by a concurrent fold, so that no attempt is counted twice
         due = (Attempt.objects.filter(ended_at__isnull=False, usage_counted=False)
-               .select_for_update(skip_locked=True, of=("self",)).order_by("pk"))
+               .select_for_update(skip_locked=True, of=("self",)).order_by("pk")
+               .annotate(resumed=Exists(Attempt.objects.filter(job_id=OuterRef("job_id"),
+                                                               pk__lt=OuterRef("pk")))))
         rows = list(due.values_list("pk", "job__project_id", "job__submitted_by_id",
-                                    "gpu_indices", "started_at", "ended_at")[:batch])
+                                    "gpu_indices", "started_at", "ended_at", "outcome",
+                                    "resumed", "job__gpus")[:batch])
         if not rows:
             return 0
+        fold_run_times(_whole_runs(rows))
         added: dict[tuple[int, int | None], float] = defaultdict(float)
-        for _, project, user, gpus, started, ended in rows:
+        for _, project, user, gpus, started, ended, *_ in rows:
             used = used_gpu_seconds(gpus, started, ended)
             if used:
                 added[project, user] += used * decay((now - ended).total_seconds(), half_life_s)
@@ -77,6 +84,14 @@ def fold_ended_attempts(now: datetime, half_life_s: float, batch: int = FOLD_BAT
             account.save(update_fields=["gpu_seconds", "as_of"])
         Attempt.objects.filter(pk__in=[r[0] for r in rows]).update(usage_counted=True)
         return len(rows)
+
+
+def _whole_runs(rows: list[tuple]) -> list[tuple[int, int, float]]:
+    """(project, GPUs, seconds) of the attempts that ran a job from its start to success: a
+    resumed or retried attempt ran only part of it."""
+    return [(project, job_gpus, (ended - started).total_seconds())
+            for _, project, _, _, started, ended, outcome, resumed, job_gpus in rows
+            if outcome == Attempt.Outcome.SUCCEEDED and not resumed and started is not None]
 
 
 LiveUse = tuple[str, str, int | None, list, datetime]  # org, project, user, GPUs, started

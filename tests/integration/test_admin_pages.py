@@ -5,6 +5,7 @@ from django.contrib import admin
 from django.contrib.auth.models import User
 from django.urls import reverse
 
+from jobs.models import RunTimeStat
 from jobs.scheduler.tick import scheduler_tick_run
 from tests.support.factories import make_job, make_node
 
@@ -26,6 +27,7 @@ def test_every_registered_model_lists_and_opens(operator, alice):
     credits_grant(organization=alice, amount=10_000)
     make_node("n1", gpus=2)
     make_job(alice, gpus=1)
+    RunTimeStat.objects.create(project=alice.projects.get(), gpus=1, runs=3, mean_log=4.0)
     scheduler_tick_run()
     for model in admin.site._registry:
         meta = model._meta

@@ -1,0 +1,156 @@
+"""Run times learned from history: each whole successful run is learned once, by project
+and GPU count, and jobs without the client's estimate are planned by them."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from jobs.fencing import next_token
+from jobs.models import Attempt, Job, RunTimeStat
+from jobs.scheduler.queue_cache import QueueCache
+from jobs.scheduler.runtimes import load_run_times
+from jobs.scheduler.snapshot import load_snapshot
+from jobs.scheduler.tick import scheduler_tick_run
+from jobs.scheduler.usage import fold_ended_attempts
+from tests.support.broker import purge_broker_and_cache
+from tests.support.factories import make_job, make_node
+from tests.support.threads import race
+from workers.models import Node, NodeState
+from workers.services.attempts import attempt_start
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+HOUR = 3600.0
+
+
+@pytest.fixture(autouse=True)
+def _clean_cache():
+    """A tick here publishes a backlog and a line: none may reach another test."""
+    purge_broker_and_cache()
+    yield
+    purge_broker_and_cache()
+
+
+def _ran(job: Job, seconds: float, outcome: str = "SUCCEEDED") -> Attempt:
+    """An ended attempt of `job` as history has it, on a node that takes no more work."""
+    node = make_node(f"h{Attempt.objects.count()}", gpus=job.gpus)
+    Node.objects.filter(pk=node.pk).update(state=NodeState.DOWN)
+    Job.objects.filter(pk=job.pk).update(state="SUCCEEDED" if outcome == "SUCCEEDED"
+                                         else "FAILED")
+    ended = timezone.now()
+    return Attempt.objects.create(job=job, node=node, gpu_indices=list(range(job.gpus)),
+                                  token=next_token(), status="ENDED", outcome=outcome,
+                                  started_at=ended - timedelta(seconds=seconds),
+                                  ended_at=ended)
+
+
+def _history(org, gpus: int, *seconds: float) -> None:
+    for value in seconds:
+        _ran(make_job(org, gpus=gpus), value)
+
+
+def _lognormal_mean(*seconds: float) -> float:
+    logs = [math.log(s) for s in seconds]
+    mean = sum(logs) / len(logs)
+    return math.exp(mean + sum((x - mean) ** 2 for x in logs) / len(logs) / 2)
+
+
+def test_only_whole_successful_runs_are_learned_once_each(alice):
+    _history(alice, 1, 60, 80, 100)
+    _history(alice, 2, 500)
+    _ran(make_job(alice), 7, outcome="FAILED")
+    resumed = make_job(alice)  # preempted after 30 s, then resumed to success in 40 s
+    _ran(resumed, 30, outcome="PREEMPTED")
+    _ran(resumed, 40)
+    assert fold_ended_attempts(timezone.now(), 6 * HOUR) == 7
+    assert fold_ended_attempts(timezone.now(), 6 * HOUR) == 0
+    stats = {s.gpus: s for s in RunTimeStat.objects.all()}
+    assert (stats[1].runs, stats[2].runs) == (3, 1)
+    project = alice.projects.get().pk
+    assert load_run_times() == {(project, 1): pytest.approx(_lognormal_mean(60, 80, 100))}
+
+
+def test_racing_folds_learn_every_run_exactly_once(alice):
+    job = make_job(alice)
+    node = make_node("n1", gpus=1)
+    Node.objects.filter(pk=node.pk).update(state=NodeState.DOWN)
+    now = timezone.now()
+    Attempt.objects.bulk_create(  # whole runs of 400 jobs (each its job's only attempt)
+        Attempt(job=make_job(alice), node=node, gpu_indices=[0], token=next_token(),
+                status="ENDED", outcome="SUCCEEDED", started_at=now - timedelta(seconds=60),
+                ended_at=now) for _ in range(400))
+    Job.objects.exclude(pk=job.pk).update(state="SUCCEEDED")
+    errors = []
+
+    def fold():
+        try:
+            while fold_ended_attempts(now, 6 * HOUR, batch=25):
+                pass
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    race(fold, 4)
+    assert errors == []
+    assert RunTimeStat.objects.get().runs == 400
+
+
+def test_jobs_without_an_estimate_are_planned_by_their_projects_run_time(alice):
+    _history(alice, 1, 60, 80, 100)
+    fold_ended_attempts(timezone.now(), 6 * HOUR)
+    learned = _lognormal_mean(60, 80, 100)
+    make_node("n1", gpus=1)
+    running = make_job(alice)
+    scheduler_tick_run()
+    attempt = Attempt.objects.get(job=running)
+    attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    attempt.refresh_from_db()
+    plain, told = make_job(alice), make_job(alice, expected_duration_s=500)
+    short_limit = make_job(alice)
+    Job.objects.filter(pk=short_limit.pk).update(time_limit_s=60)
+    other_size = make_job(alice, gpus=2)
+
+    snapshot = load_snapshot(timezone.now())
+    expected = {q.job_id: q.expected_duration_s for q in snapshot.queued}
+    assert expected[told.pk] == 500  # the client's own estimate stands
+    assert expected[short_limit.pk] == 60  # never past the limit
+    assert expected[other_size.pk] is None  # no history at 2 GPUs: the limit stands in
+    assert expected[plain.pk] == pytest.approx(learned)
+    (run,) = snapshot.running
+    assert run.expected_end == pytest.approx(attempt.started_at.timestamp() + learned)
+
+
+def test_a_cached_queue_follows_the_run_times_as_they_move(alice):
+    jobs = [make_job(alice, gpus=g) for g in (1, 1, 2)]
+    project = alice.projects.get().pk
+    cache = QueueCache(versioned=True)
+    for run_times in ({}, {(project, 1): 90.0}, {(project, 1): 45.0, (project, 2): 7200.0},
+                      {(project, 2): 30.0}):
+        loaded = {q.job_id: q.expected_duration_s for q in cache.load(0.0, run_times)}
+        fresh = {q.job_id: q.expected_duration_s
+                 for q in QueueCache(versioned=False).load(0.0, run_times)}
+        assert loaded == fresh
+        assert cache.last_read == (3 if not run_times else 0)  # no row read again
+    assert [loaded[j.pk] for j in jobs] == [None, None, 30.0]
+
+
+def test_a_reservation_is_planned_by_the_running_jobs_learned_end(alice):
+    """A gang waits for a node whose running job gives no estimate: with its project's
+    history, the start it is shown is that job's learned end, not its hour-long limit."""
+    _history(alice, 4, 110, 120, 130)
+    make_node("n1", gpus=4)
+    first = make_job(alice, gpus=4)
+    scheduler_tick_run()
+    attempt = Attempt.objects.get(job=first)
+    attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    waiting = make_job(alice, gpus=4)
+    scheduler_tick_run()  # folds the history, then plans the gang
+    waiting.refresh_from_db()
+    attempt.refresh_from_db()
+    assert waiting.state == "QUEUED" and waiting.estimated_start is not None
+    in_s = (waiting.estimated_start - attempt.started_at).total_seconds()
+    assert in_s == pytest.approx(_lognormal_mean(110, 120, 130), abs=2)
+    assert first.time_limit_s >= 3600
