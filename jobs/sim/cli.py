@@ -19,6 +19,7 @@ from .metrics import summarize
 from .model import SimJob, build_fleet, default_tiers
 from .policies import resolve
 from .report import table
+from .runtimes import LearnedRunTimes
 
 
 def parser() -> argparse.ArgumentParser:
@@ -55,6 +56,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="change a PolicyConfig field, e.g. reserve_share=0.25; repeatable")
     p.add_argument("--max-time", type=float, default=None, help="stop at this virtual time")
+    p.add_argument("--estimates", choices=("client", "learned", "none"), default="client",
+                   help="what plans each job's run: the client's estimate, the run times "
+                        "its project's jobs took (learned), or only its time limit")
+    p.add_argument("--time-limit", type=float, default=0.0,
+                   help="every job's time limit in seconds, as clients that set none get "
+                        "(0: the workload's)")
     p.add_argument("--line-every", type=float, default=0.0,
                    help="gpusched: draw the queue line every SECONDS, as the service does, and "
                         "report how the work ahead it shows compares to the wait (0: off)")
@@ -95,8 +102,16 @@ def refuse_bad_overrides(p: argparse.ArgumentParser, args: argparse.Namespace) -
 
 def workload(args: argparse.Namespace, gpus: int) -> list[SimJob]:
     if args.trace == "video":
-        return workload_video.generate(gpus, args.load, args.horizon, args.seed)
-    return trace_philly.load(args.trace, args.start_day, args.days, args.max_jobs)
+        jobs = workload_video.generate(gpus, args.load, args.horizon, args.seed)
+    else:
+        jobs = trace_philly.load(args.trace, args.start_day, args.days, args.max_jobs)
+    for job in jobs:
+        if args.estimates != "client":  # as from clients that send no estimate
+            job.expected_duration = None
+            job.extra["unestimated"] = True
+        if args.time_limit:
+            job.time_limit = args.time_limit
+    return jobs
 
 
 def simulate(args: argparse.Namespace,
@@ -112,7 +127,8 @@ def simulate(args: argparse.Namespace,
                     repair_s=args.repair_time, seed=args.seed, period=period,
                     round_interval=args.round_interval,
                     max_time=args.max_time if args.max_time is not None else float("inf"),
-                    line_every=args.line_every if policy is POLICIES["gpusched"] else 0.0)
+                    line_every=args.line_every if policy is POLICIES["gpusched"] else 0.0,
+                    learner=LearnedRunTimes() if args.estimates == "learned" else None)
     return sim.run()
 
 

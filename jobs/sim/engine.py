@@ -36,6 +36,7 @@ from jobs.policy.types import (
 from .events import EventQueue
 from .ledger import Ledger
 from .model import NodeSpec, SimJob, default_tiers
+from .runtimes import LearnedRunTimes
 from .view import build_snapshot
 
 
@@ -86,8 +87,10 @@ class Simulator:
                  restore_cost: float = 30.0, node_failure_rate: float = 0.0,
                  repair_s: float = 1800.0, seed: int = 0, round_interval: float = 1.0,
                  period: float = 10.0, max_time: float = math.inf,
-                 org_weights: dict[str, float] | None = None, line_every: float = 0.0) -> None:
+                 org_weights: dict[str, float] | None = None, line_every: float = 0.0,
+                 learner: LearnedRunTimes | None = None) -> None:
         self.policy = policy
+        self.learner = learner  # run times for the jobs without an estimate (None: limits)
         self.line_every = line_every  # draw the queue line this often (0: never)
         self.next_line = 0.0
         self.tiers = tiers or default_tiers()
@@ -188,6 +191,8 @@ class Simulator:
         job = att.job
         job.saved, job.end = job.duration, self.now
         self.done += 1
+        if self.learner is not None:
+            self.learner.learn(job)
         self._release(att)
 
     def _stop(self, att: _Attempt, cause: str) -> None:
@@ -252,9 +257,17 @@ class Simulator:
     def snapshot(self) -> Snapshot:
         return build_snapshot(self)
 
+    def _unestimated(self) -> list[SimJob]:
+        """The live jobs that came without an estimate (`--estimates learned`)."""
+        live = [*self.queued.values(), *(a.job for a in self.attempts.values()),
+                *(job for job, _ in self.nominated.values())]
+        return [job for job in live if job.extra.get("unestimated")]
+
     def _round(self) -> None:
         self.last_round = self.now
         self.stats["rounds"] += 1
+        if self.learner is not None:
+            self.learner.apply(self._unestimated(), self.qviews)
         snap = self.snapshot()
         t0 = time.perf_counter()
         dec = self.policy(snap)

@@ -227,3 +227,27 @@ def test_the_line_shows_the_work_ahead_and_the_report_compares_it_to_the_wait():
     off = summarize(Simulator(fleet, [SimJob(1, "o1", "free", 1, 0, 100, time_limit=1000)],
                               decide).run())["per_tier"]["free"]
     assert off["line_jobs"] == 0 and off["start_after_work_ahead_p50"] is None
+
+
+def test_jobs_without_an_estimate_are_planned_by_their_projects_learned_run_time():
+    """`--estimates learned`: after three whole runs at 2 GPUs, one after another, the next
+    such job of the project shows their run time; a job of another GPU count shows none."""
+    from jobs.sim.runtimes import LearnedRunTimes
+
+    fleet = [NodeSpec("n0", 2)]
+    jobs = [SimJob(i, "o1", "free", g, 0, 100, time_limit=1000, project="o1/p")
+            for i, g in ((1, 2), (2, 2), (3, 2), (4, 2), (5, 1))]
+    for job in jobs:
+        job.extra["unestimated"] = True
+    seen: dict[int, float | None] = {}
+
+    def decide(snap):
+        for q in snap.queued:
+            seen[q.job_id] = q.expected_duration_s
+        return fifo_decide(snap)
+
+    learner = LearnedRunTimes()
+    res = Simulator(fleet, jobs, decide, learner=learner).run()
+    assert seen[4] == pytest.approx(100.0) and seen[5] is None
+    assert learner.stats["o1/p", 2].runs == 4
+    assert {j.job_id: j.expected_duration for j in res.jobs}[5] is None

@@ -1,0 +1,35 @@
+"""Learned run times in the simulator (`--estimates learned`): jobs that come without an
+estimate are planned by their project's history at their GPU count, as the service's tick
+plans them (jobs/scheduler/runtimes.py, jobs/policy/runtimes.py)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from jobs.policy.runtimes import RunTimes
+from jobs.policy.types import QueuedJob
+
+from .model import SimJob
+
+
+class LearnedRunTimes:
+    def __init__(self) -> None:
+        self.stats: dict[tuple[str, int], RunTimes] = defaultdict(RunTimes)
+
+    def learn(self, job: SimJob) -> None:
+        """A job that ended: learned from only if it ran start to end in one attempt, as the
+        service learns from the attempts that ran a job whole."""
+        if job.attempts == 1:
+            self.stats[job.project, job.gpus].add(job.duration)
+
+    def apply(self, jobs: Iterable[SimJob], views: dict[int, QueuedJob]) -> None:
+        """Give these jobs (those without a client's estimate) and their queued views the
+        run time their project's history predicts now, never past their limit."""
+        for job in jobs:
+            stats = self.stats.get((job.project, job.gpus))
+            expected = stats.expected_s() if stats is not None else None
+            job.expected_duration = None if expected is None else min(expected, job.time_limit)
+            view = views.get(job.job_id)
+            if view is not None:
+                view.expected_duration_s = job.expected_duration
