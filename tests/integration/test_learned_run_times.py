@@ -1,5 +1,6 @@
 """Run times learned from history: each whole successful run is learned once, by project
-and GPU count, and jobs without the client's estimate are planned by them."""
+and GPU count, and jobs without the client's estimate are planned by them. Racing folds:
+tests/integration/test_usage_accounts.py."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ from jobs.scheduler.tick import scheduler_tick_run
 from jobs.scheduler.usage import fold_ended_attempts
 from tests.support.broker import purge_broker_and_cache
 from tests.support.factories import make_job, make_node
-from tests.support.threads import race
 from workers.models import Node, NodeState
 from workers.services.attempts import attempt_start
 
@@ -72,30 +72,6 @@ def test_only_whole_successful_runs_are_learned_once_each(alice):
     assert (stats[1].runs, stats[2].runs) == (3, 1)
     project = alice.projects.get().pk
     assert load_run_times() == {(project, 1): pytest.approx(_lognormal_mean(60, 80, 100))}
-
-
-def test_racing_folds_learn_every_run_exactly_once(alice):
-    job = make_job(alice)
-    node = make_node("n1", gpus=1)
-    Node.objects.filter(pk=node.pk).update(state=NodeState.DOWN)
-    now = timezone.now()
-    Attempt.objects.bulk_create(  # whole runs of 400 jobs (each its job's only attempt)
-        Attempt(job=make_job(alice), node=node, gpu_indices=[0], token=next_token(),
-                status="ENDED", outcome="SUCCEEDED", started_at=now - timedelta(seconds=60),
-                ended_at=now) for _ in range(400))
-    Job.objects.exclude(pk=job.pk).update(state="SUCCEEDED")
-    errors = []
-
-    def fold():
-        try:
-            while fold_ended_attempts(now, 6 * HOUR, batch=25):
-                pass
-        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
-            errors.append(exc)
-
-    race(fold, 4)
-    assert errors == []
-    assert RunTimeStat.objects.get().runs == 400
 
 
 def test_jobs_without_an_estimate_are_planned_by_their_projects_run_time(alice):

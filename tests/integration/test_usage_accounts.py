@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from jobs.fencing import next_token
-from jobs.models import Attempt, Job, UsageAccount
+from jobs.models import Attempt, Job, RunTimeStat, UsageAccount
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.scheduler.usage import fold_ended_attempts, load_usage
 from jobs.services.tenancy import organization_create
@@ -68,12 +68,15 @@ def test_the_snapshot_counts_running_attempts_as_the_usage_read_does(alice, bob)
 
 
 def test_racing_folds_count_every_attempt_exactly_once(alice):
+    """In the usage accounts and, as each is a job's whole run, in the learned run times."""
     now = timezone.now()
-    job = make_job(alice)
     node = make_node("n1", gpus=1)
+    Node.objects.filter(pk=node.pk).update(state=NodeState.DOWN)
     Attempt.objects.bulk_create(
-        Attempt(job=job, node=node, gpu_indices=[0], token=next_token(), status="ENDED",
-                started_at=now - timedelta(seconds=10), ended_at=now) for _ in range(400))
+        Attempt(job=make_job(alice), node=node, gpu_indices=[0], token=next_token(),
+                status="ENDED", outcome="SUCCEEDED", started_at=now - timedelta(seconds=10),
+                ended_at=now) for _ in range(400))
+    Job.objects.update(state="SUCCEEDED")
     errors = []
 
     def fold():
@@ -87,6 +90,7 @@ def test_racing_folds_count_every_attempt_exactly_once(alice):
     assert errors == []
     assert not Attempt.objects.filter(usage_counted=False).exists()
     assert UsageAccount.objects.get().gpu_seconds == pytest.approx(4000)
+    assert RunTimeStat.objects.get().runs == 400
 
 
 def test_the_tick_serves_the_org_that_used_less_first(tiers):
