@@ -42,6 +42,9 @@ try:
     GPUSCHED_FIRST_KILL_LOSS_RATIO = env_number("GPUSCHED_FIRST_KILL_LOSS_RATIO", 16.0)
     # inside a project: enqueued_at + this x time limit orders jobs (0: oldest first)
     GPUSCHED_LIMIT_WEIGHT = env_number("GPUSCHED_LIMIT_WEIGHT", 10.0)
+    # plan jobs without the client's estimate by their project's learned run times (off: by
+    # their time limits; the statistics are kept either way, docs/policy.md "Run times")
+    GPUSCHED_LEARNED_RUN_TIMES = env_bool("GPUSCHED_LEARNED_RUN_TIMES", True)
     GPUSCHED_MAX_GPUS_PER_JOB = env_int("GPUSCHED_MAX_GPUS_PER_JOB", 8, minimum=1)
     GPUSCHED_DEFAULT_TIME_LIMIT_S = env_int("GPUSCHED_DEFAULT_TIME_LIMIT_S", 3600, minimum=1)
     GPUSCHED_MAX_TIME_LIMIT_S = env_int("GPUSCHED_MAX_TIME_LIMIT_S", 7 * 86400, minimum=1)

@@ -223,7 +223,8 @@ def load_snapshot(now: datetime) -> P.Snapshot:
     live = live_attempts()  # one read for fair share's usage and the running attempts
     usage = load_usage(now, config.usage_half_life_s, live_use(live))
     weights, caps = load_org_caps()
-    run_times = load_run_times()  # for the jobs that come without an estimate
+    # for the jobs that come without an estimate
+    run_times = load_run_times() if settings.GPUSCHED_LEARNED_RUN_TIMES else {}
     nominees = load_nominees(now, run_times)
     promised = {(a.node, g) for run in nominees for a in run.allocations for g in a.gpus}
     return P.Snapshot(

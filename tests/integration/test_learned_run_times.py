@@ -130,3 +130,15 @@ def test_a_reservation_is_planned_by_the_running_jobs_learned_end(alice):
     in_s = (waiting.estimated_start - attempt.started_at).total_seconds()
     assert in_s == pytest.approx(_lognormal_mean(110, 120, 130), abs=2)
     assert first.time_limit_s >= 3600
+
+
+def test_operators_may_plan_by_time_limits_instead(alice, settings):
+    _history(alice, 1, 60, 80, 100)
+    fold_ended_attempts(timezone.now(), 6 * HOUR)
+    job = make_job(alice)
+    settings.GPUSCHED_LEARNED_RUN_TIMES = False
+    (queued,) = load_snapshot(timezone.now()).queued
+    assert (queued.job_id, queued.expected_duration_s) == (job.pk, None)
+    settings.GPUSCHED_LEARNED_RUN_TIMES = True
+    (queued,) = load_snapshot(timezone.now()).queued
+    assert queued.expected_duration_s == pytest.approx(_lognormal_mean(60, 80, 100))
