@@ -1,5 +1,5 @@
-"""What a project's jobs have run for, by GPU count: the run time predicted for its jobs
-that come without an estimate (jobs/policy/runtimes.py)."""
+"""What a project's jobs, and the fleet's, have run for by GPU count: the run time predicted
+for jobs that come without an estimate (jobs/policy/runtimes.py)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from jobs.policy.runtimes import RunTimes
 
 class RunTimeStat(models.Model):
     """The statistics of the logarithm of a project's successful one-attempt run times at
-    one GPU count. The tick folds each ended attempt once (with the usage accounts,
-    jobs/scheduler/usage.py) and reads these rows each round."""
+    one GPU count; the row without a project holds the whole fleet's, which a project without
+    enough history of its own falls back to. The tick folds each ended attempt once (with
+    the usage accounts, jobs/scheduler/usage.py) and reads these rows each round."""
 
-    project = models.ForeignKey("jobs.Project", on_delete=models.CASCADE,
-                                related_name="run_times")
+    project = models.ForeignKey("jobs.Project", null=True, blank=True,
+                                on_delete=models.CASCADE, related_name="run_times")
     gpus = models.PositiveSmallIntegerField()
     runs = models.PositiveIntegerField(default=0)
     mean_log = models.FloatField(default=0.0)
@@ -22,13 +23,19 @@ class RunTimeStat(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["project", "gpus"],
-                                               name="run_time_per_project_gpus")]
+        # partial, as for the usage accounts: the fold's insert relies on a conflict
+        constraints = [
+            models.UniqueConstraint(fields=["project", "gpus"], name="run_time_per_project",
+                                    condition=models.Q(project__isnull=False)),
+            models.UniqueConstraint(fields=["gpus"], name="run_time_of_the_fleet",
+                                    condition=models.Q(project__isnull=True)),
+        ]
 
     def __str__(self) -> str:
         expected = self.expected_s()
         told = f"{expected:.0f} s expected" if expected is not None else "too few runs"
-        return f"{self.project} on {self.gpus} GPU(s): {told} ({self.runs} runs)"
+        whose = self.project if self.project_id else "the fleet"
+        return f"{whose} on {self.gpus} GPU(s): {told} ({self.runs} runs)"
 
     def stats(self) -> RunTimes:
         return RunTimes(self.runs, self.mean_log, self.var_log)

@@ -36,12 +36,13 @@ from django.db.models.functions import Cast, Coalesce
 from jobs import policy as P
 from jobs.models import Job, Organization, Project
 from jobs.policy.deadlines import deadline_keys
+from jobs.scheduler.runtimes import Key as RunTimeKey
+from jobs.scheduler.runtimes import run_time_of
 from jobs.states import JobState
 
 Row = tuple[Any, ...]  # the columns of _COLUMNS, the row's version last (kept: up to _SPEC)
 Key = tuple[float, float, int]  # (virtual deadline, enqueued_at, id): the policy's order
 Names = tuple[dict[int, tuple[str, str]], dict[int, str]]
-RunTimeKey = tuple[int, int]  # (project id, GPUs): runtimes.load_run_times()
 
 # The pending reason a row holds (code, text, what-if, estimated start): the tick writes a
 # reason only where it differs (reasons.write_reasons)
@@ -96,11 +97,11 @@ class QueueCache:
         if run_times == old:
             return
         jobs = self.jobs
-        for key in old.keys() | run_times.keys():
-            expected = run_times.get(key)
-            if expected == old.get(key):
+        for (project, gpus), ids in self.predicted.items():
+            expected = run_time_of(run_times, project, gpus)
+            if expected == run_time_of(old, project, gpus):
                 continue
-            for pk in self.predicted.get(key, ()):
+            for pk in ids:
                 job = jobs.get(pk)
                 if job is not None:
                     job.expected_duration_s = _within(expected, job.time_limit_s)
@@ -178,7 +179,7 @@ class QueueCache:
         estimate = seconds_or_none(expected)
         if estimate is None:
             self.predicted[project_id, gpus].add(pk)
-            estimate = _within(self.run_times.get((project_id, gpus)), float(limit))
+            estimate = _within(run_time_of(self.run_times, project_id, gpus), float(limit))
         # positional, in field order: a keyword call costs a third more
         job = self.jobs[pk] = P.QueuedJob(
             pk, org, tier, gpus, enqueued.timestamp(), float(limit),

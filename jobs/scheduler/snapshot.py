@@ -12,8 +12,9 @@ from django.conf import settings
 
 from jobs import policy as P
 from jobs.models import Attempt, GpuBinding, Job, Membership, Organization, Project, Tier
-from jobs.scheduler.queue_cache import RunTimeKey, queued_jobs, seconds_or_none, without
-from jobs.scheduler.runtimes import load_run_times
+from jobs.scheduler.queue_cache import queued_jobs, seconds_or_none, without
+from jobs.scheduler.runtimes import Key as RunTimeKey
+from jobs.scheduler.runtimes import load_run_times, run_time_of
 from jobs.scheduler.usage import LiveUse, load_usage, user_key
 from jobs.states import JobState
 from workers.models import Gpu, Node, NodeState
@@ -124,7 +125,7 @@ def load_running(now: datetime, promised: Promised = frozenset(),
             allocations=(P.Allocation(node, kept),), started_at=start,
             expected_end=_expected_end(start, limit_end, estimate,
                                        stop_deadline if stop else None,
-                                       learned.get((project_id, job_gpus))),
+                                       run_time_of(learned, project_id, job_gpus)),
             time_limit_end=limit_end, last_checkpoint_at=ts(checkpoint),
             checkpointable=checkpointable,
             # an attempt already asked to stop is not a victim twice, and one that has not
@@ -162,7 +163,7 @@ def load_nominees(now: datetime, run_times: RunTimes | None = None) -> list[P.Ru
             attempt_id=-pk, job_id=pk, org=org, tier=tier, project=project,
             allocations=(P.Allocation(node, tuple(sorted(gpus))),), started_at=begin,
             expected_end=_expected_end(begin, limit_end, estimate, None,
-                                       learned.get((project_id, job_gpus))),
+                                       run_time_of(learned, project_id, job_gpus)),
             time_limit_end=limit_end, checkpointable=checkpointable, preemptible=False,
             preemptions=preemptions, user=user_key(user),
         ))

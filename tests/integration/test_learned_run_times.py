@@ -11,12 +11,13 @@ import pytest
 from django.utils import timezone
 
 from jobs.fencing import next_token
-from jobs.models import Attempt, Job, RunTimeStat
+from jobs.models import Attempt, Job, Project, RunTimeStat
 from jobs.scheduler.queue_cache import QueueCache
-from jobs.scheduler.runtimes import load_run_times
+from jobs.scheduler.runtimes import FLEET, load_run_times
 from jobs.scheduler.snapshot import load_snapshot
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.scheduler.usage import fold_ended_attempts
+from jobs.services.submission import JobSpec, job_submit
 from tests.support.broker import purge_broker_and_cache
 from tests.support.factories import make_job, make_node
 from workers.models import Node, NodeState
@@ -68,10 +69,11 @@ def test_only_whole_successful_runs_are_learned_once_each(alice):
     _ran(resumed, 40)
     assert fold_ended_attempts(timezone.now(), 6 * HOUR) == 7
     assert fold_ended_attempts(timezone.now(), 6 * HOUR) == 0
-    stats = {s.gpus: s for s in RunTimeStat.objects.all()}
-    assert (stats[1].runs, stats[2].runs) == (3, 1)
+    runs = {(s.project_id, s.gpus): s.runs for s in RunTimeStat.objects.all()}
     project = alice.projects.get().pk
-    assert load_run_times() == {(project, 1): pytest.approx(_lognormal_mean(60, 80, 100))}
+    assert runs == {(project, 1): 3, (project, 2): 1, (None, 1): 3, (None, 2): 1}
+    learned = pytest.approx(_lognormal_mean(60, 80, 100))
+    assert load_run_times() == {(project, 1): learned, (FLEET, 1): learned}
 
 
 def test_jobs_without_an_estimate_are_planned_by_their_projects_run_time(alice):
@@ -88,6 +90,8 @@ def test_jobs_without_an_estimate_are_planned_by_their_projects_run_time(alice):
     short_limit = make_job(alice)
     Job.objects.filter(pk=short_limit.pk).update(time_limit_s=60)
     other_size = make_job(alice, gpus=2)
+    Project.objects.create(organization=alice, name="new")
+    new_project = job_submit(organization=alice, spec=JobSpec(prompt="a cat", project="new"))
 
     snapshot = load_snapshot(timezone.now())
     expected = {q.job_id: q.expected_duration_s for q in snapshot.queued}
@@ -95,6 +99,7 @@ def test_jobs_without_an_estimate_are_planned_by_their_projects_run_time(alice):
     assert expected[short_limit.pk] == 60  # never past the limit
     assert expected[other_size.pk] is None  # no history at 2 GPUs: the limit stands in
     assert expected[plain.pk] == pytest.approx(learned)
+    assert expected[new_project.pk] == pytest.approx(learned)  # no history: the fleet's
     (run,) = snapshot.running
     assert run.expected_end == pytest.approx(attempt.started_at.timestamp() + learned)
 
@@ -104,13 +109,13 @@ def test_a_cached_queue_follows_the_run_times_as_they_move(alice):
     project = alice.projects.get().pk
     cache = QueueCache(versioned=True)
     for run_times in ({}, {(project, 1): 90.0}, {(project, 1): 45.0, (project, 2): 7200.0},
-                      {(project, 2): 30.0}):
+                      {(FLEET, 1): 50.0, (project, 2): 30.0}):
         loaded = {q.job_id: q.expected_duration_s for q in cache.load(0.0, run_times)}
         fresh = {q.job_id: q.expected_duration_s
                  for q in QueueCache(versioned=False).load(0.0, run_times)}
         assert loaded == fresh
         assert cache.last_read == (3 if not run_times else 0)  # no row read again
-    assert [loaded[j.pk] for j in jobs] == [None, None, 30.0]
+    assert [loaded[j.pk] for j in jobs] == [50.0, 50.0, 30.0]
 
 
 def test_a_reservation_is_planned_by_the_running_jobs_learned_end(alice):
