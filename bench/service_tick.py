@@ -184,6 +184,7 @@ def main() -> None:
     print(f"queue read: cached {queue:.0f} ms, fresh {fresh:.0f} ms, ratio {queue / fresh:.2f}")
     _time_reasons(rounds[-1][4])
     _time_line(rounds[-1][5], rounds[-1][4])
+    _time_run_times(limit_weight)
 
 
 def _round(r: int, limit_weight: float) -> tuple:
@@ -250,6 +251,27 @@ def _time_line(snap, decisions) -> None:
     print(f"queue line: drawn {draw:.0f} ms, drawn and published {publish:.0f} ms "
           f"(decision {decide:.0f} ms, ratio {publish / decide:.2f}); read one job "
           f"{statistics.median(ones):.2f} ms, a page of 100 {statistics.median(pages):.2f} ms")
+
+
+def _time_run_times(limit_weight: float) -> None:
+    """Learned run times (jobs/scheduler/runtimes.py): their read, and the cached queue's
+    load when every one moved since the last tick (each job without an estimate takes its
+    new value) against one where none did."""
+    from jobs.scheduler.queue_cache import queued_jobs
+    from jobs.scheduler.runtimes import load_run_times
+
+    learned, read_ms = _timed(load_run_times)
+    queued_jobs(limit_weight, learned)
+    moved, still = [], []
+    for i in range(5):
+        shifted = {key: value * (1.01 + i / 100) for key, value in learned.items()}
+        moved.append(_timed(lambda s=shifted: queued_jobs(limit_weight, s))[1])
+        still.append(_timed(lambda s=shifted: queued_jobs(limit_weight, s))[1])
+    jobs = sum(1 for job in queued_jobs(limit_weight, learned)
+               if job.expected_duration_s is not None)
+    print(f"learned run times: {len(learned)} read in {read_ms:.1f} ms; {jobs} queued jobs with "
+          f"a run time; queue load with all moved {statistics.median(moved):.0f} ms, "
+          f"none moved {statistics.median(still):.0f} ms")
 
 
 if __name__ == "__main__":
