@@ -8,7 +8,8 @@ not seen. Names are not cached with the rows: organizations (slug, tier) and pro
 small tables read every tick, so an organization moved to another tier is seen at once.
 Each load also keeps the pending reason every row held, so that the tick writes only the
 reasons that changed (reasons.write_reasons). A job without the client's estimate takes its
-project's learned run time (runtimes.py), kept up to date on the cached jobs as it moves.
+project's learned run time, else the fleet's (runtimes.py), kept up to date on the cached
+jobs as it moves.
 
 Only committed versions may be cached: a transaction that writes a row twice leaves one
 xmin for two contents, and a reader inside it would see both. So the cache serves callers
@@ -77,7 +78,7 @@ class QueueCache:
     def load(self, limit_weight: float, run_times: Mapping[RunTimeKey, float] | None = None
              ) -> list[P.QueuedJob]:
         """Every queued job, by virtual deadline (`limit_weight`), oldest first on ties;
-        those without an estimate expect their project's `run_times` where it has one."""
+        those without an estimate expect their learned `run_times` (runtimes.run_time_of)."""
         if not self.versioned or not self._same_server() or not self.rows \
                 or limit_weight != self.limit_weight:
             self._read_all(limit_weight)

@@ -73,7 +73,7 @@ RunTimes = Mapping[RunTimeKey, float]  # runtimes.load_run_times()
 def _expected_end(start: float, limit_end: float, estimate, stop_deadline,
                   learned: float | None) -> float:
     """By its deadline if asked to stop, else by the client's estimate, else by the
-    project's learned run time, never past its limit."""
+    `learned` run time, never past its limit."""
     if stop_deadline is not None:  # asked to stop: gone by its deadline
         return min(stop_deadline.timestamp(), limit_end)
     seconds = seconds_or_none(estimate) or learned

@@ -49,7 +49,7 @@ def used_gpu_seconds(gpus: list, started: datetime | None, ended: datetime) -> f
 
 def fold_ended_attempts(now: datetime, half_life_s: float, batch: int = FOLD_BATCH) -> int:
     """Add the attempts that ended since the last fold to their accounts (project, user),
-    and the whole runs among them to their project's run times (runtimes.py)."""
+    and the whole runs among them to the learned run times (runtimes.py)."""
     with transaction.atomic():
         # locked and skipped by a concurrent fold, so that no attempt is counted twice
         due = (Attempt.objects.filter(ended_at__isnull=False, usage_counted=False)
