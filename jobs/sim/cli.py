@@ -56,6 +56,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="change a PolicyConfig field, e.g. reserve_share=0.25; repeatable")
     p.add_argument("--max-time", type=float, default=None, help="stop at this virtual time")
+    p.add_argument("--project-spread", type=float, default=None, metavar="SIGMA",
+                   help="video: each project's runs scattered by SIGMA (of their log) around "
+                        "a typical run of its own (default: runs owe nothing to the project)")
     p.add_argument("--estimates", choices=("client", "learned", "none"), default="client",
                    help="what plans each job's run: the client's estimate, the run times "
                         "its project's jobs took (learned), or only its time limit")
@@ -103,6 +106,8 @@ def refuse_bad_overrides(p: argparse.ArgumentParser, args: argparse.Namespace) -
 def workload(args: argparse.Namespace, gpus: int) -> list[SimJob]:
     if args.trace == "video":
         jobs = workload_video.generate(gpus, args.load, args.horizon, args.seed)
+        if args.project_spread is not None:
+            workload_video.with_alike_projects(jobs, args.project_spread, args.seed)
     else:
         jobs = trace_philly.load(args.trace, args.start_day, args.days, args.max_jobs)
     for job in jobs:

@@ -83,3 +83,29 @@ def generate(capacity_gpus: int, load: float = 1.0, horizon_s: float = 7200.0, s
         jobs.append(SimJob(i + 1, org, tier, gpus, at, dur, limit, expected_duration=est,
                            project=f"{org}/p{rng.randint(0, 3)}"))
     return jobs
+
+
+def with_alike_projects(jobs: list[SimJob], spread: float, seed: int) -> None:
+    """Make each project's runs alike: scattered by `spread` (sigma of their log) around a
+    typical run of the project's own, the typical runs scattered so that all runs together
+    keep the workload's sigma (DUR_SIGMA), truncated as before. Estimates and limits follow
+    the new runs as `generate` makes them. What learned run times can use; `generate`'s
+    runs carry no trace of their project."""
+    rng = random.Random(f"alike-{seed}")
+    between = math.sqrt(max(DUR_SIGMA ** 2 - spread ** 2, 0.0))
+    typical: dict[str, float] = {}
+    for job in jobs:
+        if job.project not in typical:
+            typical[job.project] = DUR_MEDIAN * math.exp(rng.gauss(0.0, between))
+        job.duration = _near(typical[job.project], spread, rng)
+        est = job.duration * math.exp(rng.gauss(0.0, 0.2))
+        job.expected_duration = est
+        job.time_limit = 60.0 * math.ceil(max(1.5 * job.duration, 2.0 * est, 60.0) / 60.0)
+
+
+def _near(typical: float, spread: float, rng: random.Random) -> float:
+    for _ in range(100):
+        d = typical * math.exp(rng.gauss(0.0, spread))
+        if DUR_MIN <= d <= DUR_MAX:
+            return d
+    return min(max(typical, DUR_MIN), DUR_MAX)  # a typical run far out of bounds

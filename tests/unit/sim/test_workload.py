@@ -80,3 +80,22 @@ def test_victims_in_their_checkpoint_grace_leave_no_invalid_placement():
                                 "--checkpoint-interval", "60", "--quiet"])
     fig = run(args)["gpusched"]
     assert fig["preemptions"] > 0 and fig["invalid_placements"] == 0
+
+
+def test_alike_projects_keep_the_workloads_runs_but_tie_them_to_their_project():
+    import math
+    import statistics
+    from collections import defaultdict
+
+    from jobs.sim.workload_video import DUR_MAX, DUR_MIN, generate, with_alike_projects
+
+    jobs = generate(512, 1.0, 1800, seed=3)
+    with_alike_projects(jobs, 0.2, seed=3)
+    logs = defaultdict(list)
+    for job in jobs:
+        assert DUR_MIN <= job.duration <= DUR_MAX
+        assert job.time_limit >= 1.5 * job.duration and job.expected_duration > 0
+        logs[job.project].append(math.log(job.duration))
+    within = statistics.mean(statistics.pstdev(v) for v in logs.values() if len(v) >= 10)
+    overall = statistics.pstdev([math.log(j.duration) for j in jobs])
+    assert within < 0.25 < 0.7 < overall  # alike inside a project, spread across them
