@@ -23,7 +23,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from jobs.policy.line import start_order, with_work_ahead
 from jobs.policy.types import (
     Allocation,
     Decisions,
@@ -33,6 +32,7 @@ from jobs.policy.types import (
     TierSpec,
 )
 
+from .estimates import note_line, note_reservations
 from .events import EventQueue
 from .ledger import Ledger
 from .model import NodeSpec, SimJob, default_tiers
@@ -273,7 +273,7 @@ class Simulator:
         dec = self.policy(snap)
         self.decision_ms.append((time.perf_counter() - t0) * 1000.0)
         self.holds = dec.next_holds()
-        self._note_estimates(dec)
+        note_reservations(self.queued, dec)
         for p in dec.preemptions:
             att = self.attempts.get(p.attempt_id)
             if att is None or att.stop_at is not None:
@@ -304,7 +304,7 @@ class Simulator:
             placed.add(p.job_id)
         if self.line_every and self.now >= self.next_line:
             self.next_line = self.now + self.line_every
-            self._note_line(snap, placed)
+            note_line(self.queued, snap, placed, self.now)
         # judged on the queue the policy saw: a victim re-queued just now had no say yet
         missing = [q.job_id for q in snap.queued
                    if q.job_id not in dec.pending and q.job_id not in placed]
@@ -316,24 +316,6 @@ class Simulator:
                 self.stats["stalled"] = 1
                 self.notes.append(f"t={self.now:.0f} stalled: {len(self.queued)} jobs queued, "
                                   "nothing running and the policy places nothing")
-
-    def _note_estimates(self, dec: Decisions) -> None:
-        """The first start a reservation promised each job (what its pending reason shows)."""
-        for r in dec.reservations:
-            job = self.queued.get(r.job_id)
-            if job is not None and job.first_start is None and job.first_estimate is None:
-                job.first_estimate = r.start_at
-
-    def _note_line(self, snap: Snapshot, placed: set[int]) -> None:
-        """The fleet work ahead of each job in the first line that showed it, drawn as the
-        service's tick draws it (jobs/scheduler/positions.py)."""
-        fleet = snap.fleet_gpus()
-        if not fleet:
-            return
-        for q, ahead in with_work_ahead(start_order(snap), placed):
-            job = self.queued.get(q.job_id)
-            if job is not None and job.first_start is None and job.first_line is None:
-                job.first_line = (self.now, ahead / fleet)
 
     def _apply(self, job: SimJob, allocs: tuple[Allocation, ...]) -> bool:
         seen, wait = set(), False
