@@ -94,7 +94,8 @@ PENDING = _nullable(_obj({"code": STR, "reason": STR, "estimated_start": _nullab
 JOB = _obj({
     "id": INT, "organization": STR, "project": STR,
     "state": {"type": "string", "enum": list(JobState.values)}, "version": INT, "prompt": STR,
-    "params": ANY_OBJECT, "gpus": INT, "gpu_types": {"type": "array", "items": STR},
+    "params": ANY_OBJECT, "gpus": INT, "min_gpus": _nullable(INT),
+    "gpu_types": {"type": "array", "items": STR},
     "min_gpu_memory_mb": INT, "region": STR, "time_limit_s": INT, "checkpointable": BOOL,
     "preemptible": BOOL, "created_at": TIME, "started_at": _nullable(TIME),
     "finished_at": _nullable(TIME), "preemptions": INT, "pending": PENDING,

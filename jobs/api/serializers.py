@@ -17,6 +17,8 @@ from jobs.states import JobState
 class JobSubmitSerializer(serializers.Serializer):
     prompt = serializers.CharField(max_length=10_000)
     gpus = serializers.IntegerField(min_value=1, default=1)
+    min_gpus = serializers.IntegerField(min_value=1, required=False, allow_null=True,
+                                        default=None)
     params = serializers.DictField(required=False, default=dict)
     gpu_types = serializers.ListField(child=serializers.CharField(max_length=40),
                                       required=False, default=list, max_length=8)
@@ -52,9 +54,9 @@ class JobSerializer(serializers.ModelSerializer):
         model = Job
         fields = [
             "id", "organization", "project", "state", "version", "prompt", "params", "gpus",
-            "gpu_types", "min_gpu_memory_mb", "region", "time_limit_s", "checkpointable",
-            "preemptible", "created_at", "started_at", "finished_at", "preemptions",
-            "pending", "result", "output_url", "error_code", "error",
+            "min_gpus", "gpu_types", "min_gpu_memory_mb", "region", "time_limit_s",
+            "checkpointable", "preemptible", "created_at", "started_at", "finished_at",
+            "preemptions", "pending", "result", "output_url", "error_code", "error",
         ]
 
     def get_pending(self, job: Job) -> dict | None:

@@ -18,6 +18,9 @@ class Job(models.Model):
     prompt = models.TextField()
     params = models.JSONField(default=dict, blank=True)
     gpus = models.PositiveSmallIntegerField()
+    # the fewest GPUs the job would accept: the scheduler says when that many would start it
+    # sooner (the pending what-if); it runs on `gpus`
+    min_gpus = models.PositiveSmallIntegerField(null=True, blank=True)
     gpu_types = models.JSONField(default=list, blank=True, help_text="Preference order.")
     min_gpu_memory_mb = models.PositiveIntegerField(default=0)
     region = models.CharField(max_length=40, blank=True)
@@ -58,6 +61,10 @@ class Job(models.Model):
 
     class Meta:
         constraints = [
+            models.CheckConstraint(
+                condition=models.Q(min_gpus__isnull=True)
+                | models.Q(min_gpus__gte=1, min_gpus__lte=models.F("gpus")),
+                name="job_min_gpus_within_gpus"),
             models.UniqueConstraint(fields=["organization", "idempotency_key"],
                                     condition=~models.Q(idempotency_key=""),
                                     name="job_idempotency_key_unique"),

@@ -17,7 +17,7 @@ def job_redrive(*, job: Job, by: str) -> Job:
     if job.state not in REDRIVABLE:
         raise Conflict(f"job {job.pk} is {job.state}: only a dead, failed or timed-out job "
                        f"runs again", code="not_redrivable")
-    spec = JobSpec(prompt=job.prompt, gpus=job.gpus, params=job.params,
+    spec = JobSpec(prompt=job.prompt, gpus=job.gpus, min_gpus=job.min_gpus, params=job.params,
                    gpu_types=tuple(job.gpu_types), min_gpu_memory_mb=job.min_gpu_memory_mb,
                    region=job.region, time_limit_s=job.time_limit_s,
                    checkpointable=job.checkpointable, preemptible=job.preemptible,

@@ -23,6 +23,7 @@ from jobs.transitions import record_creation
 class JobSpec:
     prompt: str
     gpus: int = 1
+    min_gpus: int | None = None  # the job accepts this few GPUs (a what-if, never run so)
     params: dict = field(default_factory=dict)
     gpu_types: tuple[str, ...] = ()
     min_gpu_memory_mb: int = 0
@@ -59,6 +60,9 @@ def _check_limits(spec: JobSpec) -> int:
         raise ValidationFailed(
             f"gpus must be 1..{settings.GPUSCHED_MAX_GPUS_PER_JOB}", code="gpus_out_of_range",
             field="gpus")
+    if spec.min_gpus is not None and not 1 <= spec.min_gpus <= spec.gpus:
+        raise ValidationFailed(f"min_gpus must be 1..{spec.gpus} (gpus)",
+                               code="min_gpus_out_of_range", field="min_gpus")
     limit = spec.time_limit_s or settings.GPUSCHED_DEFAULT_TIME_LIMIT_S
     if not 1 <= limit <= settings.GPUSCHED_MAX_TIME_LIMIT_S:
         raise ValidationFailed(
@@ -105,6 +109,7 @@ def job_submit_once(*, organization: Organization, spec: JobSpec, user=None,
             prompt=spec.prompt,
             params=spec.params,
             gpus=spec.gpus,
+            min_gpus=spec.min_gpus,
             gpu_types=list(spec.gpu_types),
             min_gpu_memory_mb=spec.min_gpu_memory_mb,
             region=spec.region,
@@ -125,5 +130,8 @@ def job_submit_once(*, organization: Organization, spec: JobSpec, user=None,
 
 def _fingerprint(spec: JobSpec) -> str:
     """What the request asked for, so that a reused key with another request is caught."""
-    text = json.dumps(asdict(spec), sort_keys=True, separators=(",", ":"))
+    fields = asdict(spec)
+    if fields["min_gpus"] is None:  # absent: the fingerprints of requests made before it
+        del fields["min_gpus"]
+    text = json.dumps(fields, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()

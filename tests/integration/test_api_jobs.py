@@ -40,12 +40,20 @@ def test_another_organizations_job_is_a_404(api, bob):
     ({"prompt": "x", "gpus": "many"}, "gpus"),
     ({"prompt": "x", "time_limit_s": -5}, "time_limit_s"),
     ({"prompt": "x", "params": [1, 2]}, "params"),
+    ({"prompt": "x", "gpus": 4, "min_gpus": 0}, "min_gpus"),
 ])
 def test_bad_input_is_a_400_with_a_code_and_nothing_is_queued(api, body, field):
     response = api.post("/api/v1/jobs", body, format="json")
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["code"] == "invalid" and field in error["fields"]
+    assert Job.objects.count() == 0
+
+
+def test_min_gpus_above_gpus_is_a_400_with_its_own_code(api):
+    response = api.post("/api/v1/jobs", {"prompt": "x", "gpus": 2, "min_gpus": 4}, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "min_gpus_out_of_range"
     assert Job.objects.count() == 0
 
 
@@ -194,3 +202,20 @@ def test_the_list_pages_newest_first_and_filters_by_state(api, alice, bob):
     for bad in ("state=LATE", "limit=0", "limit=501", "before=x"):
         answer = api.get(f"/api/v1/jobs?{bad}")
         assert answer.status_code == 400 and answer.json()["error"]["code"] == "invalid", bad
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_that_accepts_fewer_gpus_is_told_how_many_would_start_it(api):
+    from jobs.scheduler.tick import scheduler_tick_run
+    from tests.support.factories import make_node
+
+    make_node("big", gpus=8)
+    make_node("small", gpus=4)
+    api.post("/api/v1/jobs", {"prompt": "x", "gpus": 8}, format="json")
+    scheduler_tick_run()  # takes the only node of 8
+    spec = {"prompt": "x", "gpus": 8, "min_gpus": 2}
+    job_id = api.post("/api/v1/jobs", spec, format="json").json()["id"]
+    scheduler_tick_run()
+    body = api.get(f"/api/v1/jobs/{job_id}").json()
+    assert (body["state"], body["gpus"], body["min_gpus"]) == ("QUEUED", 8, 2)
+    assert "with 4 GPUs" in body["pending"]["what_if"]

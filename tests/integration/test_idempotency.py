@@ -64,3 +64,20 @@ def test_racing_retries_make_one_job(alice):
                                             idempotency_key="k-race")[0].pk), 8)
     assert len(ids) == 8 and len(set(ids)) == 1
     assert Job.objects.filter(organization=alice).count() == 1
+
+
+@pytest.mark.django_db
+def test_a_job_accepted_before_min_gpus_existed_is_found_by_its_retry(api):
+    """Fingerprints stored before `min_gpus` was a field (no such key) still match a retry
+    that does not name it; one that names it asks for something else."""
+    import hashlib
+    import json
+
+    job = Job.objects.get(pk=_post(api, "k-old", gpus=2).json()["id"])
+    old_spec = {"prompt": "a fox", "gpus": 2, "params": {}, "gpu_types": [],
+                "min_gpu_memory_mb": 0, "region": "", "time_limit_s": None,
+                "checkpointable": False, "preemptible": True, "project": ""}
+    text = json.dumps(old_spec, sort_keys=True, separators=(",", ":"))
+    assert job.request_fingerprint == hashlib.sha256(text.encode()).hexdigest()
+    assert _post(api, "k-old", gpus=2).json()["id"] == job.pk
+    assert _post(api, "k-old", gpus=2, min_gpus=1).status_code == 409
