@@ -71,6 +71,36 @@ def transition(
     return job
 
 
+# What a waiting job's request may change (services/amend.py); nothing else is amended
+AMENDABLE = frozenset({"gpus", "min_gpus", "gpu_types", "min_gpu_memory_mb", "region",
+                       "time_limit_s"})
+
+
+def amend(job: Job, *, reason: str, data: dict, **fields) -> Job:
+    """Change a QUEUED job's request in place: the same compare-and-set as a move and a
+    JobEvent from QUEUED to QUEUED, so that a scheduler round that read the job before sees
+    another version and places nothing by the old request. Its pending reason, estimated
+    start and any GPUs promised to it are dropped: they were worked out for the old one."""
+    if job.state != JobState.QUEUED or not fields or not fields.keys() <= AMENDABLE:
+        raise IllegalTransition(f"job {job.pk}: cannot amend {sorted(fields)} in {job.state}")
+    fields.update(pending_code="new", pending_reason="changed; waiting for the next round",
+                  pending_what_if="", estimated_start=None, nominated_node=None,
+                  nominated_gpus=[])
+    now = timezone.now()
+    with transaction.atomic():
+        updated = Job.objects.filter(pk=job.pk, state=job.state, version=job.version).update(
+            version=F("version") + 1, updated_at=now, **fields)
+        if updated != 1:
+            raise LostRace(f"job {job.pk} moved on from {job.state} v{job.version}")
+        JobEvent.objects.create(job_id=job.pk, from_state=job.state, to_state=job.state,
+                                version=job.version + 1, reason=reason[:200], data=data)
+        _log_once_committed(job, job.state, job.state, reason, None)
+    job.version, job.updated_at = job.version + 1, now
+    for name, value in fields.items():
+        setattr(job, name, value)
+    return job
+
+
 def _log_once_committed(job: Job, src: str, to: str, reason: str,
                         attempt: Attempt | None) -> None:
     """One structured line per move, written only if the move commits."""

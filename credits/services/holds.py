@@ -115,22 +115,42 @@ def settle_job(job: Job) -> None:
     """At the job's end: refund a job that delivered nothing, then void what its holds have
     left. Called by the transition into a terminal state, in its transaction, so it runs once.
     """
+    if _close_holds(job, refund=job.state in REFUNDED_ENDS, memo=f"ended {job.state}"):
+        watch_low_credits(job.organization_id)  # what came back may lift it above its threshold
+
+
+def rehold_for_job(job: Job) -> list[Hold]:
+    """Hold anew for a job whose request changed before it started (jobs/services/amend.py):
+    void what its holds keep, then hold what it may cost now, or raise as `hold_for_job` does
+    and let the caller's transaction roll both back. Its organization's row is locked."""
+    # every wallet of the organization, lowest id first, before the holds' and the system
+    # accounts: the new hold may draw on any of them, and the ledger locks wallets first
+    lock_wallets(Account.objects.filter(kind=Account.Kind.WALLET,
+                                        organization_id=job.organization_id
+                                        ).values_list("pk", flat=True))
+    _close_holds(job, refund=False, memo="changed before it started")
+    return hold_for_job(job)
+
+
+def _close_holds(job: Job, *, refund: bool, memo: str) -> bool:
+    """Refund what the job's open holds posted (if `refund`), void what they keep, close them.
+    False when it had none."""
     holds, now = _lock_open_holds(job.pk), timezone.now()
     if not holds:
-        return  # the common case of a fleet without prices: one query
+        return False  # the common case of a fleet without prices: one query
     usage = system_account(USAGE)
     for hold in holds:
-        refund = hold.posted - hold.refunded if job.state in REFUNDED_ENDS else 0
-        if refund:
-            record(Transfer.Kind.REFUND, usage, hold.account, refund, hold=hold, job_id=job.pk,
-                   memo=f"job {job.pk} ended {job.state}")
+        back = hold.posted - hold.refunded if refund else 0
+        if back:
+            record(Transfer.Kind.REFUND, usage, hold.account, back, hold=hold, job_id=job.pk,
+                   memo=f"job {job.pk} {memo}")
         rest = hold.remaining
         if rest:
             record(Transfer.Kind.VOID, hold.account, usage, rest, hold=hold, job_id=job.pk,
-                   memo=f"job {job.pk} ended {job.state}")
+                   memo=f"job {job.pk} {memo}")
         Hold.objects.filter(pk=hold.pk).update(voided=F("voided") + rest,
-                                               refunded=F("refunded") + refund, closed_at=now)
-    watch_low_credits(job.organization_id)  # what came back may lift it above its threshold
+                                               refunded=F("refunded") + back, closed_at=now)
+    return True
 
 
 def job_credits(job: Job) -> dict[str, int]:

@@ -19,6 +19,7 @@ from jobs.api.serializers import (
 )
 from jobs.models.webhook import EVENTS, JOB_EVENTS
 from jobs.states import JobState
+from jobs.transitions import AMENDABLE
 
 
 def _nullable(schema: dict) -> dict:
@@ -38,6 +39,11 @@ ANY_OBJECT = {"type": "object"}
 
 def field_schema(field: serializers.Field) -> dict:
     """The JSON schema of one serializer field, with the limits it enforces."""
+    schema = _value_schema(field)
+    return _nullable(schema) if field.allow_null else schema
+
+
+def _value_schema(field: serializers.Field) -> dict:
     if isinstance(field, serializers.BooleanField):
         return dict(BOOL)
     if isinstance(field, serializers.IntegerField):
@@ -78,6 +84,14 @@ def _job_submit() -> dict:
     schema["properties"]["gpus"]["maximum"] = settings.GPUSCHED_MAX_GPUS_PER_JOB
     schema["properties"]["time_limit_s"]["maximum"] = settings.GPUSCHED_MAX_TIME_LIMIT_S
     return schema
+
+
+def _job_change() -> dict:
+    """The submission's fields that a waiting job may change, none required, no others."""
+    submit = _job_submit()
+    return {"type": "object", "additionalProperties": False, "required": [],
+            "properties": {name: schema for name, schema in submit["properties"].items()
+                           if name in AMENDABLE}}
 
 
 POSITION = _nullable({**_obj({"place": INT, "of": INT, "ahead_s": _nullable(INT),
@@ -209,9 +223,19 @@ def _paths() -> dict:
                 "`as_of`; `waiting` of the organization's jobs wait, `in_line` of them were "
                 "in it (those submitted since have no place yet)", "QueueLine"),
                 **_errors(400, 429)}}},
-        "/api/v1/jobs/{job_id}": {"get": {
-            "operationId": "getJob", "parameters": [JOB_ID],
-            "responses": {"200": _answer("the job", "JobDetail"), **_errors(404, 429)}}},
+        "/api/v1/jobs/{job_id}": {
+            "get": {"operationId": "getJob", "parameters": [JOB_ID],
+                    "responses": {"200": _answer("the job", "JobDetail"),
+                                  **_errors(404, 429)}},
+            "patch": {"operationId": "changeJob", "parameters": [JOB_ID],
+                      "description": "Change what a waiting job that never started asks for "
+                                     "(e.g. the relaxation its pending.what_if names); it keeps "
+                                     "its wait and its credits are held anew. Only the fields "
+                                     "sent change.",
+                      "requestBody": {"required": True, "content": {
+                          "application/json": {"schema": _ref("JobChange")}}},
+                      "responses": {"200": _answer("the job as changed", "JobDetail"),
+                                    **_errors(400, 402, 404, 409, 429)}}},
         "/api/v1/jobs/{job_id}/output": {"get": {
             "operationId": "getJobOutput", "parameters": [JOB_ID],
             "responses": {"200": {"description": "the output file, as an attachment",
@@ -284,9 +308,9 @@ def openapi_document() -> dict:
         "components": {
             "securitySchemes": {"apiKey": {"type": "http", "scheme": "bearer",
                                            "description": "an organization's API key, gs_…"}},
-            "schemas": {"JobSubmit": _job_submit(), "Job": JOB, "JobDetail": JOB_DETAIL,
-                        "Accepted": ACCEPTED, "QueueLine": QUEUE_LINE, "Error": ERROR,
-                        "Webhook": WEBHOOK,
+            "schemas": {"JobSubmit": _job_submit(), "JobChange": _job_change(), "Job": JOB,
+                        "JobDetail": JOB_DETAIL, "Accepted": ACCEPTED, "QueueLine": QUEUE_LINE,
+                        "Error": ERROR, "Webhook": WEBHOOK,
                         "WebhookCreated": WEBHOOK_CREATED, "Credits": CREDITS,
                         "Usage": USAGE, "Notice": NOTICE, "CreditsNotice": CREDITS_NOTICE}},
     }

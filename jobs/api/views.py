@@ -19,6 +19,7 @@ from jobs.api.serializers import (
 from jobs.models import Job, WebhookEndpoint
 from jobs.scheduler.backlog import backlog_seconds
 from jobs.scheduler.positions import in_line, places_of
+from jobs.services.amend import job_amend
 from jobs.services.cancellation import job_cancel
 from jobs.services.errors import Conflict, ValidationFailed
 from jobs.services.outputs import output_response
@@ -101,6 +102,16 @@ class JobDetail(APIView):
         job = _jobs_of(request).filter(pk=job_id).first()
         if job is None:  # another organization's job is indistinguishable from none
             return not_found()
+        return Response({**JobSerializer(job).data, "credits": job_credits(job)})
+
+    def patch(self, request, job_id: int):
+        """Change a waiting job's request (services/amend.py): the fields sent, no others."""
+        body = JobSubmitSerializer(data=request.data, partial=True)
+        body.is_valid(raise_exception=True)
+        unknown = set(request.data) - set(body.fields) if isinstance(request.data, dict) else ()
+        changes = {**dict.fromkeys(unknown), **body.validated_data}
+        job = job_amend(organization=request.user.organization, job_id=job_id, changes=changes)
+        job = _jobs_of(request).get(pk=job.pk)
         return Response({**JobSerializer(job).data, "credits": job_credits(job)})
 
 

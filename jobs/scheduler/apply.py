@@ -38,6 +38,9 @@ def place(placement: P.Placement, now: datetime) -> Attempt:
     gpus = list(Gpu.objects.filter(node=node, index__in=alloc.gpus))
     if len(gpus) != len(alloc.gpus) or len(gpus) != job.gpus:
         raise ValueError(f"job {job.pk}: allocation {alloc} does not match its {job.gpus} GPUs")
+    misfit = _misfit(job, node)
+    if misfit:
+        raise ValueError(f"job {job.pk}: {node.name} {misfit}")
     attempt = Attempt.objects.create(
         job=job, node=node, gpu_indices=sorted(alloc.gpus), token=next_token(),
         lease_expires_at=now + timedelta(seconds=settings.GPUSCHED_LEASE_SECONDS),
@@ -49,6 +52,18 @@ def place(placement: P.Placement, now: datetime) -> Attempt:
                pending_code="", pending_reason="", pending_what_if="", estimated_start=None,
                nominated_node=None, nominated_gpus=[])
     return attempt
+
+
+def _misfit(job: Job, node: Node) -> str:
+    """What of the job's request, as its row says now, `node` does not meet. The round
+    decided on a snapshot, and the request may have changed since (services/amend.py)."""
+    if job.gpu_types and node.gpu_type not in job.gpu_types:
+        return f"has {node.gpu_type}, not one of {', '.join(job.gpu_types)}"
+    if node.gpu_memory_mb < job.min_gpu_memory_mb:
+        return f"has {node.gpu_memory_mb} MB a GPU, under {job.min_gpu_memory_mb}"
+    if job.region and node.region != job.region:
+        return f"is in region {node.region or 'none'}, not {job.region}"
+    return ""
 
 
 def _nominate(placement: P.Placement) -> None:

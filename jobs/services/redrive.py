@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from jobs.models import Job
 from jobs.services.errors import Conflict
-from jobs.services.submission import JobSpec, job_submit
+from jobs.services.submission import job_submit, spec_of
 from jobs.states import JobState
 
 REDRIVABLE = (JobState.DEAD, JobState.FAILED, JobState.TIMED_OUT)
@@ -17,10 +17,6 @@ def job_redrive(*, job: Job, by: str) -> Job:
     if job.state not in REDRIVABLE:
         raise Conflict(f"job {job.pk} is {job.state}: only a dead, failed or timed-out job "
                        f"runs again", code="not_redrivable")
-    spec = JobSpec(prompt=job.prompt, gpus=job.gpus, min_gpus=job.min_gpus, params=job.params,
-                   gpu_types=tuple(job.gpu_types), min_gpu_memory_mb=job.min_gpu_memory_mb,
-                   region=job.region, time_limit_s=job.time_limit_s,
-                   checkpointable=job.checkpointable, preemptible=job.preemptible,
-                   project=job.project.name)
+    spec = spec_of(job)
     return job_submit(organization=job.organization, spec=spec, user=job.submitted_by,
                       reason=f"run again from job {job.pk} ({job.state}) by {by}")

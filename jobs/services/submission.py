@@ -48,7 +48,8 @@ def _project_for(org: Organization, name: str) -> Project:
 _INT_MAX = 2**31 - 1  # what an integer column holds
 
 
-def _check_limits(spec: JobSpec) -> int:
+def check_limits(spec: JobSpec) -> int:
+    """Refuse a spec past the service's limits; its time limit, the default if it has none."""
     if not 0 <= spec.min_gpu_memory_mb <= _INT_MAX:
         raise ValidationFailed(f"min_gpu_memory_mb must be 0..{_INT_MAX}",
                                code="min_gpu_memory_out_of_range", field="min_gpu_memory_mb")
@@ -71,6 +72,21 @@ def _check_limits(spec: JobSpec) -> int:
     return limit
 
 
+def locked_organization(organization: Organization) -> Organization:
+    """The organization's row, locked (NO KEY) for the rest of the caller's transaction."""
+    return (Organization.objects.select_for_update(of=("self",), no_key=True)
+            .select_related("tier").get(pk=organization.pk))
+
+
+def spec_of(job: Job) -> JobSpec:
+    """What `job` asks for, as a request would say it."""
+    return JobSpec(prompt=job.prompt, gpus=job.gpus, min_gpus=job.min_gpus, params=job.params,
+                   gpu_types=tuple(job.gpu_types), min_gpu_memory_mb=job.min_gpu_memory_mb,
+                   region=job.region, time_limit_s=job.time_limit_s,
+                   checkpointable=job.checkpointable, preemptible=job.preemptible,
+                   project=job.project.name)
+
+
 def job_submit(*, organization: Organization, spec: JobSpec, user=None,
                reason: str = "submitted") -> Job:
     """Accept a job: it is QUEUED and visible once this returns (invariant 1), or refuse it
@@ -90,8 +106,7 @@ def job_submit_once(*, organization: Organization, spec: JobSpec, user=None,
         # row stays unlocked. NO KEY UPDATE: rows that merely refer to the organization (a new
         # wallet, whose foreign key PostgreSQL checks at commit) must not wait for it, or a
         # grant that holds system:issuance would wait here while this waits for its wallet
-        org = (Organization.objects.select_for_update(of=("self",), no_key=True)
-               .select_related("tier").get(pk=organization.pk))
+        org = locked_organization(organization)
         fingerprint = _fingerprint(spec) if idempotency_key else ""
         if idempotency_key:
             earlier = Job.objects.filter(organization=org, idempotency_key=idempotency_key).first()
@@ -100,7 +115,7 @@ def job_submit_once(*, organization: Organization, spec: JobSpec, user=None,
                     raise Conflict("this Idempotency-Key was used for another request",
                                    code="idempotency_key_reused")
                 return earlier, True
-        time_limit = _check_limits(spec)
+        time_limit = check_limits(spec)
         admit(org)
         job = Job.objects.create(
             organization=org,

@@ -11,6 +11,7 @@ from jobs.api.serializers import JobSubmitSerializer
 from jobs.models import Tier
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.tenancy import api_key_issue, organization_create
+from jobs.transitions import AMENDABLE
 from tests.support.openapi import conforms
 
 pytestmark = pytest.mark.django_db
@@ -46,6 +47,9 @@ def test_the_submit_body_is_the_serializers(document):
     assert set(schema["properties"]) == set(JobSubmitSerializer().fields)
     assert schema["required"] == ["prompt"]
     assert schema["properties"]["gpus"] == {"type": "integer", "minimum": 1, "maximum": 8}
+    change = document["components"]["schemas"]["JobChange"]
+    assert set(change["properties"]) == AMENDABLE and change["required"] == []
+    assert change["properties"]["min_gpus"] == {"type": ["integer", "null"], "minimum": 1}
 
 
 def _check(document, answer, path, method, status):
@@ -72,6 +76,10 @@ def test_real_answers_are_what_the_document_says(document, api, alice, settings)
     waiting = api.get(f"/api/v1/jobs/{job_id}")
     assert waiting.json()["pending"]["position"]["place"] == 1
     _check(d, waiting, "/api/v1/jobs/{job_id}", "get", 200)
+    changed = api.patch(f"/api/v1/jobs/{job_id}", {"min_gpus": 1}, format="json")
+    _check(d, changed, "/api/v1/jobs/{job_id}", "patch", 200)
+    _check(d, api.patch(f"/api/v1/jobs/{job_id}", {"prompt": "y"}, format="json"),
+           "/api/v1/jobs/{job_id}", "patch", 400)
     _check(d, api.get("/api/v1/jobs/999999"), "/api/v1/jobs/{job_id}", "get", 404)
     _check(d, api.post(f"/api/v1/jobs/{job_id}/cancel"), "/api/v1/jobs/{job_id}/cancel",
            "post", 202)
@@ -88,6 +96,8 @@ def test_real_answers_are_what_the_document_says(document, api, alice, settings)
     credits_grant(organization=alice, amount=100)
     _check(d, api.post("/api/v1/jobs", {"prompt": "x"}, format="json"), "/api/v1/jobs", "post",
            402)
+    _check(d, api.patch(f"/api/v1/jobs/{job_id}", {"gpus": 1}, format="json"),
+           "/api/v1/jobs/{job_id}", "patch", 409)  # cancelled above
     _check(d, api.get("/api/v1/credits"), "/api/v1/credits", "get", 200)
     _check(d, api.get("/api/v1/credits/transfers?limit=1"), "/api/v1/credits/transfers",
            "get", 200)
