@@ -103,8 +103,12 @@ POSITION = _nullable({**_obj({"place": INT, "of": INT, "ahead_s": _nullable(INT)
     "whole fleet busy; not a start estimate, as jobs that arrive later may rank ahead; null "
     "while no GPU is schedulable. "
     "Null until a line includes the job."})
+RELAXATION = _nullable({**_obj({"gpu_types": {"type": "array", "items": STR}, "gpus": INT},
+                               optional=("gpu_types", "gpus")), "description":
+    "The change that takes the what-if: send it as the body of PATCH /api/v1/jobs/{id}. "
+    "Null when there is no what-if."})
 PENDING = _nullable(_obj({"code": STR, "reason": STR, "estimated_start": _nullable(TIME),
-                          "what_if": STR, "position": POSITION}))
+                          "what_if": STR, "relaxation": RELAXATION, "position": POSITION}))
 JOB = _obj({
     "id": INT, "organization": STR, "project": STR,
     "state": {"type": "string", "enum": list(JobState.values)}, "version": INT, "prompt": STR,

@@ -11,6 +11,7 @@ from jobs.models import Job, WebhookEndpoint
 from jobs.models.webhook import EVENTS
 from jobs.scheduler.positions import QueuePosition, places_of
 from jobs.services.outputs import output_path
+from jobs.services.relaxations import relaxation
 from jobs.states import JobState
 
 
@@ -67,6 +68,7 @@ class JobSerializer(serializers.ModelSerializer):
             positions = places_of([job])
         return {"code": job.pending_code, "reason": job.pending_reason,
                 "estimated_start": job.estimated_start, "what_if": job.pending_what_if,
+                "relaxation": relaxation(job.pending_what_if, job.gpu_types),
                 "position": position_body(positions.get(job.pk))}
 
     def get_output_url(self, job: Job) -> str | None:

@@ -12,6 +12,12 @@ if TYPE_CHECKING:
     from .gpusched import _Round
 
 
+# The two relaxations in words; the API reads them back into the change that takes them
+# (jobs/services/relaxations.py), so they are written here only
+OTHER_TYPE = "would start now on {gpu_type} if the job allowed that type"
+FEWER_GPUS = "would start now with {gpus} GPUs (the job accepts {min_gpus})"
+
+
 def what_if(index: FreeIndex, job: QueuedJob, groups: Pools) -> str:
     """A relaxation that would start the job now: another GPU type, or fewer GPUs."""
     if job.gpu_types:
@@ -21,11 +27,11 @@ def what_if(index: FreeIndex, job: QueuedJob, groups: Pools) -> str:
             if job.region and pool.region != job.region:
                 continue
             if index.best_fit([[pool]], job.gpus) is not None:
-                return f"would start now on {pool.gpu_type} if the job allowed that type"
+                return OTHER_TYPE.format(gpu_type=pool.gpu_type)
     if job.min_gpus is not None and job.min_gpus < job.gpus:
         for g in range(job.gpus - 1, max(job.min_gpus, 1) - 1, -1):
             if index.best_fit(groups, g) is not None:
-                return f"would start now with {g} GPUs (the job accepts {job.min_gpus})"
+                return FEWER_GPUS.format(gpus=g, min_gpus=job.min_gpus)
     return ""
 
 

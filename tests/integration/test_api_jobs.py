@@ -219,3 +219,4 @@ def test_a_job_that_accepts_fewer_gpus_is_told_how_many_would_start_it(api):
     body = api.get(f"/api/v1/jobs/{job_id}").json()
     assert (body["state"], body["gpus"], body["min_gpus"]) == ("QUEUED", 8, 2)
     assert "with 4 GPUs" in body["pending"]["what_if"]
+    assert body["pending"]["relaxation"] == {"gpus": 4}

@@ -43,9 +43,11 @@ def _blocked_on_h100(api) -> int:
 def test_a_waiting_job_takes_the_relaxation_it_was_offered_and_keeps_its_wait(api):
     job_id = _blocked_on_h100(api)
     before = Job.objects.get(pk=job_id)
-    assert "A100" in api.get(f"/api/v1/jobs/{job_id}").json()["pending"]["what_if"]
+    pending = api.get(f"/api/v1/jobs/{job_id}").json()["pending"]
+    assert "A100" in pending["what_if"]
+    assert pending["relaxation"] == {"gpu_types": ["H100", "A100"]}
 
-    answer = _patch(api, job_id, gpu_types=["H100", "A100"])
+    answer = _patch(api, job_id, **pending["relaxation"])  # taken as it is offered
     assert answer.status_code == 200
     body = answer.json()
     assert body["gpu_types"] == ["H100", "A100"] and body["version"] == before.version + 1
@@ -61,6 +63,20 @@ def test_a_waiting_job_takes_the_relaxation_it_was_offered_and_keeps_its_wait(ap
     assert job.state == "SCHEDULED"
     assert set(GpuBinding.objects.filter(attempt__job=job).values_list(
         "gpu__node__name", flat=True)) == {"a"}
+
+
+def test_a_change_drops_the_gpus_promised_for_the_old_request(api):
+    from workers.models import Node
+
+    make_node("h", gpus=4)
+    job_id = _submit(api, gpus=4)
+    Job.objects.filter(pk=job_id).update(nominated_node=Node.objects.get(name="h"),
+                                         nominated_gpus=[0, 1, 2, 3])
+    assert _patch(api, job_id, gpus=2).status_code == 200
+    job = Job.objects.get(pk=job_id)
+    assert (job.nominated_node, job.nominated_gpus) == (None, [])
+    scheduler_tick_run()  # and it waits in the queue again, as asked now
+    assert GpuBinding.objects.filter(attempt__job_id=job_id).count() == 2
 
 
 def test_a_change_that_changes_nothing_writes_nothing(api):
