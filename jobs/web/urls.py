@@ -7,6 +7,7 @@ urlpatterns = [
     path("", views.job_list, name="dashboard"),
     path("jobs/<int:job_id>", views.job_detail, name="dashboard-job"),
     path("jobs/<int:job_id>/cancel", views.job_cancel_view, name="dashboard-job-cancel"),
+    path("jobs/<int:job_id>/relax", views.job_relax_view, name="dashboard-job-relax"),
     path("jobs/<int:job_id>/output", views.job_output, name="dashboard-job-output"),
     path("credits", credits_page, name="dashboard-credits"),
 ]

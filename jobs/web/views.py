@@ -14,9 +14,11 @@ from credits.services.holds import job_credits
 from credits.services.statements import job_transfers, organization_balance
 from jobs.models import Attempt, Job, Organization
 from jobs.scheduler.positions import places_of
+from jobs.services.amend import job_amend
 from jobs.services.cancellation import job_cancel
 from jobs.services.errors import ServiceError
 from jobs.services.outputs import output_response
+from jobs.services.relaxations import relaxation
 from jobs.states import TERMINAL
 
 RECENT = 100  # jobs listed, newest first
@@ -66,7 +68,40 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     return render(request, "dashboard/job_detail.html",
                   {"job": job, "events": job.events.all(), "attempts": job.attempts.all(),
                    "cancellable": job.state not in TERMINAL, "credits": job_credits(job),
+                   "relaxation": _relaxation_words(job),
                    "transfers": job_transfers(job), "refresh_s": _refresh(job)})
+
+
+def _relaxation(job: Job) -> dict | None:
+    return relaxation(job.pending_what_if, job.gpu_types) if job.state == "QUEUED" else None
+
+
+def _relaxation_words(job: Job) -> str:
+    """The button that takes the job's what-if, in words; "" when none is offered."""
+    change = _relaxation(job)
+    if not change:
+        return ""
+    if "gpus" in change:
+        return f"Run it on {change['gpus']} GPUs instead, keeping its place"
+    return f"Also accept {change['gpu_types'][-1]}, keeping its place"
+
+
+@login_required
+@require_POST
+def job_relax_view(request: HttpRequest, job_id: int) -> HttpResponse:
+    """Take the relaxation the job's pending reason offers now (services/amend.py)."""
+    job = _job_of_user(request, job_id)
+    change = _relaxation(job)
+    if not change:
+        messages.warning(request, "No change is offered for this job now.")
+        return redirect("dashboard-job", job_id=job.pk)
+    try:
+        job_amend(organization=job.organization, job_id=job.pk, changes=change)
+    except ServiceError as exc:
+        messages.warning(request, exc.message)
+    else:
+        messages.info(request, "Changed; it keeps its place and waits for the next round.")
+    return redirect("dashboard-job", job_id=job.pk)
 
 
 @login_required

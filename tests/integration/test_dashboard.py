@@ -118,3 +118,25 @@ def test_the_credits_page_shows_this_months_usage_by_project(member, alice):
     page = member.get("/dashboard/credits").content.decode()
     assert "<h3>Used in" in page and "<td>default</td>" in page
     assert "<td>0.10</td>" in page  # six minutes of one GPU
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_member_takes_the_relaxation_a_waiting_job_is_offered(member, alice):
+    from jobs.services.submission import JobSpec, job_submit
+
+    make_node("h", gpus=4)
+    make_node("a", gpus=8, gpu_type="A100")
+    spec = JobSpec(prompt="a heron", gpus=4, gpu_types=("H100",))
+    job_submit(organization=alice, spec=spec)
+    scheduler_tick_run()  # the first takes the only H100 node
+    job = job_submit(organization=alice, spec=spec)
+    assert "Also accept" not in member.get(f"/dashboard/jobs/{job.pk}").content.decode()
+    scheduler_tick_run()
+    page = member.get(f"/dashboard/jobs/{job.pk}").content.decode()
+    assert "Also accept A100, keeping its place" in page
+    page = member.post(f"/dashboard/jobs/{job.pk}/relax", follow=True).content.decode()
+    assert "keeps its place" in page
+    job.refresh_from_db()
+    assert job.gpu_types == ["H100", "A100"] and job.pending_what_if == ""
+    again = member.post(f"/dashboard/jobs/{job.pk}/relax", follow=True).content.decode()
+    assert "No change is offered" in again
