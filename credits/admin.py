@@ -5,17 +5,7 @@ grant_credits`, so that each is a transfer)."""
 from django.contrib import admin
 
 from credits.models import Account, Budget, GpuPrice, Hold, Transfer
-
-
-class ReadOnly(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
+from gpusched.admin_base import ReadOnly
 
 
 class HoldInline(admin.TabularInline):

@@ -2,6 +2,7 @@ from django.contrib import admin, messages
 
 from credits.admin import HoldInline
 from credits.admin_actions import grant_credits
+from gpusched.admin_base import ChangedFieldsOnly, ReadOnly
 from jobs.models import (
     ApiKey,
     Attempt,
@@ -19,13 +20,15 @@ from jobs.models import (
     WebhookEndpoint,
 )
 from jobs.scheduler.positions import places_of
+from jobs.services.amend import job_amend
 from jobs.services.errors import ServiceError
 from jobs.services.redrive import job_redrive
 from jobs.services.requeue import job_requeue
+from jobs.transitions import AMENDABLE
 
 
 @admin.register(Tier)
-class TierAdmin(admin.ModelAdmin):
+class TierAdmin(ChangedFieldsOnly):
     list_display = ["name", "priority", "weight", "guaranteed_share", "max_share",
                     "start_slo_seconds", "preemptible", "max_preemptions",
                     "max_queued_jobs_per_org", "shed_after_backlog_s", "api_requests_per_min",
@@ -33,7 +36,7 @@ class TierAdmin(admin.ModelAdmin):
 
 
 @admin.register(Organization)
-class OrganizationAdmin(admin.ModelAdmin):
+class OrganizationAdmin(ChangedFieldsOnly):
     list_display = ["slug", "name", "tier", "weight", "running_gpu_cap",
                     "low_credits_threshold", "created_at"]
     list_filter = ["tier"]
@@ -42,7 +45,7 @@ class OrganizationAdmin(admin.ModelAdmin):
 
 
 @admin.register(Project)
-class ProjectAdmin(admin.ModelAdmin):
+class ProjectAdmin(ChangedFieldsOnly):
     list_display = ["name", "organization", "weight"]
     list_filter = ["organization__tier"]
     search_fields = ["name", "organization__slug"]
@@ -81,13 +84,13 @@ class RunTimeStatAdmin(admin.ModelAdmin):
 
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(ChangedFieldsOnly):
     list_display = ["user", "organization", "role", "weight"]
     list_filter = ["role"]
 
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(ChangedFieldsOnly):
     list_display = ["prefix", "name", "organization", "created_at", "last_used_at", "revoked_at"]
     list_filter = ["revoked_at"]
     readonly_fields = ["prefix", "key_hash", "created_at", "last_used_at"]
@@ -116,13 +119,30 @@ class JobAdmin(admin.ModelAdmin):
                     "started_at", "finished_at", "pending_code"]
     list_filter = ["state", "organization__tier", "gpus"]
     search_fields = ["id", "prompt", "organization__slug"]
-    # state moves only through the state machine, never by editing the row
-    readonly_fields = ["state", "version", "enqueued_at", "started_at", "finished_at",
-                       "preemptions", "pending_code", "pending_reason", "pending_what_if",
-                       "estimated_start", "place_in_line", "nominated_node",
-                       "nominated_gpus"]
     inlines = [AttemptInline, HoldInline, JobEventInline]
     actions = ["run_again", "requeue"]
+
+    def get_readonly_fields(self, request, obj=None):
+        """Every field but the request's, which change only while it waits, never having
+        started, and then through the amend service (its credits held anew, its version
+        compared): the state machine and the ledger own the rest."""
+        if obj is None or obj.state != "QUEUED" or obj.attempts.exists():
+            return [f.name for f in Job._meta.fields] + ["place_in_line"]
+        return [f.name for f in Job._meta.fields if f.name not in AMENDABLE] + [
+            "place_in_line"]
+
+    def save_model(self, request, obj, form, change) -> None:
+        changes = {name: form.cleaned_data[name] for name in form.changed_data
+                   if name in AMENDABLE}
+        if not change or not changes:
+            return
+        try:
+            job_amend(organization=obj.organization, job_id=obj.pk, changes=changes)
+        except ServiceError as exc:
+            self.message_user(request, f"Not changed: {exc.message}", level=messages.WARNING)
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # a job is its history and its credits' record: cancel it instead
 
     @admin.display(description="Place in line")
     def place_in_line(self, job: Job) -> str:
@@ -158,51 +178,43 @@ class JobAdmin(admin.ModelAdmin):
 
 
 @admin.register(Attempt)
-class AttemptAdmin(admin.ModelAdmin):
+class AttemptAdmin(ReadOnly):
     list_display = ["id", "job", "node", "token", "status", "outcome", "exit_code",
                     "lease_expires_at", "started_at", "ended_at"]
     list_filter = ["status", "outcome", "node"]
-    readonly_fields = [f.name for f in Attempt._meta.fields]
 
 
 @admin.register(JobEvent)
-class JobEventAdmin(admin.ModelAdmin):
+class JobEventAdmin(ReadOnly):
+    """The audit trail: append-only."""
+
     list_display = ["id", "job", "from_state", "to_state", "version", "at", "reason"]
     list_filter = ["to_state"]
-    readonly_fields = [f.name for f in JobEvent._meta.fields]
-
-    def has_change_permission(self, request, obj=None):
-        return False  # the audit trail is append-only
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(GpuBinding)
-class GpuBindingAdmin(admin.ModelAdmin):
+class GpuBindingAdmin(ReadOnly):
     list_display = ["gpu", "attempt", "bound_at", "released_at"]
     list_filter = ["released_at"]
-    readonly_fields = ["gpu", "attempt", "bound_at", "released_at"]
 
 
 @admin.register(Counter)
-class CounterAdmin(admin.ModelAdmin):
-    """The fencing-token counter on databases without sequences (SQLite demo)."""
+class CounterAdmin(ReadOnly):
+    """The fencing-token counter on databases without sequences (SQLite demo): never set
+    back, or a stale token could be handed out again."""
 
     list_display = ["name", "value"]
-    readonly_fields = ["name", "value"]
 
 
 @admin.register(WebhookEndpoint)
-class WebhookEndpointAdmin(admin.ModelAdmin):
+class WebhookEndpointAdmin(ChangedFieldsOnly):
     list_display = ["organization", "url", "events", "active", "created_at"]
     list_filter = ["active"]
     readonly_fields = ["secret"]  # the receiver's copy; new endpoints get a fresh one
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(admin.ModelAdmin):
+class WebhookDeliveryAdmin(ReadOnly):
     list_display = ["id", "job", "event", "endpoint", "status", "attempts", "next_attempt_at",
                     "last_error", "delivered_at"]
     list_filter = ["status", "event"]
-    readonly_fields = [f.name for f in WebhookDelivery._meta.fields]

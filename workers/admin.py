@@ -1,6 +1,7 @@
 from django.contrib import admin, messages
 from django.db.models import Count, Q
 
+from gpusched.admin_base import ChangedFieldsOnly
 from workers.models import Gpu, Node
 from workers.services.fleet import (
     gpu_return_to_service,
@@ -12,18 +13,33 @@ from workers.services.fleet import (
 
 
 class GpuInline(admin.TabularInline):
+    """A node's GPUs as its agent registered them; health moves by the GPU list's actions."""
+
     model = Gpu
     extra = 0
+    can_delete = False
     fields = ["index", "uuid", "health", "health_reason"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(Node)
-class NodeAdmin(admin.ModelAdmin):
+class NodeAdmin(ChangedFieldsOnly):
+    """Its agent registers a node and its heartbeats keep it; operators set where it stands
+    (region, island, labels) and move it by the actions (cordon, drain, return)."""
+
     list_display = ["name", "state", "gpu_type", "gpu_count", "live_attempts", "gpu_memory_mb",
                     "region", "island", "last_heartbeat"]
     list_filter = ["state", "gpu_type", "region", "island"]
     search_fields = ["name"]
     inlines = [GpuInline]
+    readonly_fields = ["name", "gpu_type", "gpu_count", "gpu_memory_mb", "state",
+                       "last_heartbeat", "registered_at"]
+
+    def has_add_permission(self, request) -> bool:
+        return False  # a node's agent registers it
     actions = ["cordon", "drain", "drain_and_evacuate", "return_to_service"]
 
     def get_queryset(self, request):
@@ -61,10 +77,16 @@ class NodeAdmin(admin.ModelAdmin):
 
 @admin.register(Gpu)
 class GpuAdmin(admin.ModelAdmin):
+    """GPUs as their node's agent registered them; health moves by the actions."""
+
     list_display = ["__str__", "uuid", "health", "health_reason", "bound_attempt"]
     list_filter = ["health", "node__gpu_type"]
     search_fields = ["uuid", "node__name"]
     actions = ["take_out", "return_to_service"]
+    readonly_fields = ["node", "index", "uuid", "health", "health_reason"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
 
     @admin.action(description="Take out of service: no new jobs on these GPUs")
     def take_out(self, request, queryset):
