@@ -141,6 +141,9 @@ class JobAdmin(admin.ModelAdmin):
         except ServiceError as exc:
             self.message_user(request, f"Not changed: {exc.message}", level=messages.WARNING)
 
+    def has_add_permission(self, request) -> bool:
+        return False  # jobs come through submission: admission, credits, idempotency
+
     def has_delete_permission(self, request, obj=None) -> bool:
         return False  # a job is its history and its credits' record: cancel it instead
 

@@ -54,6 +54,10 @@ def test_a_job_holding_gpus_cannot_be_deleted(operator, alice):
     assert GpuBinding.objects.filter(attempt__job=job, released_at__isnull=True).count() == 2
 
 
+def test_jobs_are_not_added_in_admin(operator):
+    assert operator.get(reverse("admin:jobs_job_add")).status_code == 403
+
+
 def test_a_running_jobs_form_changes_nothing(operator, alice):
     make_node("n1", gpus=2)
     job = make_job(alice, gpus=2)
