@@ -35,6 +35,16 @@ def what_if(index: FreeIndex, job: QueuedJob, groups: Pools) -> str:
     return ""
 
 
+def no_fit(rnd: _Round, job: QueuedJob, groups: Pools) -> PendingReason:
+    """Why a job that no node can hold as asked waits, with the relaxation that would start
+    it now: one object per job shape, so a flood of such jobs costs one look per shape."""
+    key = ("no_fit", job.gpus, job.min_gpus, job.gpu_types, job.min_gpu_memory_mb, job.region)
+    reason = rnd.plain_reasons.get(key)
+    if reason is None:
+        reason = rnd.plain_reasons[key] = reasons.no_fit(job, what_if(rnd.index, job, groups))
+    return reason
+
+
 def explain_rest(rnd: _Round) -> None:
     """Shared reasons for the jobs the walk never reached: a run per project it did not
     reach, a run per user of those it did."""

@@ -120,7 +120,7 @@ class _Round:
             return
         groups = self.index.matching(job)
         if not self._can_fit(job, groups):
-            self._pending(job, reasons.no_fit(job), count_short=False)
+            self._pending(job, explain.no_fit(self, job, groups), count_short=False)
             return
         alloc = self._place_now(job, groups)
         if alloc is not None:

@@ -106,8 +106,9 @@ def priority(tier: str) -> PendingReason:
     return PendingReason("priority", f"waiting behind higher-ranked jobs in tier {tier} and above")
 
 
-def no_fit(job: QueuedJob) -> PendingReason:
-    return PendingReason("no_fit", f"no schedulable node or island can hold {gpu_words(job)}")
+def no_fit(job: QueuedJob, what_if: str = "") -> PendingReason:
+    return PendingReason("no_fit", f"no schedulable node or island can hold {gpu_words(job)}",
+                         None, what_if)
 
 
 def no_capacity() -> PendingReason:

@@ -147,6 +147,19 @@ def test_what_if_names_a_relaxation_that_starts_sooner() -> None:
     assert "1 GPUs" in d.pending[1].what_if
 
 
+def test_a_job_no_node_can_hold_as_asked_is_told_what_would_start_it() -> None:
+    nodes = [node("h", 4), node("a", 8, gpu_type="A100")]
+    queued = [job(i, gpus=8, gpu_types=("H100",), wait=10 - i) for i in (1, 2)]
+    queued.append(job(3, gpus=8, gpu_types=("H100",), min_gpus=2))
+    d = decide(snap(nodes[:1], queued=queued[2:]))
+    assert (d.pending[3].code, d.pending[3].what_if) == (
+        "no_fit", "would start now with 4 GPUs (the job accepts 2)")
+    d = decide(snap(nodes, queued=queued[:2]))
+    assert [d.pending[i].code for i in (1, 2)] == ["no_fit", "no_fit"]
+    assert d.pending[1].what_if == "would start now on A100 if the job allowed that type"
+    assert d.pending[1] is d.pending[2]  # one reason for every job of one shape
+
+
 def test_only_the_jobs_explained_in_full_get_a_what_if() -> None:
     # past max_explained a blocked job gets neither an estimate nor a what-if: both cost a
     # search per job, and a long queue would pay them for every job the walk reaches
