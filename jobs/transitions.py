@@ -44,23 +44,10 @@ def transition(
     `fields` are other Job columns written in the same update. On success the instance
     is brought up to date; on a lost race it is left as it was.
     """
-    src = job.state
-    if not is_allowed(src, to):
-        raise IllegalTransition(f"job {job.pk}: {src} → {to} is not allowed")
-    now = timezone.now()
+    if not is_allowed(job.state, to):
+        raise IllegalTransition(f"job {job.pk}: {job.state} → {to} is not allowed")
     with transaction.atomic():
-        updated = Job.objects.filter(pk=job.pk, state=src, version=job.version).update(
-            state=to, version=F("version") + 1, updated_at=now, **fields
-        )
-        if updated != 1:
-            raise LostRace(f"job {job.pk} moved on from {src} v{job.version}")
-        JobEvent.objects.create(job_id=job.pk, from_state=src, to_state=to,
-                                version=job.version + 1, reason=reason[:200],
-                                attempt=attempt, data=data or {})
-        _log_once_committed(job, src, to, reason, attempt)
-        job.state, job.version, job.updated_at = to, job.version + 1, now
-        for name, value in fields.items():
-            setattr(job, name, value)
+        _compare_and_set(job, to, reason, attempt, data or {}, fields)
         from jobs.services.webhooks import notify_job_moved
 
         if to in TERMINAL:  # its credits are settled in the end's transaction
@@ -86,19 +73,27 @@ def amend(job: Job, *, reason: str, data: dict, **fields) -> Job:
     fields.update(pending_code="new", pending_reason="changed; waiting for the next round",
                   pending_what_if="", estimated_start=None, nominated_node=None,
                   nominated_gpus=[])
-    now = timezone.now()
     with transaction.atomic():
-        updated = Job.objects.filter(pk=job.pk, state=job.state, version=job.version).update(
-            version=F("version") + 1, updated_at=now, **fields)
-        if updated != 1:
-            raise LostRace(f"job {job.pk} moved on from {job.state} v{job.version}")
-        JobEvent.objects.create(job_id=job.pk, from_state=job.state, to_state=job.state,
-                                version=job.version + 1, reason=reason[:200], data=data)
-        _log_once_committed(job, job.state, job.state, reason, None)
-    job.version, job.updated_at = job.version + 1, now
+        _compare_and_set(job, JobState(job.state), reason, None, data, fields)
+    return job
+
+
+def _compare_and_set(job: Job, to: JobState, reason: str, attempt: Attempt | None,
+                     data: dict, fields: dict) -> None:
+    """Write `to` and `fields` if the row still holds the job's state and version, with the
+    event of the new version; bring the instance up to date. Inside the caller's atomic."""
+    src, now = job.state, timezone.now()
+    updated = Job.objects.filter(pk=job.pk, state=src, version=job.version).update(
+        state=to, version=F("version") + 1, updated_at=now, **fields)
+    if updated != 1:
+        raise LostRace(f"job {job.pk} moved on from {src} v{job.version}")
+    JobEvent.objects.create(job_id=job.pk, from_state=src, to_state=to,
+                            version=job.version + 1, reason=reason[:200], attempt=attempt,
+                            data=data)
+    _log_once_committed(job, src, to, reason, attempt)
+    job.state, job.version, job.updated_at = to, job.version + 1, now
     for name, value in fields.items():
         setattr(job, name, value)
-    return job
 
 
 def _log_once_committed(job: Job, src: str, to: str, reason: str,
