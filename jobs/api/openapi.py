@@ -11,6 +11,7 @@ from django.conf import settings
 from rest_framework import serializers
 
 from credits.api.views import TransferListQuery, UsageQuery
+from jobs.api.paging import PageQuery
 from jobs.api.serializers import (
     JobListQuery,
     JobSubmitSerializer,
@@ -121,6 +122,12 @@ JOB = _obj({
 JOB_CREDITS = _obj({"held": INT, "spent": INT, "refunded": INT})
 JOB_DETAIL = {**JOB, "properties": {**JOB["properties"], "credits": JOB_CREDITS},
               "required": [*JOB["required"], "credits"]}
+STATE = {"type": "string", "enum": list(JobState.values)}
+JOB_EVENT = _obj({
+    "id": INT, "at": TIME, "from_state": {**STATE, "enum": ["", *JobState.values]},
+    "to_state": STATE, "version": INT, "reason": STR, "attempt": _nullable(INT),
+    "data": {**ANY_OBJECT, "description": "A change of the request: {changed: {field: "
+             "[old, new]}}; otherwise what the move recorded."}})
 QUEUE_LINE = _obj({
     "of": _nullable(INT), "as_of": _nullable(TIME), "waiting": INT, "in_line": INT,
     "results": {"type": "array", "items": _obj({
@@ -240,6 +247,14 @@ def _paths() -> dict:
                           "application/json": {"schema": _ref("JobChange")}}},
                       "responses": {"200": _answer("the job as changed", "JobDetail"),
                                     **_errors(400, 402, 404, 409, 429)}}},
+        "/api/v1/jobs/{job_id}/events": {"get": {
+            "operationId": "listJobEvents", "parameters": [JOB_ID, *_query(PageQuery())],
+            "responses": {"200": {"description": "the job's history, newest first: every "
+                                                 "move of its state and change of its request",
+                                  "content": {"application/json": {"schema": _obj(
+                                      {"results": {"type": "array", "items": JOB_EVENT},
+                                       "next": _nullable(STR)})}}},
+                          **_errors(400, 404, 429)}}},
         "/api/v1/jobs/{job_id}/output": {"get": {
             "operationId": "getJobOutput", "parameters": [JOB_ID],
             "responses": {"200": {"description": "the output file, as an attachment",

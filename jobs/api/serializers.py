@@ -7,7 +7,7 @@ from django.core.validators import URLValidator
 from rest_framework import serializers
 
 from jobs.api.paging import PageQuery
-from jobs.models import Job, WebhookEndpoint
+from jobs.models import Job, JobEvent, WebhookEndpoint
 from jobs.models.webhook import EVENTS
 from jobs.scheduler.positions import QueuePosition, places_of
 from jobs.services.outputs import output_path
@@ -85,6 +85,14 @@ def position_body(position: QueuePosition | None) -> dict | None:
     ahead = None if position.ahead_s is None else round(position.ahead_s)
     return {"place": position.position, "of": position.length, "ahead_s": ahead,
             "as_of": _TIME.to_representation(datetime.fromtimestamp(position.at, tz=UTC))}
+
+
+class JobEventSerializer(serializers.ModelSerializer):
+    """One entry of a job's history: a move of its state, or a change of its request."""
+
+    class Meta:
+        model = JobEvent
+        fields = ["id", "at", "from_state", "to_state", "version", "reason", "attempt", "data"]
 
 
 class WebhookEndpointSerializer(serializers.ModelSerializer):

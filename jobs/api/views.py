@@ -7,8 +7,9 @@ from rest_framework.views import APIView
 from credits.services.holds import job_credits
 from jobs.api.errors import not_found
 from jobs.api.openapi import openapi_document
-from jobs.api.paging import page_of
+from jobs.api.paging import PageQuery, page_of
 from jobs.api.serializers import (
+    JobEventSerializer,
     JobListQuery,
     JobSerializer,
     JobSubmitSerializer,
@@ -113,6 +114,21 @@ class JobDetail(APIView):
         job = job_amend(organization=request.user.organization, job_id=job_id, changes=changes)
         job = _jobs_of(request).get(pk=job.pk)
         return Response({**JobSerializer(job).data, "credits": job_credits(job)})
+
+
+class JobEvents(APIView):
+    """GET: the job's history, newest first, a page at a time (`?limit=`, `?before=`)."""
+
+    def get(self, request, job_id: int):
+        job = _jobs_of(request).filter(pk=job_id).first()
+        if job is None:
+            return not_found()
+        query = PageQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        page, following = page_of(job.events.order_by("-pk"), query.validated_data, request,
+                                  f"/api/v1/jobs/{job.pk}/events")
+        return Response({"results": JobEventSerializer(page, many=True).data,
+                         "next": following})
 
 
 class JobOutput(APIView):

@@ -220,3 +220,26 @@ def test_a_job_that_accepts_fewer_gpus_is_told_how_many_would_start_it(api):
     assert (body["state"], body["gpus"], body["min_gpus"]) == ("QUEUED", 8, 2)
     assert "with 4 GPUs" in body["pending"]["what_if"]
     assert body["pending"]["relaxation"] == {"gpus": 4}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_jobs_history_is_read_newest_first_a_page_at_a_time(api, bob):
+    from jobs.scheduler.tick import scheduler_tick_run
+    from tests.support.factories import make_node
+
+    make_node("n1", gpus=2)
+    job_id = api.post("/api/v1/jobs", {"prompt": "x", "gpus": 4}, format="json").json()["id"]
+    api.patch(f"/api/v1/jobs/{job_id}", {"gpus": 2}, format="json")
+    scheduler_tick_run()
+    first = api.get(f"/api/v1/jobs/{job_id}/events?limit=2").json()
+    assert [(e["from_state"], e["to_state"]) for e in first["results"]] == [
+        ("QUEUED", "SCHEDULED"), ("QUEUED", "QUEUED")]
+    assert first["results"][1]["data"] == {"changed": {"gpus": [4, 2]}}
+    assert first["results"][0]["attempt"] is not None
+    rest = api.get(first["next"]).json()
+    assert [(e["from_state"], e["to_state"], e["version"]) for e in rest["results"]] == [
+        ("", "QUEUED", 0)]
+    assert rest["next"] is None
+    other = APIClient()
+    other.credentials(HTTP_AUTHORIZATION=f"Bearer {bob.raw_key}")
+    assert other.get(f"/api/v1/jobs/{job_id}/events").status_code == 404

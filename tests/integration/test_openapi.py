@@ -78,6 +78,10 @@ def test_real_answers_are_what_the_document_says(document, api, alice, settings)
     _check(d, waiting, "/api/v1/jobs/{job_id}", "get", 200)
     changed = api.patch(f"/api/v1/jobs/{job_id}", {"min_gpus": 1}, format="json")
     _check(d, changed, "/api/v1/jobs/{job_id}", "patch", 200)
+    _check(d, api.get(f"/api/v1/jobs/{job_id}/events"), "/api/v1/jobs/{job_id}/events", "get",
+           200)
+    _check(d, api.get("/api/v1/jobs/999999/events"), "/api/v1/jobs/{job_id}/events", "get",
+           404)
     _check(d, api.patch(f"/api/v1/jobs/{job_id}", {"prompt": "y"}, format="json"),
            "/api/v1/jobs/{job_id}", "patch", 400)
     _check(d, api.get("/api/v1/jobs/999999"), "/api/v1/jobs/{job_id}", "get", 404)
