@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 # (jobs/services/relaxations.py), so they are written here only
 OTHER_TYPE = "would start now on {gpu_type} if the job allowed that type"
 FEWER_GPUS = "would start now with {gpus} GPUs (the job accepts {min_gpus})"
+OTHER_TYPE_SOONER = "would start by {start} on {gpu_type} if the job allowed that type"
+FEWER_GPUS_SOONER = "would start by {start} with {gpus} GPUs (the job accepts {min_gpus})"
+SOONER_S = 60.0  # a later start is no relaxation worth asking a client for
 
 
 def what_if(index: FreeIndex, job: QueuedJob, groups: Pools) -> str:
@@ -33,6 +36,30 @@ def what_if(index: FreeIndex, job: QueuedJob, groups: Pools) -> str:
             if index.best_fit(groups, g) is not None:
                 return FEWER_GPUS.format(gpus=g, min_gpus=job.min_gpus)
     return ""
+
+
+def sooner(rnd: _Round, job: QueuedJob, groups: Pools, start: float) -> str:
+    """A relaxation that would start a blocked job, estimated to start at `start`, at least
+    SOONER_S earlier: the earliest of another GPU type or fewer GPUs, from the same timeline
+    of running ends and reservations ahead of it. Single-node gangs only."""
+    best: tuple[float, str] | None = None
+    if job.gpu_types:
+        for pool in rnd.index.pools:
+            if pool.gpu_type in job.gpu_types or pool.memory_mb < job.min_gpu_memory_mb:
+                continue
+            if job.region and pool.region != job.region:
+                continue
+            found = rnd.timeline.earliest([[pool]], job.gpus)
+            if found is not None and (best is None or found[0] < best[0]):
+                best = (found[0], OTHER_TYPE_SOONER.format(
+                    start=reasons.clock(found[0], rnd.now), gpu_type=pool.gpu_type))
+    if job.min_gpus is not None and job.min_gpus < job.gpus:
+        for g in range(job.gpus - 1, max(job.min_gpus, 1) - 1, -1):
+            found = rnd.timeline.earliest(groups, g)
+            if found is not None and (best is None or found[0] < best[0]):
+                best = (found[0], FEWER_GPUS_SOONER.format(
+                    start=reasons.clock(found[0], rnd.now), gpus=g, min_gpus=job.min_gpus))
+    return best[1] if best is not None and best[0] <= start - SOONER_S else ""
 
 
 def no_fit(rnd: _Round, job: QueuedJob, groups: Pools) -> PendingReason:

@@ -254,6 +254,8 @@ class _Round:
         # a what-if only for the jobs explained in full, as for the estimate
         what_if = explain.what_if(self.index, job, groups) if self.explained > explained else ""
         if est is not None and self._may_reserve(job):
+            if not what_if and not span:  # against the start its reservation promises
+                what_if = explain.sooner(self, job, groups, est[0])
             hold = self._hold(job, est[0], est[1])
             nodes = list(hold.gpus)
             reason = reasons.resources(job, self.now, span, nodes, est[0], what_if)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from jobs.policy.explain import FEWER_GPUS, OTHER_TYPE
+from jobs.policy.explain import FEWER_GPUS, FEWER_GPUS_SOONER, OTHER_TYPE, OTHER_TYPE_SOONER
 
 
 def _pattern(template: str) -> re.Pattern[str]:
@@ -19,13 +19,16 @@ def _pattern(template: str) -> re.Pattern[str]:
                               for i, part in enumerate(parts)) + r"\Z")
 
 
-_OTHER_TYPE, _FEWER_GPUS = _pattern(OTHER_TYPE), _pattern(FEWER_GPUS)
+_OTHER_TYPES = [_pattern(OTHER_TYPE), _pattern(OTHER_TYPE_SOONER)]
+_FEWER_GPUS = [_pattern(FEWER_GPUS), _pattern(FEWER_GPUS_SOONER)]
 
 
 def relaxation(what_if: str, gpu_types: list[str]) -> dict[str, Any] | None:
     """`{"gpu_types": [...the job's, the other]}` or `{"gpus": n}`; None for no what-if."""
-    if match := _OTHER_TYPE.match(what_if):
-        return {"gpu_types": [*gpu_types, match["gpu_type"]]}
-    if match := _FEWER_GPUS.match(what_if):
-        return {"gpus": int(match["gpus"])}
+    for pattern in _OTHER_TYPES:
+        if match := pattern.match(what_if):
+            return {"gpu_types": [*gpu_types, match["gpu_type"]]}
+    for pattern in _FEWER_GPUS:
+        if match := pattern.match(what_if):
+            return {"gpus": int(match["gpus"])}
     return None

@@ -160,6 +160,23 @@ def test_a_job_no_node_can_hold_as_asked_is_told_what_would_start_it() -> None:
     assert d.pending[1] is d.pending[2]  # one reason for every job of one shape
 
 
+def test_what_if_names_a_relaxation_that_starts_a_blocked_job_sooner() -> None:
+    # H100s free in an hour, A100s in 10 min; half of the H100 node in 5 min
+    nodes = [node("h", 8, free=()), node("a", 8, free=(), gpu_type="A100")]
+    runs = [running(1, {"h": (0, 1, 2, 3)}, tier="paid", ends_in=3600),
+            running(2, {"h": (4, 5, 6, 7)}, tier="paid", ends_in=300),
+            running(3, {"a": tuple(range(8))}, tier="paid", ends_in=600)]
+    d = decide(snap(nodes, runs, [job(1, gpus=8, gpu_types=("H100",))]))
+    assert d.pending[1].what_if.startswith("would start by ")
+    assert d.pending[1].what_if.endswith(" on A100 if the job allowed that type")
+    d = decide(snap(nodes, runs, [job(1, gpus=8, gpu_types=("H100",), min_gpus=4)]))
+    assert d.pending[1].what_if.endswith(" with 4 GPUs (the job accepts 4)")  # 5 min < 10
+    # nothing to say when the relaxation would not start it a minute sooner
+    later = [running(3, {"a": tuple(range(8))}, tier="paid", ends_in=3590), *runs[:2]]
+    d = decide(snap(nodes, later, [job(1, gpus=8, gpu_types=("H100",))]))
+    assert d.pending[1].code == "resources" and d.pending[1].what_if == ""
+
+
 def test_only_the_jobs_explained_in_full_get_a_what_if() -> None:
     # past max_explained a blocked job gets neither an estimate nor a what-if: both cost a
     # search per job, and a long queue would pay them for every job the walk reaches
