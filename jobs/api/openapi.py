@@ -95,6 +95,7 @@ def _job_change() -> dict:
                            if name in AMENDABLE}}
 
 
+STATE = {"type": "string", "enum": list(JobState.values)}
 POSITION = _nullable({**_obj({"place": INT, "of": INT, "ahead_s": _nullable(INT),
                               "as_of": TIME}), "description":
     "The job's place in line (1: first) among the `of` jobs waiting when the scheduler last "
@@ -112,7 +113,7 @@ PENDING = _nullable(_obj({"code": STR, "reason": STR, "estimated_start": _nullab
                           "what_if": STR, "relaxation": RELAXATION, "position": POSITION}))
 JOB = _obj({
     "id": INT, "organization": STR, "project": STR,
-    "state": {"type": "string", "enum": list(JobState.values)}, "version": INT, "prompt": STR,
+    "state": STATE, "version": INT, "prompt": STR,
     "params": ANY_OBJECT, "gpus": INT, "min_gpus": _nullable(INT),
     "gpu_types": {"type": "array", "items": STR},
     "min_gpu_memory_mb": INT, "region": STR, "time_limit_s": INT, "checkpointable": BOOL,
@@ -122,7 +123,6 @@ JOB = _obj({
 JOB_CREDITS = _obj({"held": INT, "spent": INT, "refunded": INT})
 JOB_DETAIL = {**JOB, "properties": {**JOB["properties"], "credits": JOB_CREDITS},
               "required": [*JOB["required"], "credits"]}
-STATE = {"type": "string", "enum": list(JobState.values)}
 JOB_EVENT = _obj({
     "id": INT, "at": TIME, "from_state": {**STATE, "enum": ["", *JobState.values]},
     "to_state": STATE, "version": INT, "reason": STR, "attempt": _nullable(INT),
@@ -171,7 +171,7 @@ USAGE = _obj({"month": STR, **_USED,
 
 NOTICE = _obj({
     "event": {"type": "string", "enum": list(JOB_EVENTS)}, "delivery": INT,
-    "job": _obj({"id": INT, "state": {"type": "string", "enum": list(JobState.values)},
+    "job": _obj({"id": INT, "state": STATE,
                  "error_code": STR, "result": ANY_OBJECT, "output_url": _nullable(STR),
                  "finished_at": _nullable(TIME), "credits": JOB_CREDITS})})
 CREDITS_NOTICE = _obj({
