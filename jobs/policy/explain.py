@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from .gpusched import _Round
 
 
-# The two relaxations in words; the API reads them back into the change that takes them
+# The relaxations in words; the API reads them back into the change that takes them
 # (jobs/services/relaxations.py), so they are written here only
 OTHER_TYPE = "would start now on {gpu_type} if the job allowed that type"
 FEWER_GPUS = "would start now with {gpus} GPUs (the job accepts {min_gpus})"
