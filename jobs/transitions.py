@@ -60,7 +60,7 @@ def transition(
 
 # What a waiting job's request may change (services/amend.py); nothing else is amended
 AMENDABLE = frozenset({"gpus", "min_gpus", "gpu_types", "min_gpu_memory_mb", "region",
-                       "time_limit_s"})
+                       "time_limit_s", "urgency_s"})
 
 
 def amend(job: Job, *, reason: str, data: dict, **fields) -> Job:

@@ -117,7 +117,7 @@ JOB = _obj({
     "params": ANY_OBJECT, "gpus": INT, "min_gpus": _nullable(INT),
     "gpu_types": {"type": "array", "items": STR},
     "min_gpu_memory_mb": INT, "region": STR, "time_limit_s": INT, "checkpointable": BOOL,
-    "preemptible": BOOL, "created_at": TIME, "started_at": _nullable(TIME),
+    "preemptible": BOOL, "urgency_s": INT, "created_at": TIME, "started_at": _nullable(TIME),
     "finished_at": _nullable(TIME), "preemptions": INT, "pending": PENDING,
     "result": ANY_OBJECT, "output_url": _nullable(STR), "error_code": STR, "error": STR})
 JOB_CREDITS = _obj({"held": INT, "spent": INT, "refunded": INT})

@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from jobs.api.paging import PageQuery
 from jobs.models import Job, JobEvent, WebhookEndpoint
+from jobs.models.job import MAX_URGENCY_S
 from jobs.models.webhook import EVENTS
 from jobs.scheduler.positions import QueuePosition, places_of
 from jobs.services.outputs import output_path
@@ -29,6 +30,7 @@ class JobSubmitSerializer(serializers.Serializer):
     checkpointable = serializers.BooleanField(default=False)
     preemptible = serializers.BooleanField(default=True)
     project = serializers.SlugField(required=False, default="")
+    urgency_s = serializers.IntegerField(min_value=0, max_value=MAX_URGENCY_S, default=0)
 
     def validate_gpus(self, value: int) -> int:
         if value > settings.GPUSCHED_MAX_GPUS_PER_JOB:
@@ -57,7 +59,7 @@ class JobSerializer(serializers.ModelSerializer):
             "id", "organization", "project", "state", "version", "prompt", "params", "gpus",
             "min_gpus", "gpu_types", "min_gpu_memory_mb", "region", "time_limit_s",
             "checkpointable", "preemptible", "created_at", "started_at", "finished_at",
-            "preemptions", "pending", "result", "output_url", "error_code", "error",
+            "urgency_s", "preemptions", "pending", "result", "output_url", "error_code", "error",
         ]
 
     def get_pending(self, job: Job) -> dict | None:

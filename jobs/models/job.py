@@ -7,6 +7,8 @@ from django.db import models
 
 from jobs.states import TERMINAL, JobState
 
+MAX_URGENCY_S = 86_400  # the most a job may go ahead of its user's own: the wait bound's term
+
 
 class Job(models.Model):
     organization = models.ForeignKey("jobs.Organization", on_delete=models.PROTECT,
@@ -27,6 +29,9 @@ class Job(models.Model):
     time_limit_s = models.PositiveIntegerField()
     checkpointable = models.BooleanField(default=False)
     preemptible = models.BooleanField(default=True)
+    # goes ahead of its submitter's own jobs in its project as if submitted this many seconds
+    # earlier (jobs/policy/deadlines.py); never ahead of anyone else's
+    urgency_s = models.PositiveIntegerField(default=0)
     # life
     state = models.CharField(max_length=12, choices=JobState.choices, default=JobState.QUEUED)
     version = models.PositiveIntegerField(default=0)
@@ -61,6 +66,8 @@ class Job(models.Model):
 
     class Meta:
         constraints = [
+            models.CheckConstraint(condition=models.Q(urgency_s__lte=MAX_URGENCY_S),
+                                   name="job_urgency_at_most_a_day"),
             models.CheckConstraint(
                 condition=models.Q(min_gpus__isnull=True)
                 | models.Q(min_gpus__gte=1, min_gpus__lte=models.F("gpus")),

@@ -19,8 +19,8 @@ inside a project go lowest weighted share first (each divides by its own weight)
 tau turns the GPUs an org runs right now into the GPU-seconds they will weigh in steady
 state, so an org's share rises with every job it starts in this very round: one org with
 10,000 queued jobs gets one start, then the next org's turn, and cannot hold its tier.
-Inside a user's share of a project, jobs go by virtual deadline, enqueued_at +
-limit_weight x time limit (`virtual_deadlines`): shortest first among jobs of one age.
+Inside a user's share of a project, jobs go by virtual deadline, enqueued_at + limit_weight
+x time limit (`virtual_deadlines`), less a client's urgency (queues.by_project).
 
 Wait bound: W_max(t) <= W_top + (L_max - L_t) * G / a + T_free while the fleet starts
 anyone (docs/policy.md, "Wait bound (aging)"); past `starve_after_s` a job goes first.
@@ -76,7 +76,7 @@ class RankedQueue:
                 queue = by_keys(queue, keys)
         # tier -> jobs enqueued at or before this are past its start SLO
         late_before = {n: snap.now - t.start_slo_s for n, t in snap.tiers.items()}
-        grouped = by_project(queue, snap.holds, late_before)
+        grouped = by_project(queue, snap.holds, late_before, self.cfg.limit_weight)
         self.late = LateTail(late_before, grouped.late)  # capacity advice for the tail
         self.shortest_limit = grouped.shortest_limit  # the least time limit in the queue
         self.held = grouped.held  # the jobs that held a reservation last round

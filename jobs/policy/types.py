@@ -99,6 +99,9 @@ class QueuedJob:
     preemptions: int = 0
     checkpointable: bool = False
     min_gpus: int | None = None  # the job accepts fewer GPUs, down to this (what-if only)
+    # goes ahead of its user's jobs in the project as if submitted this much earlier
+    # (queues.by_project); never ahead of anyone else's
+    urgency_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from credits.services.holds import hold_for_job
 from jobs.models import Job, Organization, Project
+from jobs.models.job import MAX_URGENCY_S
 from jobs.scheduler.trigger import request_tick
 from jobs.services.admission import admit
 from jobs.services.errors import Conflict, ValidationFailed
@@ -32,6 +33,7 @@ class JobSpec:
     checkpointable: bool = False
     preemptible: bool = True
     project: str = ""
+    urgency_s: int = 0  # ahead of the submitter's own jobs as if this much older
 
 
 def _project_for(org: Organization, name: str) -> Project:
@@ -61,6 +63,9 @@ def check_limits(spec: JobSpec) -> int:
         raise ValidationFailed(
             f"gpus must be 1..{settings.GPUSCHED_MAX_GPUS_PER_JOB}", code="gpus_out_of_range",
             field="gpus")
+    if not 0 <= spec.urgency_s <= MAX_URGENCY_S:
+        raise ValidationFailed(f"urgency_s must be 0..{MAX_URGENCY_S}",
+                               code="urgency_out_of_range", field="urgency_s")
     if spec.min_gpus is not None and not 1 <= spec.min_gpus <= spec.gpus:
         raise ValidationFailed(f"min_gpus must be 1..{spec.gpus} (gpus)",
                                code="min_gpus_out_of_range", field="min_gpus")
@@ -84,7 +89,7 @@ def spec_of(job: Job) -> JobSpec:
                    gpu_types=tuple(job.gpu_types), min_gpu_memory_mb=job.min_gpu_memory_mb,
                    region=job.region, time_limit_s=job.time_limit_s,
                    checkpointable=job.checkpointable, preemptible=job.preemptible,
-                   project=job.project.name)
+                   project=job.project.name, urgency_s=job.urgency_s)
 
 
 def job_submit(*, organization: Organization, spec: JobSpec, user=None,
@@ -131,6 +136,7 @@ def job_submit_once(*, organization: Organization, spec: JobSpec, user=None,
             time_limit_s=time_limit,
             checkpointable=spec.checkpointable,
             preemptible=spec.preemptible,
+            urgency_s=spec.urgency_s,
             enqueued_at=timezone.now(),
             pending_code="new",
             pending_reason="waiting for the next scheduling round",
@@ -146,7 +152,10 @@ def job_submit_once(*, organization: Organization, spec: JobSpec, user=None,
 def _fingerprint(spec: JobSpec) -> str:
     """What the request asked for, so that a reused key with another request is caught."""
     fields = asdict(spec)
-    if fields["min_gpus"] is None:  # absent: the fingerprints of requests made before it
-        del fields["min_gpus"]
+    # fields absent from requests made before they existed leave those requests' prints as
+    # they were, so that a retry still finds its job
+    for name, default in (("min_gpus", None), ("urgency_s", 0)):
+        if fields[name] == default:
+            del fields[name]
     text = json.dumps(fields, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()

@@ -41,6 +41,8 @@ def test_another_organizations_job_is_a_404(api, bob):
     ({"prompt": "x", "time_limit_s": -5}, "time_limit_s"),
     ({"prompt": "x", "params": [1, 2]}, "params"),
     ({"prompt": "x", "gpus": 4, "min_gpus": 0}, "min_gpus"),
+    ({"prompt": "x", "urgency_s": -1}, "urgency_s"),
+    ({"prompt": "x", "urgency_s": 86_401}, "urgency_s"),
 ])
 def test_bad_input_is_a_400_with_a_code_and_nothing_is_queued(api, body, field):
     response = api.post("/api/v1/jobs", body, format="json")

@@ -161,6 +161,21 @@ def test_a_change_holds_for_the_new_request_or_is_refused_whole(api, alice, pric
     assert_ledger_consistent()
 
 
+def test_urgency_moves_a_job_ahead_of_its_users_own_and_holds_nothing_anew(api, alice,
+                                                                           priced):
+    from credits.models import Transfer
+
+    credits_grant(organization=alice, amount=10_000)
+    make_node("h", gpus=1)
+    first, second, third = (_submit(api, time_limit_s=600) for _ in range(3))
+    transfers = Transfer.objects.count()
+    assert _patch(api, third, urgency_s=3600).json()["urgency_s"] == 3600
+    assert Transfer.objects.count() == transfers  # its cost did not change
+    scheduler_tick_run()
+    assert Job.objects.get(pk=third).state == "SCHEDULED"
+    assert {Job.objects.get(pk=j).state for j in (first, second)} == {"QUEUED"}
+
+
 def test_a_round_that_read_the_old_request_places_nothing_by_it(api):
     from jobs import policy as P
     from jobs.scheduler.apply import apply_decisions
