@@ -5,16 +5,20 @@ ahead of it: how long the jobs ahead would keep the whole fleet busy.
 The tick publishes the line from its own snapshot every GPUSCHED_POSITIONS_SECONDS, not
 every round: the whole line is a pass of the ranking over the queue (about half a second
 at 50,000 queued, interpreted), and a place read once a few seconds is as useful as one
-read every second. The line is cut into entries of job ids by range, so reading one job's
-place, or a page's, costs one or two small cache reads. Each publication writes a new
-generation and then points to it, so a reader sees one line, never a mix of two.
+read every second. A job submitted since the last line has no place at all, though, so a
+new arrival brings the next line forward, once as long has passed as 20 times the last one
+took to draw: within a fraction of a second on a small queue, a few seconds on a large one,
+and never more than a twentieth of the scheduler's time. The line is cut into entries of
+job ids by range, so reading one job's place, or a page's, costs one or two small cache
+reads. Each publication writes a new generation and then points to it, so a reader sees one
+line, never a mix of two.
 """
 
 from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
@@ -23,9 +27,11 @@ from django.conf import settings
 from django.core.cache import cache
 
 from jobs.policy.line import start_order, with_work_ahead
-from jobs.policy.types import Snapshot
+from jobs.policy.types import QueuedJob, Snapshot
 
-POSITIONS_KEY = "gpusched:positions"  # the current generation: {gen, at, length, ms, fleet}
+# the current generation: {gen, at, length, ms, fleet, newest}
+POSITIONS_KEY = "gpusched:positions"
+EARLY_COST_FACTOR = 20  # a new arrival's line comes this many drawing times after the last
 _IDS_PER_ENTRY = 1024  # job ids of one cache entry: a page of recent jobs is one or two
 
 
@@ -63,10 +69,23 @@ def _ttl() -> float:
     return 3 * settings.GPUSCHED_POSITIONS_SECONDS + 30
 
 
-def positions_due(now: float) -> bool:
-    """Whether the line published last is GPUSCHED_POSITIONS_SECONDS old (or absent)."""
+def positions_due(now: float, queued: Sequence[QueuedJob] = ()) -> bool:
+    """Whether the line published last is GPUSCHED_POSITIONS_SECONDS old (or absent), or
+    `queued` holds a job that arrived after it was drawn and EARLY_COST_FACTOR times its
+    drawing time has passed."""
     last = cache.get(POSITIONS_KEY)
-    return last is None or now - last["at"] >= settings.GPUSCHED_POSITIONS_SECONDS
+    if last is None:
+        return True
+    age = now - last["at"]
+    if age >= settings.GPUSCHED_POSITIONS_SECONDS:
+        return True
+    return (age >= EARLY_COST_FACTOR * last["ms"] / 1000
+            and _newest(queued) > last.get("newest", 0))
+
+
+def _newest(queued: Sequence[QueuedJob]) -> int:
+    """The id of the queue's newest job (ids grow with submission)."""
+    return max((job.job_id for job in queued), default=0)
 
 
 def publish_positions(snapshot: Snapshot, started: AbstractSet[int]) -> int:
@@ -83,7 +102,8 @@ def publish_positions(snapshot: Snapshot, started: AbstractSet[int]) -> int:
     cache.set_many(entries, timeout=ttl)
     ms = (time.perf_counter() - clock) * 1000
     cache.set(POSITIONS_KEY, {"gen": gen, "at": snapshot.now, "length": place, "ms": ms,
-                              "fleet": fleet}, timeout=ttl)
+                              "fleet": fleet, "newest": _newest(snapshot.queued)},
+              timeout=ttl)
     return place
 
 

@@ -82,7 +82,7 @@ def scheduler_tick_run() -> TickReport:
         publish_backlog(snapshot, placed)
         publish_tick(now.timestamp(), phases_ms, running_compiled(), queue_rows_read())
     # outside the lock: a round asked for meanwhile need not wait for the line
-    if settings.GPUSCHED_POLICY == "gpusched" and positions_due(snapshot.now):
+    if settings.GPUSCHED_POLICY == "gpusched" and positions_due(snapshot.now, snapshot.queued):
         publish_positions(snapshot, placed)
     decision_ms = phases_ms["decision"]
     if applied.placed or applied.preempted or nominees.started:

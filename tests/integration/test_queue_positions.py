@@ -3,12 +3,20 @@ cache, shown by the API and the dashboard; a reader sees one line, never a mix o
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from jobs.models import Job, Membership
-from jobs.scheduler.positions import positions_due, publish_positions, queue_positions
+from jobs.scheduler.positions import (
+    EARLY_COST_FACTOR,
+    last_publication,
+    positions_due,
+    publish_positions,
+    queue_positions,
+)
 from jobs.scheduler.snapshot import load_snapshot
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.cancellation import job_cancel
@@ -57,19 +65,29 @@ def test_a_new_line_replaces_the_old_one_whole(alice) -> None:
     assert queue_positions([late.pk])[late.pk].length == 2
 
 
-def test_the_tick_draws_the_line_every_period(alice, settings) -> None:
+def test_the_tick_draws_the_line_every_period_and_sooner_for_a_new_job(alice,
+                                                                        settings) -> None:
     make_node("n1", gpus=1)
     jobs = [make_job(alice) for _ in range(3)]
     scheduler_tick_run()  # one starts; the other two are in line
     assert Job.objects.get(pk=jobs[0].pk).state == "SCHEDULED"
     assert _places(jobs) == [None, 1, 2]
+    drawn = last_publication()
+    time.sleep(EARLY_COST_FACTOR * drawn["ms"] / 1000 + 0.01)
+    scheduler_tick_run()  # nothing arrived: no line before the period
+    assert last_publication()["gen"] == drawn["gen"]
     assert not positions_due(timezone.now().timestamp())
-    later = make_job(alice)
+    later = make_job(alice)  # an arrival brings the next line forward
     scheduler_tick_run()
-    assert _places([later]) == [None]  # not yet: the period has not passed
+    assert _places([later]) == [3] and last_publication()["gen"] != drawn["gen"]
+    job_cancel(job=jobs[2])  # a departure does not: its place goes with the period
+    drawn = last_publication()
+    time.sleep(EARLY_COST_FACTOR * drawn["ms"] / 1000 + 0.01)
+    scheduler_tick_run()
+    assert _places([jobs[1], later]) == [1, 3]
     settings.GPUSCHED_POSITIONS_SECONDS = 0
     scheduler_tick_run()
-    assert _places([later]) == [3]
+    assert _places([jobs[1], later]) == [1, 2]
 
 
 def test_the_work_ahead_is_what_the_jobs_ahead_would_keep_the_fleet_busy(alice, client) -> None:
