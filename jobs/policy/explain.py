@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import reasons
-from .placement import FreeIndex, Pools
+from .placement import FreeIndex, Pool, Pools
 from .types import PendingReason, QueuedJob
 
 if TYPE_CHECKING:
@@ -21,16 +21,20 @@ FEWER_GPUS_SOONER = "would start by {start} with {gpus} GPUs (the job accepts {m
 SOONER_S = 60.0  # a later start is no relaxation worth asking a client for
 
 
+def _other_types(index: FreeIndex, job: QueuedJob) -> list[Pool]:
+    """Pools of a GPU type the job does not accept that meet the rest of its request."""
+    if not job.gpu_types:
+        return []  # it accepts every type
+    return [pool for pool in index.pools
+            if pool.gpu_type not in job.gpu_types and pool.memory_mb >= job.min_gpu_memory_mb
+            and (not job.region or pool.region == job.region)]
+
+
 def what_if(index: FreeIndex, job: QueuedJob, groups: Pools) -> str:
     """A relaxation that would start the job now: another GPU type, or fewer GPUs."""
-    if job.gpu_types:
-        for pool in index.pools:
-            if pool.gpu_type in job.gpu_types or pool.memory_mb < job.min_gpu_memory_mb:
-                continue
-            if job.region and pool.region != job.region:
-                continue
-            if index.best_fit([[pool]], job.gpus) is not None:
-                return OTHER_TYPE.format(gpu_type=pool.gpu_type)
+    for pool in _other_types(index, job):
+        if index.best_fit([[pool]], job.gpus) is not None:
+            return OTHER_TYPE.format(gpu_type=pool.gpu_type)
     if job.min_gpus is not None and job.min_gpus < job.gpus:
         for g in range(job.gpus - 1, max(job.min_gpus, 1) - 1, -1):
             if index.best_fit(groups, g) is not None:
@@ -43,16 +47,11 @@ def sooner(rnd: _Round, job: QueuedJob, groups: Pools, start: float) -> str:
     SOONER_S earlier: the earliest of another GPU type or fewer GPUs, from the same timeline
     of running ends and reservations ahead of it. Single-node gangs only."""
     best: tuple[float, str] | None = None
-    if job.gpu_types:
-        for pool in rnd.index.pools:
-            if pool.gpu_type in job.gpu_types or pool.memory_mb < job.min_gpu_memory_mb:
-                continue
-            if job.region and pool.region != job.region:
-                continue
-            found = rnd.timeline.earliest([[pool]], job.gpus)
-            if found is not None and (best is None or found[0] < best[0]):
-                best = (found[0], OTHER_TYPE_SOONER.format(
-                    start=reasons.clock(found[0], rnd.now), gpu_type=pool.gpu_type))
+    for pool in _other_types(rnd.index, job):
+        found = rnd.timeline.earliest([[pool]], job.gpus)
+        if found is not None and (best is None or found[0] < best[0]):
+            best = (found[0], OTHER_TYPE_SOONER.format(
+                start=reasons.clock(found[0], rnd.now), gpu_type=pool.gpu_type))
     if job.min_gpus is not None and job.min_gpus < job.gpus:
         for g in range(job.gpus - 1, max(job.min_gpus, 1) - 1, -1):
             found = rnd.timeline.earliest(groups, g)

@@ -116,7 +116,7 @@ class Grouped:
 
 def by_project(
     queue: list[QueuedJob], held: dict[int, dict[str, int]], late_before: dict[str, float],
-    limit_weight: float = 0.0,
+    limit_weight: float,
 ) -> Grouped:
     """Group the queue by (tier, org, project, user), find last round's reservations, sum
     the GPUs of late jobs (enqueued at or before `late_before[tier]`) for capacity advice,
