@@ -43,7 +43,7 @@ def hold_for_job(job: Job) -> list[Hold]:
     """Reserve what `job` may cost, or raise InsufficientCredits or BudgetExceeded. Run inside
     the submission's transaction, after its organization's row lock (which also keeps its
     budgets' checks apart): a refusal queues nothing."""
-    amount = cost(highest_price(job.gpu_types) * job.gpus, job.time_limit_s)
+    amount = _most_it_may_cost(job)
     if amount == 0:
         return []
     check_budgets(job, amount)
@@ -119,17 +119,26 @@ def settle_job(job: Job) -> None:
         watch_low_credits(job.organization_id)  # what came back may lift it above its threshold
 
 
-def rehold_for_job(job: Job) -> list[Hold]:
+def _most_it_may_cost(job: Job) -> int:
+    """The dearest GPUs it accepts, for its whole time limit."""
+    return cost(highest_price(job.gpu_types) * job.gpus, job.time_limit_s)
+
+
+def rehold_for_job(job: Job) -> None:
     """Hold anew for a job whose request changed before it started (jobs/services/amend.py):
     void what its holds keep, then hold what it may cost now, or raise as `hold_for_job` does
-    and let the caller's transaction roll both back. Its organization's row is locked."""
+    and let the caller's transaction roll both back; nothing when its price did not change.
+    Its organization's row is locked."""
+    held = sum(h.remaining for h in Hold.objects.filter(job=job, closed_at__isnull=True))
+    if held == _most_it_may_cost(job):
+        return  # a change that leaves the price (urgency, region, ...) moves no credits
     # every wallet of the organization, lowest id first, before the holds' and the system
     # accounts: the new hold may draw on any of them, and the ledger locks wallets first
     lock_wallets(Account.objects.filter(kind=Account.Kind.WALLET,
                                         organization_id=job.organization_id
                                         ).values_list("pk", flat=True))
     _close_holds(job, refund=False, memo="changed before it started")
-    return hold_for_job(job)
+    hold_for_job(job)
 
 
 def _close_holds(job: Job, *, refund: bool, memo: str) -> bool:

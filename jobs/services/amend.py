@@ -27,9 +27,6 @@ from jobs.services.submission import check_limits, locked_organization, spec_of
 from jobs.states import JobState
 from jobs.transitions import AMENDABLE, amend
 
-# what a job's hold is worked out from (credits/services/holds.py)
-PRICED = frozenset({"gpus", "gpu_types", "time_limit_s"})
-
 
 def job_amend(*, organization: Organization, job_id: int, changes: Mapping[str, Any]) -> Job:
     """Apply `changes` (fields of AMENDABLE) to the organization's QUEUED job that has not
@@ -57,8 +54,7 @@ def job_amend(*, organization: Organization, job_id: int, changes: Mapping[str, 
                   f"{name} {old!r} → {new!r}" for name, (old, new) in changed.items()),
               data={"changed": {name: list(pair) for name, pair in changed.items()}},
               **{name: new for name, (_, new) in changed.items()})
-        if changed.keys() & PRICED:
-            rehold_for_job(job)  # a refusal (402) rolls the change back with the rest
+        rehold_for_job(job)  # a refusal (402) rolls the change back with the rest
         transaction.on_commit(request_tick)
     return job
 
