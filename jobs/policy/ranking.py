@@ -1,5 +1,4 @@
-"""The order in which queued jobs are considered: tiers, orgs, projects, users, then virtual
-deadlines.
+"""The order queued jobs are considered in: tiers, orgs, projects, users, virtual deadlines.
 
 Tiers. A tier below its guaranteed floor (running GPUs < guaranteed_share x fleet) goes
 first; otherwise tiers compare by
