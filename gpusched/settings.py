@@ -45,7 +45,11 @@ try:
     # plan jobs without the client's estimate by their project's learned run times (off: by
     # their time limits; the statistics are kept either way, docs/policy.md "Run times")
     GPUSCHED_LEARNED_RUN_TIMES = env_bool("GPUSCHED_LEARNED_RUN_TIMES", True)
-    GPUSCHED_MAX_GPUS_PER_JOB = env_int("GPUSCHED_MAX_GPUS_PER_JOB", 8, minimum=1)
+    # a gang larger than a node runs on nodes of one island (off: every job on one node)
+    GPUSCHED_SPAN_NODES = env_bool("GPUSCHED_SPAN_NODES", True)
+    GPUSCHED_MAX_GPUS_PER_JOB = env_int("GPUSCHED_MAX_GPUS_PER_JOB", 64, minimum=1)
+    # where the nodes of a gang meet: MASTER_ADDR is its first node, MASTER_PORT this
+    GPUSCHED_RENDEZVOUS_PORT = env_int("GPUSCHED_RENDEZVOUS_PORT", 29500, minimum=1)
     GPUSCHED_DEFAULT_TIME_LIMIT_S = env_int("GPUSCHED_DEFAULT_TIME_LIMIT_S", 3600, minimum=1)
     GPUSCHED_MAX_TIME_LIMIT_S = env_int("GPUSCHED_MAX_TIME_LIMIT_S", 7 * 86400, minimum=1)
     GPUSCHED_MAX_RETRIES = env_int("GPUSCHED_MAX_RETRIES", 3)

@@ -72,7 +72,7 @@ def amend(job: Job, *, reason: str, data: dict, **fields) -> Job:
         raise IllegalTransition(f"job {job.pk}: cannot amend {sorted(fields)} in {job.state}")
     fields.update(pending_code="new", pending_reason="changed; waiting for the next round",
                   pending_what_if="", estimated_start=None, nominated_node=None,
-                  nominated_gpus=[])
+                  nominated_gpus=[], nominated_peers=[])
     with transaction.atomic():
         _compare_and_set(job, JobState(job.state), reason, None, data, fields)
     return job

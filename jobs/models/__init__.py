@@ -1,4 +1,4 @@
-from .attempt import Attempt, AttemptStatus, GpuBinding
+from .attempt import Attempt, AttemptRank, AttemptStatus, GpuBinding
 from .job import Job, JobEvent
 from .runtime import RunTimeStat
 from .sequence import Counter
@@ -7,7 +7,7 @@ from .usage import UsageAccount
 from .webhook import WebhookDelivery, WebhookEndpoint
 
 __all__ = [
-    "ApiKey", "Attempt", "AttemptStatus", "Counter", "GpuBinding", "Job", "JobEvent", "Membership",
-    "Organization", "Project", "RunTimeStat", "Tier", "UsageAccount", "WebhookDelivery",
-    "WebhookEndpoint",
+    "ApiKey", "Attempt", "AttemptRank", "AttemptStatus", "Counter", "GpuBinding", "Job",
+    "JobEvent", "Membership", "Organization", "Project", "RunTimeStat", "Tier", "UsageAccount",
+    "WebhookDelivery", "WebhookEndpoint",
 ]

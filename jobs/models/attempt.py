@@ -69,6 +69,41 @@ class Attempt(models.Model):
         return f"attempt {self.pk} of job {self.job_id} (token {self.token})"
 
 
+class AttemptRank(models.Model):
+    """A further node of an attempt whose gang spans nodes (rank 1, 2, …). Rank 0 is the
+    attempt's own node: it reports the attempt's outcome, output and checkpoint; a rank
+    that fails on its own ends the attempt (workers/services/ranks.py)."""
+
+    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="ranks")
+    rank = models.PositiveSmallIntegerField()
+    node = models.ForeignKey("workers.Node", on_delete=models.PROTECT,
+                             related_name="attempt_ranks")
+    gpu_indices = models.JSONField(default=list)
+    status = models.CharField(max_length=10, choices=AttemptStatus.choices,
+                              default=AttemptStatus.SCHEDULED)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=10, choices=Attempt.Outcome.choices, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["attempt_id", "rank"]
+        constraints = [
+            models.UniqueConstraint(fields=["attempt", "rank"], name="one_row_per_rank"),
+            models.UniqueConstraint(fields=["attempt", "node"], name="one_rank_per_node"),
+            models.CheckConstraint(condition=Q(rank__gte=1), name="rank_beyond_the_first"),
+        ]
+        indexes = [
+            # the reaper reads exactly the live ranks' leases
+            models.Index(fields=["lease_expires_at"], name="rank_live_lease_idx",
+                         condition=Q(ended_at__isnull=True)),
+        ]
+
+    def __str__(self) -> str:
+        return f"rank {self.rank} of attempt {self.attempt_id} on {self.node_id}"
+
+
 class GpuBinding(models.Model):
     """A GPU held by an attempt. The partial unique index is invariant 2, kept by the DB."""
 

@@ -59,6 +59,8 @@ class Job(models.Model):
     nominated_node = models.ForeignKey("workers.Node", null=True, blank=True,
                                        on_delete=models.SET_NULL, related_name="+")
     nominated_gpus = models.JSONField(default=list, blank=True)
+    # a gang spanning nodes: its further nodes' GPUs, [{"node": name, "gpus": [...]}, ...]
+    nominated_peers = models.JSONField(default=list, blank=True)
     # the client's Idempotency-Key, if any: a retried submission gets this job back, provided
     # it asks for the same thing (the fingerprint of its spec)
     idempotency_key = models.CharField(max_length=255, blank=True)

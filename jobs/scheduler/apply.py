@@ -11,7 +11,7 @@ from django.db import IntegrityError, transaction
 
 from jobs import policy as P
 from jobs.fencing import next_token
-from jobs.models import Attempt, GpuBinding, Job
+from jobs.models import Attempt, AttemptRank, GpuBinding, Job
 from jobs.scheduler.reasons import Held, write_reasons
 from jobs.states import JobState
 from jobs.transitions import TransitionError, transition
@@ -28,30 +28,52 @@ class ApplyReport:
     reasons_written: int = 0
 
 
+@dataclass(frozen=True)
+class Seat:
+    """One node's share of a gang: the node and the GPUs bound there."""
+
+    node: Node
+    gpus: list[Gpu]
+
+    @property
+    def indices(self) -> list[int]:
+        return sorted(g.index for g in self.gpus)
+
+
 def place(placement: P.Placement, now: datetime) -> Attempt:
-    """Bind the placement's GPUs to a new attempt and move its job to SCHEDULED."""
-    if len(placement.allocations) != 1:
-        raise ValueError("the service runs single-node gangs only")
-    alloc = placement.allocations[0]
+    """Bind the placement's GPUs to a new attempt and move its job to SCHEDULED. A gang
+    spanning nodes gets one attempt: rank 0 on the first node, an AttemptRank on each other."""
     job = Job.objects.get(pk=placement.job_id)
+    seats = [_seat(job, alloc) for alloc in placement.allocations]
+    if sum(len(s.gpus) for s in seats) != job.gpus or len({s.node.pk for s in seats}) != len(seats):
+        raise ValueError(f"job {job.pk}: allocations {placement.allocations} do not match its "
+                         f"{job.gpus} GPUs")
+    lease_end = now + timedelta(seconds=settings.GPUSCHED_LEASE_SECONDS)
+    first, *others = seats
+    attempt = Attempt.objects.create(job=job, node=first.node, gpu_indices=first.indices,
+                                     token=next_token(), lease_expires_at=lease_end)
+    AttemptRank.objects.bulk_create([
+        AttemptRank(attempt=attempt, rank=rank, node=seat.node, gpu_indices=seat.indices,
+                    lease_expires_at=lease_end) for rank, seat in enumerate(others, start=1)])
+    # The partial unique index refuses a GPU that is still bound (invariant 2).
+    GpuBinding.objects.bulk_create([GpuBinding(gpu=g, attempt=attempt)
+                                    for seat in seats for g in seat.gpus])
+    where = "; ".join(f"{s.node.name} GPUs {s.indices}" for s in seats)
+    transition(job, JobState.SCHEDULED, attempt=attempt, reason=f"placed on {where}",
+               pending_code="", pending_reason="", pending_what_if="", estimated_start=None,
+               nominated_node=None, nominated_gpus=[], nominated_peers=[])
+    return attempt
+
+
+def _seat(job: Job, alloc: P.Allocation) -> Seat:
     node = Node.objects.get(name=alloc.node)
     gpus = list(Gpu.objects.filter(node=node, index__in=alloc.gpus))
-    if len(gpus) != len(alloc.gpus) or len(gpus) != job.gpus:
-        raise ValueError(f"job {job.pk}: allocation {alloc} does not match its {job.gpus} GPUs")
+    if len(gpus) != len(alloc.gpus) or not gpus:
+        raise ValueError(f"job {job.pk}: {node.name} has no GPUs {sorted(alloc.gpus)}")
     misfit = _misfit(job, node)
     if misfit:
         raise ValueError(f"job {job.pk}: {node.name} {misfit}")
-    attempt = Attempt.objects.create(
-        job=job, node=node, gpu_indices=sorted(alloc.gpus), token=next_token(),
-        lease_expires_at=now + timedelta(seconds=settings.GPUSCHED_LEASE_SECONDS),
-    )
-    # The partial unique index refuses a GPU that is still bound (invariant 2).
-    GpuBinding.objects.bulk_create([GpuBinding(gpu=g, attempt=attempt) for g in gpus])
-    transition(job, JobState.SCHEDULED, attempt=attempt,
-               reason=f"placed on {node.name} GPUs {sorted(alloc.gpus)}",
-               pending_code="", pending_reason="", pending_what_if="", estimated_start=None,
-               nominated_node=None, nominated_gpus=[])
-    return attempt
+    return Seat(node, gpus)
 
 
 def _misfit(job: Job, node: Node) -> str:
@@ -68,17 +90,23 @@ def _misfit(job: Job, node: Node) -> str:
 
 def _nominate(placement: P.Placement) -> None:
     """Promise the GPUs the placement's victims are freeing to its job (nominations.py)."""
-    (alloc,) = placement.allocations
-    node = Node.objects.filter(name=alloc.node).first()
+    first, *others = placement.allocations
+    node = Node.objects.filter(name=first.node).first()
     Job.objects.filter(pk=placement.job_id, state=JobState.QUEUED).update(
-        nominated_node=node, nominated_gpus=sorted(alloc.gpus))
+        nominated_node=node, nominated_gpus=sorted(first.gpus),
+        nominated_peers=[{"node": a.node, "gpus": sorted(a.gpus)} for a in others])
 
 
-def publish(attempt_id: int, token: int, node_name: str) -> None:
+def publish(attempt: Attempt, placement: P.Placement) -> None:
+    """Send each of the attempt's nodes its part, in the placement's order (place): the first
+    runs the attempt (rank 0), each other one rank of it."""
     from workers.queues import node_queue
-    from workers.tasks import run_attempt
+    from workers.tasks import run_attempt, run_rank
 
-    run_attempt.apply_async(args=[attempt_id, token], queue=node_queue(node_name))
+    leader, *others = (alloc.node for alloc in placement.allocations)
+    run_attempt.apply_async(args=[attempt.pk, attempt.token], queue=node_queue(leader))
+    for rank, node in enumerate(others, start=1):
+        run_rank.apply_async(args=[attempt.pk, attempt.token, rank], queue=node_queue(node))
 
 
 def _request_preemption(pre: P.Preemption, now: datetime) -> bool:
@@ -120,8 +148,7 @@ def apply_decisions(decisions: P.Decisions, now: datetime, *, held: Held | None 
                 report.refused += 1
                 continue
             report.placed += 1
-            transaction.on_commit(
-                lambda a=attempt: publish(a.pk, a.token, a.node.name))
+            transaction.on_commit(lambda a=attempt, p=placement: publish(a, p))
         for pre in decisions.preemptions:
             with transaction.atomic():
                 report.preempted += _request_preemption(pre, now)

@@ -23,7 +23,7 @@ from jobs.scheduler.apply import place, publish
 from jobs.scheduler.snapshot import schedulable
 from jobs.states import JobState
 from jobs.transitions import TransitionError
-from workers.models import Gpu
+from workers.models import Gpu, Node
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +32,12 @@ log = logging.getLogger(__name__)
 class NomineeReport:
     started: int = 0
     dropped: int = 0
+
+
+def nomination(job: Job) -> tuple[P.Allocation, ...]:
+    """The GPUs promised to `job`, one allocation per node (a gang may span nodes)."""
+    first = P.Allocation(job.nominated_node.name, tuple(job.nominated_gpus))
+    return (first, *(P.Allocation(p["node"], tuple(p["gpus"])) for p in job.nominated_peers))
 
 
 def start_nominees(now: datetime) -> NomineeReport:
@@ -52,25 +58,29 @@ def start_nominees(now: datetime) -> NomineeReport:
 
 def _verdicts(jobs: list[Job], now: datetime) -> list[str]:
     """Per job, 'start' when every promised GPU is free, 'wait' while its victims hold some,
-    else 'drop'. Two queries for all of them: preemptors pile up while victims checkpoint."""
-    healthy = dict(((node, index), gpu) for gpu, node, index in Gpu.objects.filter(
-        node_id__in={job.nominated_node_id for job in jobs}, health=Gpu.Health.HEALTHY,
-    ).values_list("pk", "node_id", "index"))
+    else 'drop'. Three queries for all of them: preemptors pile up while victims checkpoint."""
+    promised = {job.pk: nomination(job) for job in jobs}
+    names = {alloc.node for allocs in promised.values() for alloc in allocs}
+    nodes = {node.name: node for node in Node.objects.filter(name__in=names)}
+    healthy = {(node, index): gpu for gpu, node, index in Gpu.objects.filter(
+        node__name__in=names, health=Gpu.Health.HEALTHY,
+    ).values_list("pk", "node__name", "index")}
     holders: dict[int, set[int | None]] = defaultdict(set)  # GPU -> whom its holders stop for
     for gpu, preempted_for in GpuBinding.objects.filter(
         gpu_id__in=healthy.values(), released_at__isnull=True,
     ).values_list("gpu_id", "attempt__preempted_for_id"):
         holders[gpu].add(preempted_for)
-    return [_verdict(job, now, healthy, holders) for job in jobs]
+    return [_verdict(job, promised[job.pk], now, nodes, healthy, holders) for job in jobs]
 
 
-def _verdict(job: Job, now: datetime, healthy: dict[tuple[int, int], int],
+def _verdict(job: Job, allocs: tuple[P.Allocation, ...], now: datetime,
+             nodes: dict[str, Node], healthy: dict[tuple[str, int], int],
              holders: dict[int, set[int | None]]) -> str:
-    node = job.nominated_node
-    if not schedulable(node, now) or len(set(job.nominated_gpus)) != job.gpus:
+    if any(a.node not in nodes or not schedulable(nodes[a.node], now) for a in allocs):
         return "drop"
-    gpus = [healthy.get((node.pk, index)) for index in job.nominated_gpus]
-    if None in gpus:
+    keys = {(a.node, index) for a in allocs for index in a.gpus}
+    gpus = [healthy.get(key) for key in keys]
+    if len(keys) != job.gpus or None in gpus:
         return "drop"
     held_for = set().union(*(holders.get(gpu, ()) for gpu in gpus))
     if not held_for:
@@ -79,11 +89,11 @@ def _verdict(job: Job, now: datetime, healthy: dict[tuple[int, int], int],
 
 
 def _start(job: Job, now: datetime) -> bool:
-    alloc = P.Allocation(job.nominated_node.name, tuple(job.nominated_gpus))
+    placement = P.Placement(job.pk, nomination(job))
     try:
         with transaction.atomic():
-            attempt = place(P.Placement(job.pk, (alloc,)), now)
-            transaction.on_commit(lambda: publish(attempt.pk, attempt.token, alloc.node))
+            attempt = place(placement, now)
+            transaction.on_commit(lambda: publish(attempt, placement))
     except (TransitionError, IntegrityError, ValueError) as exc:
         log.warning("nominee job %s not started: %s", job.pk, exc)
         return False
@@ -92,4 +102,4 @@ def _start(job: Job, now: datetime) -> bool:
 
 def _drop(job: Job) -> None:
     Job.objects.filter(pk=job.pk, state=JobState.QUEUED).update(
-        nominated_node=None, nominated_gpus=[])
+        nominated_node=None, nominated_gpus=[], nominated_peers=[])

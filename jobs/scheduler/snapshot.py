@@ -11,7 +11,16 @@ from sys import intern
 from django.conf import settings
 
 from jobs import policy as P
-from jobs.models import Attempt, GpuBinding, Job, Membership, Organization, Project, Tier
+from jobs.models import (
+    Attempt,
+    AttemptRank,
+    GpuBinding,
+    Job,
+    Membership,
+    Organization,
+    Project,
+    Tier,
+)
 from jobs.scheduler.queue_cache import queued_jobs, seconds_or_none, without
 from jobs.scheduler.runtimes import Key as RunTimeKey
 from jobs.scheduler.runtimes import load_run_times, run_time_of
@@ -46,6 +55,15 @@ def schedulable(node: Node, now: datetime) -> bool:
     return alive and node.state == NodeState.ACTIVE
 
 
+def island_of(node: Node) -> str:
+    """Its rack / NVLink island; a node whose operator named none shares a gang with no
+    other node, since nothing says its network carries one."""
+    return node.island or f"{NO_ISLAND}{node.name}"
+
+
+NO_ISLAND = "\0"  # not a name an operator can type
+
+
 def load_nodes(now: datetime, promised: Promised = frozenset()) -> list[P.NodeView]:
     """Nodes and their free GPUs; GPUs promised to a preemptor are not free to anyone else."""
     live = GpuBinding.objects.filter(released_at__isnull=True)
@@ -62,7 +80,7 @@ def load_nodes(now: datetime, promised: Promised = frozenset()) -> list[P.NodeVi
         nodes.append(P.NodeView(
             name=n.name, gpu_type=n.gpu_type, gpu_memory_mb=n.gpu_memory_mb,
             total_gpus=n.gpu_count, free_gpus=indices, region=n.region,
-            island=n.island, schedulable=schedulable(n, now),
+            island=island_of(n), schedulable=schedulable(n, now),
         ))
     return nodes
 
@@ -87,7 +105,7 @@ LIVE_COLUMNS = (
     "stop_deadline", "last_checkpoint_at", "job__checkpointable", "job__preemptible",
     "job__preemptions", "job__submitted_by_id", "job__project_id", "job__gpus")
 # the columns fair share's usage reads of them, in the order of usage.LiveUse
-_USE = tuple(map(LIVE_COLUMNS.index, ("job__organization__slug", "job__project__name",
+_USE = tuple(map(LIVE_COLUMNS.index, ("pk", "job__organization__slug", "job__project__name",
                                       "job__submitted_by_id", "gpu_indices", "started_at")))
 
 
@@ -96,33 +114,51 @@ def live_attempts() -> list[tuple]:
     return list(Attempt.objects.filter(ended_at__isnull=True).values_list(*LIVE_COLUMNS))
 
 
-def live_use(rows: list[tuple]) -> list[LiveUse]:
-    """The started attempts among live_attempts() rows, as load_usage counts them."""
-    org, project, user, gpus, started = _USE
-    return [(row[org], row[project], row[user], row[gpus], row[started]) for row in rows
-            if row[started] is not None]
+Ranks = Mapping[int, list[P.Allocation]]  # live_ranks()
+
+
+def live_ranks() -> dict[int, list[P.Allocation]]:
+    """attempt -> its further nodes' GPUs, for the live attempts whose gang spans nodes. A
+    rank whose process ended keeps its GPUs bound until the attempt ends (place)."""
+    out: dict[int, list[P.Allocation]] = defaultdict(list)
+    for attempt, node, gpus in AttemptRank.objects.filter(
+        attempt__ended_at__isnull=True
+    ).values_list("attempt_id", "node__name", "gpu_indices"):
+        out[attempt].append(P.Allocation(node, tuple(gpus)))
+    return out
+
+
+def live_use(rows: list[tuple], ranks: Ranks) -> list[LiveUse]:
+    """The started attempts among live_attempts() rows, with their GPUs on every node
+    (`ranks`: live_ranks()), as load_usage counts them."""
+    pk, org, project, user, gpus, started = _USE
+    return [(row[org], row[project], row[user],
+             len(row[gpus]) + sum(len(a.gpus) for a in ranks.get(row[pk], ())), row[started])
+            for row in rows if row[started] is not None]
 
 
 def load_running(now: datetime, promised: Promised = frozenset(),
-                 rows: list[tuple] | None = None, run_times: RunTimes | None = None
-                 ) -> list[P.RunningView]:
+                 rows: list[tuple] | None = None, run_times: RunTimes | None = None,
+                 ranks: Ranks | None = None) -> list[P.RunningView]:
     """Live attempts, less the GPUs they are freeing for a preemptor (see load_nominees).
-    `rows`: live_attempts(), where the caller has read them already."""
+    `rows`, `ranks`: live_attempts(), live_ranks(), where the caller has read them already."""
     rows = live_attempts() if rows is None else rows
     learned = run_times or {}
+    ranks = live_ranks() if ranks is None else ranks
     out = []
     for (pk, job_id, org, tier, project, node, gpus, started, created, limit, estimate, stop,
          stop_deadline, checkpoint, checkpointable, preemptible, preemptions, user,
          project_id, job_gpus) in rows:
         start = (started or created).timestamp()
         limit_end = start + limit
-        kept = tuple(g for g in gpus if (node, g) not in promised)
-        if not kept:
+        allocations = _unpromised((P.Allocation(node, tuple(gpus)), *ranks.get(pk, ())),
+                                  promised)
+        if not allocations:
             continue
         out.append(P.RunningView(
             attempt_id=pk, job_id=job_id, org=intern(org), tier=intern(tier),
             project=intern(project),
-            allocations=(P.Allocation(node, kept),), started_at=start,
+            allocations=allocations, started_at=start,
             expected_end=_expected_end(start, limit_end, estimate,
                                        stop_deadline if stop else None,
                                        run_time_of(learned, project_id, job_gpus)),
@@ -136,6 +172,16 @@ def load_running(now: datetime, promised: Promised = frozenset(),
     return out
 
 
+def _unpromised(allocations: tuple[P.Allocation, ...], promised: Promised
+                ) -> tuple[P.Allocation, ...]:
+    """The allocations less the GPUs promised to a preemptor; nodes left with none dropped."""
+    if not promised:
+        return allocations
+    kept = (P.Allocation(a.node, tuple(g for g in a.gpus if (a.node, g) not in promised))
+            for a in allocations)
+    return tuple(a for a in kept if a.gpus)
+
+
 def load_nominees(now: datetime, run_times: RunTimes | None = None) -> list[P.RunningView]:
     """Queued preemptors, each shown as running on the GPUs promised to it.
 
@@ -145,6 +191,7 @@ def load_nominees(now: datetime, run_times: RunTimes | None = None) -> list[P.Ru
     rows = list(Job.objects.filter(state=JobState.QUEUED, nominated_node__isnull=False)
                 .values_list("pk", "organization__slug", "organization__tier__name",
                              "project__name", "nominated_node__name", "nominated_gpus",
+                             "nominated_peers",
                              "time_limit_s", "params__expected_duration_s", "checkpointable",
                              "preemptions", "submitted_by_id", "project_id", "gpus"))
     stops: dict[int, float] = defaultdict(lambda: now.timestamp())
@@ -155,13 +202,15 @@ def load_nominees(now: datetime, run_times: RunTimes | None = None) -> list[P.Ru
         stops[job_id] = max(stops[job_id], deadline.timestamp())
     out = []
     learned = run_times or {}
-    for (pk, org, tier, project, node, gpus, limit, estimate, checkpointable,
+    for (pk, org, tier, project, node, gpus, peers, limit, estimate, checkpointable,
          preemptions, user, project_id, job_gpus) in rows:
         begin = stops[pk]
         limit_end = begin + limit
         out.append(P.RunningView(
             attempt_id=-pk, job_id=pk, org=org, tier=tier, project=project,
-            allocations=(P.Allocation(node, tuple(sorted(gpus))),), started_at=begin,
+            allocations=(P.Allocation(node, tuple(sorted(gpus))),
+                         *(P.Allocation(p["node"], tuple(sorted(p["gpus"]))) for p in peers)),
+            started_at=begin,
             expected_end=_expected_end(begin, limit_end, estimate, None,
                                        run_time_of(learned, project_id, job_gpus)),
             time_limit_end=limit_end, checkpointable=checkpointable, preemptible=False,
@@ -216,13 +265,15 @@ def policy_config() -> P.PolicyConfig:
                           # a victim checkpointing on SIGTERM gets what a binary at its time
                           # limit gets
                           signal_grace_s=settings.GPUSCHED_KILL_GRACE_S,
-                          span_nodes=False)  # an attempt runs on one node (apply.place)
+                          # a gang larger than a node spans nodes of one island (apply.place)
+                          span_nodes=settings.GPUSCHED_SPAN_NODES)
 
 
 def load_snapshot(now: datetime) -> P.Snapshot:
     config = policy_config()
-    live = live_attempts()  # one read for fair share's usage and the running attempts
-    usage = load_usage(now, config.usage_half_life_s, live_use(live))
+    # one read for fair share's usage and the running attempts
+    live, ranks = live_attempts(), live_ranks()
+    usage = load_usage(now, config.usage_half_life_s, live_use(live, ranks))
     weights, caps = load_org_caps()
     # for the jobs that come without an estimate
     run_times = load_run_times() if settings.GPUSCHED_LEARNED_RUN_TIMES else {}
@@ -230,7 +281,7 @@ def load_snapshot(now: datetime) -> P.Snapshot:
     promised = {(a.node, g) for run in nominees for a in run.allocations for g in a.gpus}
     return P.Snapshot(
         now=now.timestamp(), nodes=load_nodes(now, promised),
-        running=load_running(now, promised, live, run_times) + nominees,
+        running=load_running(now, promised, live, run_times, ranks) + nominees,
         queued=load_queued({run.job_id for run in nominees}, config.limit_weight, run_times),
         tiers=load_tiers(),
         usage=usage.org, project_usage=usage.project, user_usage=usage.user,

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, QuerySet
 
-from jobs.models import Attempt, UsageAccount
+from jobs.models import Attempt, AttemptRank, UsageAccount
 from jobs.scheduler.runtimes import fold_run_times
 
 # ended attempts folded per tick at most: a backlog (after an upgrade) drains over a few
@@ -41,10 +41,18 @@ def decay(seconds: float, half_life_s: float) -> float:
     return math.pow(0.5, max(0.0, seconds) / half_life_s)
 
 
-def used_gpu_seconds(gpus: list, started: datetime | None, ended: datetime) -> float:
+def used_gpu_seconds(gpus: int, started: datetime | None, ended: datetime) -> float:
     if started is None:  # ended before it ran: it used nothing
         return 0.0
-    return len(gpus) * max(0.0, (ended - started).total_seconds())
+    return gpus * max(0.0, (ended - started).total_seconds())
+
+
+def rank_gpus(ranks: QuerySet[AttemptRank]) -> dict[int, int]:
+    """attempt -> the GPUs it holds beyond its first node (a gang spanning nodes)."""
+    out: dict[int, int] = defaultdict(int)
+    for attempt, gpus in ranks.values_list("attempt_id", "gpu_indices"):
+        out[attempt] += len(gpus)
+    return out
 
 
 def fold_ended_attempts(now: datetime, half_life_s: float, batch: int = FOLD_BATCH) -> int:
@@ -62,9 +70,10 @@ def fold_ended_attempts(now: datetime, half_life_s: float, batch: int = FOLD_BAT
         if not rows:
             return 0
         fold_run_times(_whole_runs(rows))
+        beyond = rank_gpus(AttemptRank.objects.filter(attempt_id__in=[r[0] for r in rows]))
         added: dict[tuple[int, int | None], float] = defaultdict(float)
-        for _, project, user, gpus, started, ended, *_ in rows:
-            used = used_gpu_seconds(gpus, started, ended)
+        for pk, project, user, gpus, started, ended, *_ in rows:
+            used = used_gpu_seconds(len(gpus) + beyond.get(pk, 0), started, ended)
             if used:
                 added[project, user] += used * decay((now - ended).total_seconds(), half_life_s)
         # an account may be made by a concurrent fold too: whichever inserts first wins, and
@@ -94,7 +103,7 @@ def _whole_runs(rows: list[tuple]) -> list[tuple[int, int, float]]:
             if outcome == Attempt.Outcome.SUCCEEDED and not resumed and started is not None]
 
 
-LiveUse = tuple[str, str, int | None, list, datetime]  # org, project, user, GPUs, started
+LiveUse = tuple[str, str, int | None, int, datetime]  # org, project, user, GPUs, started
 
 
 def load_usage(now: datetime, half_life_s: float, live: Iterable[LiveUse] | None = None
@@ -116,9 +125,12 @@ def load_usage(now: datetime, half_life_s: float, live: Iterable[LiveUse] | None
 
 
 def _live() -> Iterable[LiveUse]:
-    return Attempt.objects.filter(ended_at__isnull=True, started_at__isnull=False).values_list(
-        "job__organization__slug", "job__project__name", "job__submitted_by_id",
-        "gpu_indices", "started_at")
+    beyond = rank_gpus(AttemptRank.objects.filter(attempt__ended_at__isnull=True))
+    for pk, org, project, user, gpus, started in Attempt.objects.filter(
+        ended_at__isnull=True, started_at__isnull=False
+    ).values_list("pk", "job__organization__slug", "job__project__name",
+                  "job__submitted_by_id", "gpu_indices", "started_at"):
+        yield org, project, user, len(gpus) + beyond.get(pk, 0), started
 
 
 @dataclass(slots=True)

@@ -8,9 +8,10 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from jobs.models import Attempt, AttemptStatus, GpuBinding, Job
+from jobs.models import Attempt, AttemptStatus, Job
 from jobs.scheduler.trigger import request_tick
 from jobs.services.errors import Conflict
+from jobs.services.release import release_attempt
 from jobs.states import TERMINAL, JobState
 from jobs.transitions import LostRace, transition
 
@@ -22,7 +23,7 @@ def _end_unstarted(attempt: Attempt) -> None:
         status=AttemptStatus.ENDED, ended_at=now, outcome=Attempt.Outcome.CANCELLED)
     if not ended:
         raise LostRace(f"attempt {attempt.pk} started meanwhile")
-    GpuBinding.objects.filter(attempt=attempt, released_at__isnull=True).update(released_at=now)
+    release_attempt(attempt.pk, now)
 
 
 def job_cancel(*, job: Job, reason: str = "cancelled by the client") -> Job:

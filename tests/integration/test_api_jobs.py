@@ -36,7 +36,7 @@ def test_another_organizations_job_is_a_404(api, bob):
 @pytest.mark.parametrize("body,field", [
     ({"gpus": 1}, "prompt"),
     ({"prompt": "x", "gpus": 0}, "gpus"),
-    ({"prompt": "x", "gpus": 64}, "gpus"),
+    ({"prompt": "x", "gpus": 65}, "gpus"),
     ({"prompt": "x", "gpus": "many"}, "gpus"),
     ({"prompt": "x", "time_limit_s": -5}, "time_limit_s"),
     ({"prompt": "x", "params": [1, 2]}, "params"),

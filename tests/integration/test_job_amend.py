@@ -92,7 +92,7 @@ def test_a_change_that_changes_nothing_writes_nothing(api):
     ({"preemptible": False}, 400, "not_amendable"),
     ({"gpu_typ": ["A100"]}, 400, "not_amendable"),  # a misspelt field is not ignored
     ({"gpus": 0}, 400, "invalid"),
-    ({"gpus": 64}, 400, "invalid"),
+    ({"gpus": 65}, 400, "invalid"),
     ({"min_gpus": 8}, 400, "min_gpus_out_of_range"),
     ({"gpus": 1, "min_gpus": 2}, 400, "min_gpus_out_of_range"),
     ({"time_limit_s": 10**9}, 400, "time_limit_out_of_range"),

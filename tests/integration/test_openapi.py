@@ -2,6 +2,7 @@
 answers of real calls, refusals included, are what it says."""
 
 import pytest
+from django.conf import settings
 from django.urls import URLPattern, get_resolver
 from rest_framework.test import APIClient
 
@@ -46,7 +47,8 @@ def test_the_submit_body_is_the_serializers(document):
     schema = document["components"]["schemas"]["JobSubmit"]
     assert set(schema["properties"]) == set(JobSubmitSerializer().fields)
     assert schema["required"] == ["prompt"]
-    assert schema["properties"]["gpus"] == {"type": "integer", "minimum": 1, "maximum": 8}
+    assert schema["properties"]["gpus"] == {"type": "integer", "minimum": 1,
+                                            "maximum": settings.GPUSCHED_MAX_GPUS_PER_JOB}
     change = document["components"]["schemas"]["JobChange"]
     assert set(change["properties"]) == AMENDABLE and change["required"] == []
     assert change["properties"]["min_gpus"] == {"type": ["integer", "null"], "minimum": 1}

@@ -1,5 +1,6 @@
-"""The service runs each attempt on one node: a gang larger than every node waits with a
-reason instead of being placed across nodes and refused at every tick."""
+"""A gang larger than every node, on nodes that name no island (none shares a gang with
+another: tests/integration/test_gang_across_nodes.py), waits with a reason instead of being
+placed and refused at every tick."""
 
 import pytest
 

@@ -9,8 +9,8 @@ from workers.models import Node
 from workers.services.nodes import node_register
 
 
-def make_node(name: str = "n1", gpus: int = 4, gpu_type: str = "H100") -> Node:
-    return node_register(name=name, gpu_type=gpu_type,
+def make_node(name: str = "n1", gpus: int = 4, gpu_type: str = "H100", island: str = "") -> Node:
+    return node_register(name=name, gpu_type=gpu_type, island=island,
                          gpus=configured_gpus(name, gpus, 81920))
 
 

@@ -31,6 +31,29 @@ def test_the_binary_sees_only_its_gpus():
     assert env["GPUSCHED_GPU_UUIDS"] == "GPU-sim-n-1,GPU-sim-n-3"
 
 
+def test_a_single_node_job_is_told_it_is_alone():
+    env = build_env(gpu_indices=(0,), paths=_paths(), attempt_id=9, job_id=7, nodes=("n1",))
+    assert (env["GPUSCHED_NODE_RANK"], env["GPUSCHED_NNODES"]) == ("0", "1")
+    assert "MASTER_ADDR" not in env and "NODE_RANK" not in env
+
+
+def test_each_node_of_a_gang_learns_its_rank_and_where_to_meet():
+    env = build_env(gpu_indices=(0, 1), paths=_paths(), attempt_id=9, job_id=7, node_rank=2,
+                    nodes=("n1", "n2", "n3"), rendezvous_port=29501)
+    assert {k: env[k] for k in ("NODE_RANK", "NNODES", "MASTER_ADDR", "MASTER_PORT",
+                                "GPUSCHED_NODES")} == {
+        "NODE_RANK": "2", "NNODES": "3", "MASTER_ADDR": "n1", "MASTER_PORT": "29501",
+        "GPUSCHED_NODES": "n1,n2,n3"}
+
+
+def test_ranks_beyond_the_first_keep_their_files_apart():
+    """Nodes may share a file system: rank 0 owns the job's directory and checkpoint."""
+    rank = AttemptPaths.under(Path("/w"), 7, 9, ".y4m", rank=1)
+    assert rank.work_dir == Path("/w/job-7/attempt-9-rank-1")
+    assert rank.checkpoint_dir == Path("/w/job-7/checkpoint-rank-1")
+    assert rank.work_dir != _paths().work_dir and rank.checkpoint_dir != _paths().checkpoint_dir
+
+
 def _classify(**kw):
     base = dict(exit_code=0, stderr_tail="", stop="", output_ok=True)
     return classify(**{**base, **kw})

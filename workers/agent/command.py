@@ -20,14 +20,19 @@ class AttemptPaths:
     params_file: Path
     stderr: Path
 
+    rank: int = 0
+
     @classmethod
-    def under(cls, root: Path, job_id: int, attempt_id: int, suffix: str) -> AttemptPaths:
+    def under(cls, root: Path, job_id: int, attempt_id: int, suffix: str,
+              rank: int = 0) -> AttemptPaths:
         job_dir = root / f"job-{job_id}"
-        work = job_dir / f"attempt-{attempt_id}"
+        # ranks beyond the first keep apart (nodes may share a file system, as in tests)
+        own = f"-rank-{rank}" if rank else ""
+        work = job_dir / f"attempt-{attempt_id}{own}"
         # the checkpoint outlives the attempt so that the next one resumes from it
-        return cls(work_dir=work, checkpoint_dir=job_dir / "checkpoint",
+        return cls(work_dir=work, checkpoint_dir=job_dir / f"checkpoint{own}",
                    output=work / f"output{suffix}", params_file=work / "params.json",
-                   stderr=work / "stderr.log")
+                   stderr=work / "stderr.log", rank=rank)
 
     def create(self, params: dict) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -37,8 +42,9 @@ class AttemptPaths:
     def remove(self, *, keep_checkpoint: bool) -> None:
         """Drop the attempt's files once reported; the checkpoint stays only for a resume."""
         shutil.rmtree(self.work_dir, ignore_errors=True)
-        if not keep_checkpoint:
-            shutil.rmtree(self.checkpoint_dir.parent, ignore_errors=True)
+        if not keep_checkpoint:  # the job's directory is rank 0's, the job's own node
+            shutil.rmtree(self.checkpoint_dir if self.rank else self.checkpoint_dir.parent,
+                          ignore_errors=True)
 
 
 def build_argv(template: str, *, prompt: str, seed: int, paths: AttemptPaths) -> list[str]:
@@ -50,9 +56,11 @@ def build_argv(template: str, *, prompt: str, seed: int, paths: AttemptPaths) ->
 
 
 def build_env(*, gpu_indices: tuple[int, ...], gpu_uuids: tuple[str, ...] = (),
-              paths: AttemptPaths, attempt_id: int, job_id: int) -> dict[str, str]:
+              paths: AttemptPaths, attempt_id: int, job_id: int, node_rank: int = 0,
+              nodes: tuple[str, ...] = (), rendezvous_port: int = 29500) -> dict[str, str]:
     env = dict(os.environ)
     env.update(visible_devices(gpu_indices, gpu_uuids))
+    env.update(gang_env(node_rank, nodes, rendezvous_port))
     env.update({
         "GPUSCHED_JOB_ID": str(job_id),
         "GPUSCHED_ATTEMPT_ID": str(attempt_id),
@@ -61,4 +69,15 @@ def build_env(*, gpu_indices: tuple[int, ...], gpu_uuids: tuple[str, ...] = (),
         "GPUSCHED_OUTPUT_PATH": str(paths.output),
         "GPUSCHED_PARAMS_FILE": str(paths.params_file),
     })
+    return env
+
+
+def gang_env(node_rank: int, nodes: tuple[str, ...], port: int) -> dict[str, str]:
+    """Where this node stands in its gang. A gang spanning nodes also gets the variables
+    torchrun-style launchers read to meet: its first node's name and a port."""
+    env = {"GPUSCHED_NODE_RANK": str(node_rank), "GPUSCHED_NNODES": str(max(1, len(nodes))),
+           "GPUSCHED_NODES": ",".join(nodes)}
+    if len(nodes) > 1:
+        env.update(NODE_RANK=str(node_rank), NNODES=str(len(nodes)), MASTER_ADDR=nodes[0],
+                   MASTER_PORT=str(port))
     return env

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import logging
 import os
 import shutil
@@ -24,11 +25,13 @@ from workers.services.attempts import (
     AttemptClaim,
     AttemptResult,
     StaleAttempt,
+    Verdict,
     attempt_finish,
     attempt_heartbeat,
     attempt_start,
 )
 from workers.services.nodes import node_gpu_strays
+from workers.services.ranks import rank_finish, rank_heartbeat, rank_start
 
 log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -64,9 +67,7 @@ def _supervise(proc: subprocess.Popen, claim: AttemptClaim, reader: ProgressRead
             return sup
         except subprocess.TimeoutExpired:
             pass
-        verdict = attempt_heartbeat(attempt_id=claim.attempt_id, token=claim.token,
-                                    progress=reader.progress,
-                                    checkpointed=reader.take_checkpointed())
+        verdict = _heartbeat(claim, reader)
         if verdict.action == "stale":  # fenced off: another attempt owns this job now
             sup.stop = "stale"
             _signal_group(proc, signal.SIGKILL)
@@ -78,6 +79,14 @@ def _supervise(proc: subprocess.Popen, claim: AttemptClaim, reader: ProgressRead
             _ask_to_stop(proc, sup, "hung", settings.GPUSCHED_KILL_GRACE_S)
         if sup.kill_at is not None and time.monotonic() >= sup.kill_at:
             _signal_group(proc, signal.SIGKILL)
+
+
+def _heartbeat(claim: AttemptClaim, reader: ProgressReader) -> Verdict:
+    if claim.node_rank:  # progress and checkpoints are rank 0's to report
+        return rank_heartbeat(attempt_id=claim.attempt_id, token=claim.token,
+                              rank=claim.node_rank)
+    return attempt_heartbeat(attempt_id=claim.attempt_id, token=claim.token,
+                             progress=reader.progress, checkpointed=reader.take_checkpointed())
 
 
 def _output_ok(path: Path) -> bool:
@@ -113,7 +122,9 @@ def _launch(claim: AttemptClaim, paths: AttemptPaths) -> subprocess.Popen:
     argv = build_argv(settings.GPUSCHED_BINARY, prompt=claim.prompt,
                       seed=int(claim.params.get("seed", claim.job_id)), paths=paths)
     env = build_env(gpu_indices=claim.gpu_indices, gpu_uuids=claim.gpu_uuids, paths=paths,
-                    attempt_id=claim.attempt_id, job_id=claim.job_id)
+                    attempt_id=claim.attempt_id, job_id=claim.job_id,
+                    node_rank=claim.node_rank, nodes=claim.nodes,
+                    rendezvous_port=settings.GPUSCHED_RENDEZVOUS_PORT)
     with paths.stderr.open("wb") as err:
         # own session = own process group, so a kill reaches the binary's children too
         # bytes that are not UTF-8 are read as U+FFFD: a reader that stopped at them would
@@ -131,8 +142,24 @@ def run_attempt(attempt_id: int, token: int) -> str:
     except StaleAttempt as exc:
         log.warning("refused: %s", exc, extra={"attempt_id": attempt_id, "token": token})
         return "stale"
+    return _run(claim)
+
+
+def run_rank(attempt_id: int, token: int, rank: int) -> str:
+    """Execute rank `rank` (1, 2, …) of a gang spanning nodes, if `token` is still current."""
+    try:
+        claim = rank_start(attempt_id=attempt_id, token=token, rank=rank)
+    except StaleAttempt as exc:
+        log.warning("refused: %s", exc, extra={"attempt_id": attempt_id, "token": token})
+        return "stale"
+    return _run(claim)
+
+
+def _run(claim: AttemptClaim) -> str:
+    attempt_id = claim.attempt_id
     paths = AttemptPaths.under(settings.GPUSCHED_WORK_ROOT, claim.job_id, claim.attempt_id,
-                               suffix=claim.params.get("output_suffix", ".y4m"))
+                               suffix=claim.params.get("output_suffix", ".y4m"),
+                               rank=claim.node_rank)
     paths.create(claim.params)
     try:
         proc = _launch(claim, paths)
@@ -153,7 +180,8 @@ def run_attempt(attempt_id: int, token: int) -> str:
     stderr = _tail(paths.stderr)
     outcome, error_code = classify(
         exit_code=proc.returncode, stderr_tail=stderr, stop=sup.stop,
-        output_ok=_output_ok(paths.output))
+        # the job's output is rank 0's; the other ranks' end is judged by their exit alone
+        output_ok=claim.node_rank > 0 or _output_ok(paths.output))
     return _report(claim, paths, AttemptResult(outcome, proc.returncode, stderr,
                                         paths.output if outcome == "SUCCEEDED" else None,
                                         error_code))
@@ -181,7 +209,11 @@ def _discard(paths: AttemptPaths) -> str:
 
 def _report(claim: AttemptClaim, paths: AttemptPaths, result: AttemptResult) -> str:
     try:
-        attempt_finish(attempt_id=claim.attempt_id, token=claim.token, result=result)
+        if claim.node_rank:
+            rank_finish(attempt_id=claim.attempt_id, token=claim.token, rank=claim.node_rank,
+                        result=dataclasses.replace(result, output_path=None))
+        else:
+            attempt_finish(attempt_id=claim.attempt_id, token=claim.token, result=result)
     except StaleAttempt as exc:
         log.warning("result of attempt %s discarded: %s", claim.attempt_id, exc,
                     extra={"attempt_id": claim.attempt_id, "job_id": claim.job_id})

@@ -149,6 +149,13 @@ def _option_table() -> list[tuple[str, str, str | None, Callable[[str], object],
             "progress fraction at which crash/hang/oom happen",
         ),
         (
+            "--fail-rank",
+            "FAKEGEN_FAIL_RANK",
+            "-1",
+            _int,
+            "node rank of a gang (GPUSCHED_NODE_RANK) where the failure happens (-1: every one)",
+        ),
+        (
             "--progress-interval",
             "FAKEGEN_PROGRESS_INTERVAL",
             "0.5",
@@ -223,6 +230,8 @@ def parse_settings(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Se
         parser.error("--output (or GPUSCHED_OUTPUT_PATH) is required")
     base = args.work_dir if args.work_dir is not None else Path.cwd()
     width, height = args.resolution
+    node_rank = _int(environ.get("GPUSCHED_NODE_RANK") or "0")
+    fails_here = args.fail_rank < 0 or args.fail_rank == node_rank
     return Settings(
         prompt=args.prompt,
         output=base / args.output,
@@ -233,7 +242,7 @@ def parse_settings(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Se
         fps=args.fps,
         seed=args.seed,
         run_seconds=args.run_seconds,
-        fail=args.fail,
+        fail=args.fail if fails_here else "none",
         fail_at=args.fail_at,
         progress_interval=args.progress_interval,
         checkpoint_every=args.checkpoint_every,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -20,8 +20,9 @@ from django.utils import timezone
 
 from credits.services.holds import meter_attempt
 from credits.services.pricing import gpu_hour_price
-from jobs.models import Attempt, AttemptStatus, GpuBinding, Job
+from jobs.models import Attempt, AttemptStatus, Job
 from jobs.scheduler.trigger import request_tick
+from jobs.services.release import release_attempt
 from jobs.services.storable import storable
 from jobs.states import JobState
 from jobs.transitions import transition
@@ -46,6 +47,8 @@ class AttemptClaim:
     prompt: str
     params: dict
     time_limit_s: int
+    node_rank: int = 0  # 0: the attempt's own node; others run a rank of it (ranks.py)
+    nodes: tuple[str, ...] = ()  # every node of the gang, in rank order
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ class Verdict:
     deadline_s: float = 0.0  # seconds left to stop gracefully, for preempt and cancel
 
 
-def _lease() -> timedelta:
+def lease() -> timedelta:
     return timedelta(seconds=settings.GPUSCHED_LEASE_SECONDS)
 
 
@@ -63,7 +66,7 @@ def attempt_start(*, attempt_id: int, token: int) -> AttemptClaim:
     with transaction.atomic():
         claimed = Attempt.objects.filter(
             pk=attempt_id, token=token, status=AttemptStatus.SCHEDULED, ended_at__isnull=True
-        ).update(status=AttemptStatus.RUNNING, started_at=now, lease_expires_at=now + _lease())
+        ).update(status=AttemptStatus.RUNNING, started_at=now, lease_expires_at=now + lease())
         if claimed != 1:
             raise StaleAttempt(f"attempt {attempt_id} token {token} is not startable")
         attempt = Attempt.objects.select_related("job", "node").get(pk=attempt_id)
@@ -71,22 +74,40 @@ def attempt_start(*, attempt_id: int, token: int) -> AttemptClaim:
         _fix_price(attempt)
         transition(job, JobState.RUNNING, attempt=attempt, reason=f"started on {attempt.node}",
                    started_at=job.started_at or now)
+    return claim_for(attempt, token, node_rank=0, node_id=attempt.node_id,
+                     gpu_indices=attempt.gpu_indices)
+
+
+def claim_for(attempt: Attempt, token: int, *, node_rank: int, node_id: int,
+              gpu_indices: list[int]) -> AttemptClaim:
+    """What one node of the attempt needs to run its part."""
+    job = attempt.job
+    nodes = gang_nodes(attempt)
     return AttemptClaim(attempt_id=attempt.pk, token=token, job_id=job.pk,
-                        node=attempt.node.name, gpu_indices=tuple(attempt.gpu_indices),
-                        gpu_uuids=_bound_uuids(attempt),
-                        prompt=job.prompt, params=job.params, time_limit_s=job.time_limit_s)
+                        node=nodes[node_rank], gpu_indices=tuple(gpu_indices),
+                        gpu_uuids=_bound_uuids(attempt, node_id, gpu_indices),
+                        prompt=job.prompt, params=job.params, time_limit_s=job.time_limit_s,
+                        node_rank=node_rank, nodes=nodes)
 
 
-def _bound_uuids(attempt: Attempt) -> tuple[str, ...]:
-    """The bound GPUs' UUIDs, in the order of the attempt's indices."""
-    by_index = dict(attempt.bindings.values_list("gpu__index", "gpu__uuid"))
-    return tuple(by_index.get(i, "") for i in attempt.gpu_indices)
+def gang_nodes(attempt: Attempt) -> tuple[str, ...]:
+    """The attempt's nodes in rank order: its own, then its ranks'."""
+    return (attempt.node.name, *attempt.ranks.values_list("node__name", flat=True))
+
+
+def _bound_uuids(attempt: Attempt, node_id: int, indices: list[int]) -> tuple[str, ...]:
+    """The UUIDs of the attempt's GPUs bound on one node, in the order of `indices`."""
+    by_index = dict(attempt.bindings.filter(gpu__node_id=node_id).values_list(
+        "gpu__index", "gpu__uuid"))
+    return tuple(by_index.get(i, "") for i in indices)
 
 
 def _fix_price(attempt: Attempt) -> None:
-    """An attempt costs what its GPUs cost when it starts; later price changes do not reach it.
-    """
-    rate = gpu_hour_price(attempt.node.gpu_type) * len(attempt.gpu_indices)
+    """An attempt costs what its GPUs cost when it starts, on every node it spans; later
+    price changes do not reach it."""
+    rate = sum(gpu_hour_price(gpu_type) * len(gpus) for gpu_type, gpus in (
+        (attempt.node.gpu_type, attempt.gpu_indices),
+        *attempt.ranks.values_list("node__gpu_type", "gpu_indices")))
     if rate:
         Attempt.objects.filter(pk=attempt.pk).update(credits_per_hour=rate)
 
@@ -96,7 +117,7 @@ def attempt_heartbeat(*, attempt_id: int, token: int, progress: float | None = N
     """Renew the lease; answer whether the attempt should go on. A checkpoint posts the
     credits of the work it keeps (credits/services/holds.py)."""
     now = timezone.now()
-    fields = {"lease_expires_at": now + _lease()}
+    fields = {"lease_expires_at": now + lease()}
     if progress is not None:
         fields["progress"] = max(0.0, min(1.0, progress))
     if checkpointed:
@@ -108,7 +129,13 @@ def attempt_heartbeat(*, attempt_id: int, token: int, progress: float | None = N
             return Verdict("stale")
         if checkpointed:
             meter_attempt(attempt_id, until=now, every_s=settings.GPUSCHED_METER_INTERVAL_S)
-    stop, deadline = live.values_list("stop_requested", "stop_deadline").first() or ("", None)
+    return verdict_of(attempt_id, now)
+
+
+def verdict_of(attempt_id: int, now: datetime) -> Verdict:
+    """Whether the attempt, live, should go on, or stop and by when (all its nodes alike)."""
+    stop, deadline = Attempt.objects.filter(pk=attempt_id).values_list(
+        "stop_requested", "stop_deadline").first() or ("", None)
     if not stop:
         return Verdict("continue")
     left = (deadline - now).total_seconds() if deadline else settings.GPUSCHED_KILL_GRACE_S
@@ -148,8 +175,7 @@ def _end_attempt(attempt_id: int, token: int, result: AttemptResult) -> Attempt:
         exit_code=result.exit_code, stderr_tail=storable(result.stderr_tail[-4000:]), **fields)
     if ended != 1:
         raise StaleAttempt(f"attempt {attempt_id} token {token} already ended")
-    GpuBinding.objects.filter(attempt_id=attempt_id, released_at__isnull=True).update(
-        released_at=now)
+    release_attempt(attempt_id, now)
     return Attempt.objects.select_related("job").get(pk=attempt_id)
 
 

@@ -13,9 +13,11 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
 
 from credits.services.holds import meter_attempt
-from jobs.models import Attempt, AttemptStatus, GpuBinding, Job
+from jobs.models import Attempt, AttemptRank, AttemptStatus, Job
+from jobs.services.release import release_attempt
 from jobs.states import LIVE, JobState
 from jobs.transitions import TransitionError, transition
 
@@ -45,14 +47,13 @@ def _settle_lost(job: Job, attempt: Attempt, now: datetime) -> None:
 
 def _reap_one(attempt_id: int, now: datetime) -> bool:
     with transaction.atomic():
-        # Conditional on the lease still being expired: a heartbeat that renewed it wins.
-        ended = Attempt.objects.filter(pk=attempt_id, ended_at__isnull=True,
-                                       lease_expires_at__lt=now).update(
+        # Conditional on a lease still being expired: a heartbeat that renewed it wins.
+        ended = Attempt.objects.filter(_expired(now), pk=attempt_id, ended_at__isnull=True
+                                       ).update(
             status=AttemptStatus.ENDED, ended_at=now, outcome=Attempt.Outcome.LOST)
         if not ended:
             return False
-        GpuBinding.objects.filter(attempt_id=attempt_id, released_at__isnull=True).update(
-            released_at=now)
+        release_attempt(attempt_id, now)
         attempt = Attempt.objects.get(pk=attempt_id)
         meter_attempt(attempt_id, until=attempt.last_checkpoint_at)  # the work it kept
         job = Job.objects.get(pk=attempt.job_id)
@@ -61,11 +62,19 @@ def _reap_one(attempt_id: int, now: datetime) -> bool:
     return True
 
 
+def _expired(now: datetime) -> Q:
+    """Its lease ran out, or that of one of its ranks: a gang missing a node cannot go on."""
+    return Q(lease_expires_at__lt=now) | Exists(AttemptRank.objects.filter(
+        attempt=OuterRef("pk"), ended_at__isnull=True, lease_expires_at__lt=now))
+
+
 def reap_expired_attempts(*, now: datetime) -> int:
-    expired = Attempt.objects.filter(ended_at__isnull=True, lease_expires_at__lt=now
-                                     ).values_list("pk", flat=True)
+    expired = {*Attempt.objects.filter(ended_at__isnull=True, lease_expires_at__lt=now
+                                       ).values_list("pk", flat=True),
+               *AttemptRank.objects.filter(ended_at__isnull=True, lease_expires_at__lt=now
+                                           ).values_list("attempt_id", flat=True)}
     reaped = 0
-    for attempt_id in list(expired):
+    for attempt_id in sorted(expired):
         try:
             reaped += _reap_one(attempt_id, now)
         except TransitionError as exc:

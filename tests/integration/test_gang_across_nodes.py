@@ -1,0 +1,217 @@
+"""A gang larger than a node runs as one attempt on nodes of one island: rank 0 on the
+attempt's node, a fenced AttemptRank on each other. All its GPUs are bound at once, a rank
+that fails or goes silent ends the whole attempt, and every end frees every node."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from credits.models import GpuPrice
+from credits.services.grants import credits_grant
+from jobs.models import Attempt, AttemptRank, GpuBinding, Job
+from jobs.scheduler.nominations import start_nominees
+from jobs.scheduler.snapshot import load_snapshot
+from jobs.scheduler.tick import scheduler_tick_run
+from jobs.scheduler.usage import fold_ended_attempts, load_usage
+from jobs.services.cancellation import job_cancel
+from tests.support.factories import make_job, make_node
+from workers.models import Node
+from workers.services.attempts import (
+    AttemptResult,
+    StaleAttempt,
+    attempt_finish,
+    attempt_heartbeat,
+    attempt_start,
+)
+from workers.services.ranks import rank_finish, rank_heartbeat, rank_start
+from workers.services.reaper import reap_expired_attempts
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FAILED = AttemptResult("FAILED", 3, "Traceback: boom", None, "exit_3")
+OK = AttemptResult("SUCCEEDED", 0, "", None, "")
+
+
+@pytest.fixture
+def gang(alice) -> Attempt:
+    """An 8-GPU job placed on two 4-GPU nodes of island r1."""
+    make_node("n1", gpus=4, island="r1")
+    make_node("n2", gpus=4, island="r1")
+    job = make_job(alice, gpus=8)
+    assert scheduler_tick_run().applied.placed == 1
+    return Attempt.objects.get(job=job)
+
+
+def _live_bindings() -> set[tuple[str, int]]:
+    return set(GpuBinding.objects.filter(released_at__isnull=True).values_list(
+        "gpu__node__name", "gpu__index"))
+
+
+def test_a_gang_larger_than_a_node_is_placed_across_its_island(gang):
+    rank = AttemptRank.objects.get(attempt=gang)
+    assert (gang.node.name, gang.gpu_indices) == ("n1", [0, 1, 2, 3])
+    assert (rank.rank, rank.node.name, rank.gpu_indices) == (1, "n2", [0, 1, 2, 3])
+    assert _live_bindings() == {(n, i) for n in ("n1", "n2") for i in range(4)}
+    assert "n1 GPUs [0, 1, 2, 3]; n2 GPUs [0, 1, 2, 3]" in gang.job.events.last().reason
+    # the next round sees both nodes' GPUs as the gang's
+    (running,) = load_snapshot(timezone.now()).running
+    assert sorted((a.node, a.gpus) for a in running.allocations) == [
+        ("n1", (0, 1, 2, 3)), ("n2", (0, 1, 2, 3))]
+
+
+def test_nodes_in_different_islands_do_not_share_a_gang(alice):
+    make_node("n1", gpus=4, island="r1")
+    make_node("n2", gpus=4, island="r2")
+    job = make_job(alice, gpus=8)
+    scheduler_tick_run()
+    job.refresh_from_db()
+    assert job.state == "QUEUED" and job.pending_code == "no_fit"
+
+
+def test_each_node_gets_its_place_in_the_gang(gang):
+    leader = attempt_start(attempt_id=gang.pk, token=gang.token)
+    other = rank_start(attempt_id=gang.pk, token=gang.token, rank=1)
+    assert (leader.node_rank, leader.node, leader.nodes) == (0, "n1", ("n1", "n2"))
+    assert (other.node_rank, other.node, other.nodes) == (1, "n2", ("n1", "n2"))
+    assert other.gpu_uuids == tuple(
+        Node.objects.get(name="n2").gpus.order_by("index").values_list("uuid", flat=True))
+
+
+def test_a_rank_is_fenced_like_its_attempt(gang):
+    with pytest.raises(StaleAttempt):
+        rank_start(attempt_id=gang.pk, token=gang.token - 1, rank=1)
+    with pytest.raises(StaleAttempt):
+        rank_start(attempt_id=gang.pk, token=gang.token, rank=2)  # no such rank
+    rank_start(attempt_id=gang.pk, token=gang.token, rank=1)
+    with pytest.raises(StaleAttempt):  # a duplicate delivery
+        rank_start(attempt_id=gang.pk, token=gang.token, rank=1)
+    assert rank_heartbeat(attempt_id=gang.pk, token=gang.token + 1, rank=1).action == "stale"
+    with pytest.raises(StaleAttempt):
+        rank_finish(attempt_id=gang.pk, token=gang.token + 1, rank=1, result=FAILED)
+    assert Job.objects.get(pk=gang.job_id).state == "SCHEDULED"
+
+
+def test_a_rank_hears_the_attempts_verdict(gang):
+    attempt_start(attempt_id=gang.pk, token=gang.token)
+    rank_start(attempt_id=gang.pk, token=gang.token, rank=1)
+    assert rank_heartbeat(attempt_id=gang.pk, token=gang.token, rank=1).action == "continue"
+    Attempt.objects.filter(pk=gang.pk).update(
+        stop_requested="preempt", stop_deadline=timezone.now() + timedelta(seconds=30))
+    verdict = rank_heartbeat(attempt_id=gang.pk, token=gang.token, rank=1)
+    assert verdict.action == "preempt" and 25 < verdict.deadline_s <= 30
+
+
+def test_a_failing_rank_ends_the_gang_and_frees_every_node(gang):
+    attempt_start(attempt_id=gang.pk, token=gang.token)
+    rank_start(attempt_id=gang.pk, token=gang.token, rank=1)
+    assert rank_finish(attempt_id=gang.pk, token=gang.token, rank=1, result=FAILED) == "FAILED"
+    gang.refresh_from_db()
+    job = gang.job
+    assert gang.outcome == "FAILED" and job.state == "FAILED" and job.error_code == "exit_3"
+    assert "[rank 1 of the gang, on n2, ended it]" in job.error
+    assert not _live_bindings()
+    # rank 0, still running, is told to stop and can report nothing
+    assert attempt_heartbeat(attempt_id=gang.pk, token=gang.token).action == "stale"
+    with pytest.raises(StaleAttempt):
+        attempt_finish(attempt_id=gang.pk, token=gang.token, result=OK)
+
+
+def test_a_rank_done_first_waits_for_rank_0_whose_end_ends_the_others(alice):
+    for name in ("n1", "n2", "n3"):
+        make_node(name, gpus=2, island="r1")
+    job = make_job(alice, gpus=6)
+    scheduler_tick_run()
+    gang = Attempt.objects.get(job=job)
+    attempt_start(attempt_id=gang.pk, token=gang.token)
+    for rank in (1, 2):
+        rank_start(attempt_id=gang.pk, token=gang.token, rank=rank)
+    rank_finish(attempt_id=gang.pk, token=gang.token, rank=1, result=OK)
+    assert Job.objects.get(pk=job.pk).state == "RUNNING" and len(_live_bindings()) == 6
+    attempt_finish(attempt_id=gang.pk, token=gang.token, result=OK)
+    assert Job.objects.get(pk=job.pk).state == "SUCCEEDED" and not _live_bindings()
+    ranks = dict(AttemptRank.objects.filter(attempt=gang).values_list("rank", "outcome"))
+    assert ranks == {1: "SUCCEEDED", 2: ""}  # rank 2 was still running: ended, unreported
+    assert not AttemptRank.objects.filter(ended_at__isnull=True).exists()
+    assert rank_heartbeat(attempt_id=gang.pk, token=gang.token, rank=2).action == "stale"
+
+
+def test_a_silent_rank_loses_the_whole_attempt(gang):
+    attempt_start(attempt_id=gang.pk, token=gang.token)
+    rank_start(attempt_id=gang.pk, token=gang.token, rank=1)
+    now = timezone.now()
+    assert reap_expired_attempts(now=now) == 0
+    # rank 0 keeps renewing; rank 1's node went quiet
+    attempt_heartbeat(attempt_id=gang.pk, token=gang.token)
+    AttemptRank.objects.filter(attempt=gang).update(lease_expires_at=now - timedelta(seconds=1))
+    assert reap_expired_attempts(now=now) == 1
+    gang.refresh_from_db()
+    assert gang.outcome == "LOST" and gang.job.state == "RETRY_WAIT" and not _live_bindings()
+    assert attempt_heartbeat(attempt_id=gang.pk, token=gang.token).action == "stale"
+
+
+def test_a_renewed_rank_is_not_reaped(gang):
+    """The reap is conditional on a lease still being out: a heartbeat in between wins."""
+    attempt_start(attempt_id=gang.pk, token=gang.token)
+    rank_start(attempt_id=gang.pk, token=gang.token, rank=1)
+    past = timezone.now() + timedelta(hours=-1)
+    AttemptRank.objects.filter(attempt=gang).update(lease_expires_at=past)
+    rank_heartbeat(attempt_id=gang.pk, token=gang.token, rank=1)
+    assert reap_expired_attempts(now=timezone.now()) == 0
+    assert Job.objects.get(pk=gang.job_id).state == "RUNNING"
+
+
+def test_cancelling_a_gang_not_yet_started_frees_every_node(gang):
+    rank_start(attempt_id=gang.pk, token=gang.token, rank=1)  # rank 1 was quicker
+    job_cancel(job=gang.job)
+    assert Job.objects.get(pk=gang.job_id).state == "CANCELLED" and not _live_bindings()
+    assert rank_heartbeat(attempt_id=gang.pk, token=gang.token, rank=1).action == "stale"
+
+
+def test_a_gang_pays_and_counts_for_the_gpus_of_every_node(alice):
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=100)
+    credits_grant(organization=alice, amount=100_000)
+    make_node("n1", gpus=4, island="r1")
+    make_node("n2", gpus=4, island="r1")
+    job = make_job(alice, gpus=8)
+    scheduler_tick_run()
+    gang = Attempt.objects.get(job=job)
+    attempt_start(attempt_id=gang.pk, token=gang.token)
+    started = timezone.now() - timedelta(seconds=100)
+    Attempt.objects.filter(pk=gang.pk).update(started_at=started)
+    assert Attempt.objects.get(pk=gang.pk).credits_per_hour == 800
+    now = timezone.now()
+    assert load_usage(now, 3600).org["alice"] == pytest.approx(800, rel=0.01)
+    assert load_snapshot(now).usage["alice"] == pytest.approx(800, rel=0.01)
+    attempt_finish(attempt_id=gang.pk, token=gang.token, result=OK)
+    ended = Attempt.objects.get(pk=gang.pk).ended_at
+    assert fold_ended_attempts(ended, 1e9) == 1
+    expected = 8 * (ended - started).total_seconds()
+    assert load_usage(ended, 1e9).org["alice"] == pytest.approx(expected, rel=0.001)
+
+
+def test_gpus_promised_across_nodes_start_the_gang_once_free(alice):
+    make_node("n1", gpus=2, island="r1")
+    make_node("n2", gpus=2, island="r1")
+    job = make_job(alice, gpus=4)
+    Job.objects.filter(pk=job.pk).update(
+        nominated_node=Node.objects.get(name="n1"), nominated_gpus=[0, 1],
+        nominated_peers=[{"node": "n2", "gpus": [0, 1]}])
+    assert start_nominees(timezone.now()).started == 1
+    gang = Attempt.objects.get(job=job)
+    assert AttemptRank.objects.get(attempt=gang).node.name == "n2"
+    assert len(_live_bindings()) == 4
+
+
+def test_a_promise_on_a_node_that_left_is_dropped(alice):
+    make_node("n1", gpus=2, island="r1")
+    make_node("n2", gpus=2, island="r1")
+    job = make_job(alice, gpus=4)
+    Node.objects.filter(name="n2").update(state="CORDONED")
+    Job.objects.filter(pk=job.pk).update(
+        nominated_node=Node.objects.get(name="n1"), nominated_gpus=[0, 1],
+        nominated_peers=[{"node": "n2", "gpus": [0, 1]}])
+    assert start_nominees(timezone.now()).dropped == 1
+    job.refresh_from_db()
+    assert (job.nominated_node, job.nominated_gpus, job.nominated_peers) == (None, [], [])
+    assert not Attempt.objects.exists()

@@ -1,0 +1,78 @@
+"""The further nodes of a gang that spans nodes: ranks 1, 2, … of one attempt.
+
+Rank 0 is the attempt itself (attempts.py): it moves the job, meters its credits and reports
+its outcome, output and checkpoint. A rank starts, renews a lease of its own and hears the
+attempt's verdict. Its process failing on its own (a crash, an OOM, a hang) ends the whole
+attempt, since a gang missing a member cannot go on; any other end of it waits for rank
+0's report, which ends every rank still running. Every call is fenced by the attempt's
+token as rank 0's are: a stale rank can neither start, renew nor report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from jobs.models import Attempt, AttemptRank, AttemptStatus
+from workers.services.attempts import (
+    AttemptClaim,
+    AttemptResult,
+    StaleAttempt,
+    Verdict,
+    attempt_finish,
+    claim_for,
+    lease,
+    verdict_of,
+)
+
+Outcome = Attempt.Outcome
+# a rank's own failure: the gang cannot finish without it
+ENDS_THE_GANG = frozenset({Outcome.FAILED, Outcome.OOM})
+
+
+def _live(attempt_id: int, token: int, rank: int) -> QuerySet[AttemptRank]:
+    return AttemptRank.objects.filter(attempt_id=attempt_id, rank=rank, ended_at__isnull=True,
+                                      attempt__token=token, attempt__ended_at__isnull=True)
+
+
+def rank_start(*, attempt_id: int, token: int, rank: int) -> AttemptClaim:
+    now = timezone.now()
+    claimed = _live(attempt_id, token, rank).filter(status=AttemptStatus.SCHEDULED).update(
+        status=AttemptStatus.RUNNING, started_at=now, lease_expires_at=now + lease())
+    if claimed != 1:
+        raise StaleAttempt(f"rank {rank} of attempt {attempt_id} token {token} is not startable")
+    row = AttemptRank.objects.select_related("attempt__job", "attempt__node").get(
+        attempt_id=attempt_id, rank=rank)
+    return claim_for(row.attempt, token, node_rank=rank, node_id=row.node_id,
+                     gpu_indices=row.gpu_indices)
+
+
+def rank_heartbeat(*, attempt_id: int, token: int, rank: int) -> Verdict:
+    """Renew the rank's lease; answer as the attempt's own heartbeat would (progress and
+    checkpoints are rank 0's to report)."""
+    now = timezone.now()
+    renewed = _live(attempt_id, token, rank).filter(status=AttemptStatus.RUNNING).update(
+        lease_expires_at=now + lease())
+    return verdict_of(attempt_id, now) if renewed == 1 else Verdict("stale")
+
+
+def rank_finish(*, attempt_id: int, token: int, rank: int, result: AttemptResult) -> str:
+    """Record how the rank's process ended; a failure of its own ends the attempt with it."""
+    now = timezone.now()
+    with transaction.atomic():
+        ended = _live(attempt_id, token, rank).update(
+            status=AttemptStatus.ENDED, ended_at=now, outcome=result.outcome,
+            exit_code=result.exit_code)
+        if ended != 1:
+            raise StaleAttempt(f"rank {rank} of attempt {attempt_id} already ended")
+        if result.outcome in ENDS_THE_GANG:
+            node = AttemptRank.objects.filter(attempt_id=attempt_id, rank=rank).values_list(
+                "node__name", flat=True).get()
+            tail = f"{result.stderr_tail}\n[rank {rank} of the gang, on {node}, ended it]"
+            attempt_finish(attempt_id=attempt_id, token=token,
+                           result=dataclasses.replace(result, stderr_tail=tail,
+                                                      output_path=None))
+    return result.outcome
