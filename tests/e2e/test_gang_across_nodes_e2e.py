@@ -1,0 +1,89 @@
+"""A gang spanning two node workers: it runs as one, a crash on either node fails it and
+stops the other, and kill -9 of either node loses it whole, to run again elsewhere."""
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from jobs.models import Attempt, AttemptRank, GpuBinding, Job
+from tests.support.broker import purge_broker_and_cache
+from tests.support.factories import make_job
+from tests.support.processes import ProcessGroup, wait_for
+from workers.models import Node
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def fleet():
+    """Two node workers of 2 GPUs in island r1, and the scheduler; fast leases."""
+    purge_broker_and_cache()
+    group = ProcessGroup(GPUSCHED_LEASE_SECONDS="3", GPUSCHED_HEARTBEAT_SECONDS="0.5",
+                         GPUSCHED_NODE_STALE_SECONDS="3", GPUSCHED_RETRY_BACKOFF_S="0.5",
+                         GPUSCHED_KILL_GRACE_S="1")
+    tag = uuid.uuid4().hex[:6]
+    group.names = [f"g{i}-{tag}" for i in range(3)]
+    group.workers = [group.node(name, 2, island="r1") for name in group.names[:2]]
+    wait_for(lambda: Node.objects.filter(name__in=group.names).count() == 2, 60, "the nodes")
+    group.scheduler()
+    yield group
+    group.stop_all()
+
+
+def _binaries_under(root: Path) -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(root) in text and "fakegen" in text:
+            found.append(text)
+    return found
+
+
+def _state(job: Job) -> str:
+    return Job.objects.get(pk=job.pk).state
+
+
+def test_a_gang_runs_on_both_nodes_and_succeeds(alice, fleet):
+    job = make_job(alice, gpus=4, run_seconds=2, progress_interval=0.25)
+    wait_for(lambda: _state(job) == "SUCCEEDED", 90, "the gang to succeed")
+    attempt = Attempt.objects.get(job=job)
+    rank = AttemptRank.objects.get(attempt=attempt)
+    assert {attempt.node.name, rank.node.name} == set(fleet.names[:2])
+    assert rank.started_at is not None and (rank.outcome, rank.exit_code) in {
+        ("SUCCEEDED", 0), ("", None)}  # it exits with rank 0, or is stopped by its end
+    assert Job.objects.get(pk=job.pk).output
+    assert not GpuBinding.objects.filter(released_at__isnull=True).exists()
+
+
+def test_a_crash_on_the_second_node_fails_the_gang_and_stops_the_first(alice, fleet):
+    job = make_job(alice, gpus=4, run_seconds=30, progress_interval=0.25, fail="crash",
+                   fail_rank=1, fail_at=0.05)
+    wait_for(lambda: _state(job) == "FAILED", 90, "the gang to fail")
+    job.refresh_from_db()
+    assert job.error_code == "exit_1" and "[rank 1 of the gang" in job.error
+    assert AttemptRank.objects.get(attempt__job=job).outcome == "FAILED"
+    wait_for(lambda: not _binaries_under(fleet.work_root), 15, "rank 0's binary to be stopped")
+    assert not GpuBinding.objects.filter(released_at__isnull=True).exists()
+
+
+def test_kill_9_of_the_second_node_loses_the_gang_and_it_runs_again(alice, fleet):
+    job = make_job(alice, gpus=4, run_seconds=20, progress_interval=0.25)
+    wait_for(lambda: AttemptRank.objects.filter(attempt__job=job, started_at__isnull=False
+                                                ).exists(), 60, "both nodes to run it")
+    first = Attempt.objects.get(job=job)
+    second_node = AttemptRank.objects.get(attempt=first).node.name
+    fleet.kill(fleet.workers[fleet.names.index(second_node)])
+    wait_for(lambda: Attempt.objects.get(pk=first.pk).outcome == "LOST", 30, "the loss")
+    # rank 0's binary, on the node still alive, is stopped: its gang is gone
+    wait_for(lambda: not _binaries_under(fleet.work_root), 15, "rank 0's binary to stop")
+    fleet.node(fleet.names[2], 2, island="r1")
+    wait_for(lambda: _state(job) == "SUCCEEDED", 120, "the gang to run again and succeed")
+    retry = Attempt.objects.filter(job=job).latest("pk")
+    assert retry.token > first.token
+    assert second_node not in {retry.node.name, AttemptRank.objects.get(attempt=retry).node.name}
+    assert [e.to_state for e in job.events.all()][:6] == [
+        "QUEUED", "SCHEDULED", "RUNNING", "LOST", "RETRY_WAIT", "QUEUED"]
