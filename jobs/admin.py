@@ -6,6 +6,7 @@ from gpusched.admin_base import ChangedFieldsOnly, ReadOnly
 from jobs.models import (
     ApiKey,
     Attempt,
+    AttemptRank,
     Counter,
     GpuBinding,
     Job,
@@ -180,11 +181,35 @@ class JobAdmin(admin.ModelAdmin):
             self.message_user(request, "; ".join(refused), level=messages.WARNING)
 
 
+class AttemptRankInline(admin.TabularInline):
+    """The further nodes of a gang spanning nodes; written by the node agents only."""
+
+    model = AttemptRank
+    extra = 0
+    can_delete = False
+    fields = ["rank", "node", "gpu_indices", "status", "outcome", "exit_code",
+              "lease_expires_at", "started_at", "ended_at"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
 @admin.register(Attempt)
 class AttemptAdmin(ReadOnly):
     list_display = ["id", "job", "node", "token", "status", "outcome", "exit_code",
                     "lease_expires_at", "started_at", "ended_at"]
     list_filter = ["status", "outcome", "node"]
+    inlines = [AttemptRankInline]
+
+
+@admin.register(AttemptRank)
+class AttemptRankAdmin(ReadOnly):
+    """What each node runs of gangs spanning nodes (rank 0 is the attempt's own node)."""
+
+    list_display = ["id", "attempt", "rank", "node", "status", "outcome", "exit_code",
+                    "lease_expires_at", "started_at", "ended_at"]
+    list_filter = ["status", "node"]
 
 
 @admin.register(JobEvent)

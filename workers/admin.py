@@ -43,8 +43,11 @@ class NodeAdmin(ChangedFieldsOnly):
     actions = ["cordon", "drain", "drain_and_evacuate", "return_to_service"]
 
     def get_queryset(self, request):
+        # its own attempts and the ranks it runs of gangs that span nodes
         return super().get_queryset(request).annotate(
-            live=Count("attempts", filter=Q(attempts__ended_at__isnull=True)))
+            live=Count("attempts", filter=Q(attempts__ended_at__isnull=True), distinct=True)
+            + Count("attempt_ranks", filter=Q(attempt_ranks__ended_at__isnull=True),
+                    distinct=True))
 
     @admin.display(description="live attempts", ordering="live")
     def live_attempts(self, node: Node) -> int:

@@ -66,7 +66,8 @@ def _job_of_user(request: HttpRequest, job_id: int) -> Job:
 def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     job = _with_positions([_job_of_user(request, job_id)])[0]
     return render(request, "dashboard/job_detail.html",
-                  {"job": job, "events": job.events.all(), "attempts": job.attempts.all(),
+                  {"job": job, "events": job.events.all(),
+                   "attempts": job.attempts.prefetch_related("ranks__node"),
                    "cancellable": job.state not in TERMINAL, "credits": job_credits(job),
                    "relaxation": _relaxation_words(job),
                    "transfers": job_transfers(job), "refresh_s": _refresh(job)})

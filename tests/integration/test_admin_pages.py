@@ -5,7 +5,7 @@ from django.contrib import admin
 from django.contrib.auth.models import User
 from django.urls import reverse
 
-from jobs.models import RunTimeStat
+from jobs.models import AttemptRank, RunTimeStat
 from jobs.scheduler.tick import scheduler_tick_run
 from tests.support.factories import make_job, make_node
 
@@ -27,8 +27,12 @@ def test_every_registered_model_lists_and_opens(operator, alice):
     credits_grant(organization=alice, amount=10_000)
     make_node("n1", gpus=2)
     make_job(alice, gpus=1)
+    for name in ("n2", "n3"):  # and a gang spanning two nodes, for its ranks
+        make_node(name, gpus=2, island="r1")
+    make_job(alice, gpus=4)
     RunTimeStat.objects.create(project=alice.projects.get(), gpus=1, runs=3, mean_log=4.0)
     scheduler_tick_run()
+    assert AttemptRank.objects.exists()
     for model in admin.site._registry:
         meta = model._meta
         listing = operator.get(reverse(f"admin:{meta.app_label}_{meta.model_name}_changelist"))

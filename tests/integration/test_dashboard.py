@@ -58,6 +58,15 @@ def test_the_list_reads_a_fixed_number_of_queries(member, alice,
         assert member.get("/dashboard/").status_code == 200
 
 
+def test_a_gangs_page_shows_every_node_it_runs_on(member, alice):
+    for name in ("n1", "n2"):
+        make_node(name, gpus=2, island="r1")
+    job = make_job(alice, gpus=4)
+    scheduler_tick_run()
+    detail = member.get(f"/dashboard/jobs/{job.pk}").content.decode()
+    assert "n1<br>n2" in detail and "0, 1<br>0, 1" in detail
+
+
 def test_another_organizations_job_is_a_404(member, bob):
     assert member.get(f"/dashboard/jobs/{make_job(bob).pk}").status_code == 404
 
