@@ -215,3 +215,13 @@ def test_a_promise_on_a_node_that_left_is_dropped(alice):
     job.refresh_from_db()
     assert (job.nominated_node, job.nominated_gpus, job.nominated_peers) == (None, [], [])
     assert not Attempt.objects.exists()
+
+
+def test_evacuating_a_node_stops_the_gangs_that_run_a_rank_there(gang):
+    from workers.services.fleet import node_drain
+
+    attempt_start(attempt_id=gang.pk, token=gang.token)
+    rank_start(attempt_id=gang.pk, token=gang.token, rank=1)
+    assert node_drain(Node.objects.get(name="n2"), evacuate=True) == 1
+    assert Job.objects.get(pk=gang.job_id).state == "PREEMPTING"
+    assert rank_heartbeat(attempt_id=gang.pk, token=gang.token, rank=1).action == "preempt"

@@ -4,6 +4,7 @@ running jobs so that the node is free soon), and return to service; and single G
 from __future__ import annotations
 
 from django.db import transaction
+from django.db.models import Q
 
 from jobs.models import Attempt, AttemptStatus
 from jobs.scheduler.trigger import request_tick
@@ -34,8 +35,10 @@ def node_drain(node: Node, *, evacuate: bool = False, grace_s: float | None = No
         state=NodeState.DRAINING)
     if not evacuate:
         return 0
-    running = Attempt.objects.filter(node=node, status=AttemptStatus.RUNNING,
-                                     ended_at__isnull=True, stop_requested="")
+    # its own attempts, and the gangs spanning nodes that run a rank there
+    here = Q(node=node) | Q(ranks__node=node, ranks__ended_at__isnull=True)
+    running = Attempt.objects.filter(here, status=AttemptStatus.RUNNING,
+                                     ended_at__isnull=True, stop_requested="").distinct()
     return sum(attempt_stop_and_requeue(a, reason=f"node {node.name} drained by an operator",
                                         grace_s=grace_s) for a in running)
 
