@@ -2,14 +2,13 @@
 stops the other, and kill -9 of either node loses it whole, to run again elsewhere."""
 
 import uuid
-from pathlib import Path
 
 import pytest
 
 from jobs.models import Attempt, AttemptRank, GpuBinding, Job
 from tests.support.broker import purge_broker_and_cache
 from tests.support.factories import make_job
-from tests.support.processes import ProcessGroup, wait_for
+from tests.support.processes import ProcessGroup, binaries_under, wait_for
 from workers.models import Node
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -30,17 +29,6 @@ def fleet():
     yield group
     group.stop_all()
 
-
-def _binaries_under(root: Path) -> list[str]:
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if str(root) in text and "fakegen" in text:
-            found.append(text)
-    return found
 
 
 def _state(job: Job) -> str:
@@ -66,7 +54,7 @@ def test_a_crash_on_the_second_node_fails_the_gang_and_stops_the_first(alice, fl
     job.refresh_from_db()
     assert job.error_code == "exit_1" and "[rank 1 of the gang" in job.error
     assert AttemptRank.objects.get(attempt__job=job).outcome == "FAILED"
-    wait_for(lambda: not _binaries_under(fleet.work_root), 15, "rank 0's binary to be stopped")
+    wait_for(lambda: not binaries_under(fleet.work_root), 15, "rank 0's binary to be stopped")
     assert not GpuBinding.objects.filter(released_at__isnull=True).exists()
 
 
@@ -79,7 +67,7 @@ def test_kill_9_of_the_second_node_loses_the_gang_and_it_runs_again(alice, fleet
     fleet.kill(fleet.workers[fleet.names.index(second_node)])
     wait_for(lambda: Attempt.objects.get(pk=first.pk).outcome == "LOST", 30, "the loss")
     # rank 0's binary, on the node still alive, is stopped: its gang is gone
-    wait_for(lambda: not _binaries_under(fleet.work_root), 15, "rank 0's binary to stop")
+    wait_for(lambda: not binaries_under(fleet.work_root), 15, "rank 0's binary to stop")
     fleet.node(fleet.names[2], 2, island="r1")
     wait_for(lambda: _state(job) == "SUCCEEDED", 120, "the gang to run again and succeed")
     retry = Attempt.objects.filter(job=job).latest("pk")

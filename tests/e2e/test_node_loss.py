@@ -1,7 +1,6 @@
 """kill -9 of a node mid-job: the lease runs out, the job is re-queued and finishes elsewhere."""
 
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -11,23 +10,11 @@ from jobs.models import Attempt, Job
 from tests.support.broker import purge_broker_and_cache
 from tests.support.factories import make_job
 from tests.support.ledger import assert_ledger_consistent
-from tests.support.processes import ProcessGroup, wait_for
+from tests.support.processes import ProcessGroup, binaries_under, wait_for
 from workers.models import Node
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
-
-def _binaries_under(root: Path) -> list[str]:
-    """Command lines of live processes whose argv names a path under `root`."""
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if str(root) in text and "fakegen" in text:
-            found.append(text)
-    return found
 
 
 @pytest.fixture
@@ -52,7 +39,7 @@ def test_a_job_on_a_killed_node_runs_again_on_another(alice, fast_leases):
     assert first.node.name == doomed
 
     fast_leases.kill(doomed_proc)  # kill -9 of the node's worker processes
-    wait_for(lambda: not _binaries_under(fast_leases.work_root), 10,
+    wait_for(lambda: not binaries_under(fast_leases.work_root), 10,
              "the orphaned binary to die with its worker")
     fast_leases.node(spare, 2)
     wait_for(lambda: Attempt.objects.filter(job=job).count() == 2, 60, "a second attempt")

@@ -43,6 +43,19 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str, every: fl
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
+def binaries_under(root: Path) -> list[str]:
+    """Command lines of live fake-binary processes whose argv names a path under `root`."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(root) in text and "fakegen" in text:
+            found.append(text)
+    return found
+
+
 class ProcessGroup:
     def __init__(self, **env: str) -> None:
         self.env = env  # given to every child process
