@@ -145,16 +145,20 @@ def load_running(now: datetime, promised: Promised = frozenset(),
     rows = live_attempts() if rows is None else rows
     learned = run_times or {}
     ranks = live_ranks() if ranks is None else ranks
+    promised_on = {node for node, _ in promised}  # most attempts share no node with these
     out = []
     for (pk, job_id, org, tier, project, node, gpus, started, created, limit, estimate, stop,
          stop_deadline, checkpoint, checkpointable, preemptible, preemptions, user,
          project_id, job_gpus) in rows:
         start = (started or created).timestamp()
         limit_end = start + limit
-        allocations = _unpromised((P.Allocation(node, tuple(gpus)), *ranks.get(pk, ())),
-                                  promised)
-        if not allocations:
-            continue
+        further = ranks.get(pk)
+        allocations = ((P.Allocation(node, tuple(gpus)),) if further is None
+                       else (P.Allocation(node, tuple(gpus)), *further))
+        if promised_on and any(a.node in promised_on for a in allocations):
+            allocations = _unpromised(allocations, promised)
+            if not allocations:
+                continue
         out.append(P.RunningView(
             attempt_id=pk, job_id=job_id, org=intern(org), tier=intern(tier),
             project=intern(project),
@@ -175,8 +179,6 @@ def load_running(now: datetime, promised: Promised = frozenset(),
 def _unpromised(allocations: tuple[P.Allocation, ...], promised: Promised
                 ) -> tuple[P.Allocation, ...]:
     """The allocations less the GPUs promised to a preemptor; nodes left with none dropped."""
-    if not promised:
-        return allocations
     kept = (P.Allocation(a.node, tuple(g for g in a.gpus if (a.node, g) not in promised))
             for a in allocations)
     return tuple(a for a in kept if a.gpus)
