@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from sys import intern
 
 from django.conf import settings
+from django.db.models import Exists, OuterRef
 
 from jobs import policy as P
 from jobs.models import (
@@ -66,16 +67,19 @@ NO_ISLAND = "\0"  # not a name an operator can type
 
 def load_nodes(now: datetime, promised: Promised = frozenset()) -> list[P.NodeView]:
     """Nodes and their free GPUs; GPUs promised to a preemptor are not free to anyone else."""
-    live = GpuBinding.objects.filter(released_at__isnull=True)
-    bound = set(live.values_list("gpu_id", flat=True))
+    # the database leaves out the bound GPUs (the partial index of live bindings): a busy
+    # fleet sends back a few rows, not every GPU and every binding
+    bound = GpuBinding.objects.filter(gpu=OuterRef("pk"), released_at__isnull=True)
     free: dict[int, list[int]] = defaultdict(list)
-    for gpu_id, node_id, index in Gpu.objects.filter(health=Gpu.Health.HEALTHY).values_list(
-        "id", "node_id", "index"
-    ):
-        if gpu_id not in bound:
-            free[node_id].append(index)
+    for node_id, index in Gpu.objects.filter(health=Gpu.Health.HEALTHY).exclude(
+        Exists(bound)
+    ).values_list("node_id", "index"):
+        free[node_id].append(index)
     nodes = []
-    for n in Node.objects.exclude(state=NodeState.DOWN).order_by("name"):
+    for n in Node.objects.exclude(state=NodeState.DOWN).order_by("name").only(
+        "name", "gpu_type", "gpu_memory_mb", "gpu_count", "region", "island", "state",
+        "last_heartbeat"
+    ):
         indices = tuple(sorted(g for g in free[n.id] if (n.name, g) not in promised))
         nodes.append(P.NodeView(
             name=n.name, gpu_type=n.gpu_type, gpu_memory_mb=n.gpu_memory_mb,
