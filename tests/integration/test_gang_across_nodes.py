@@ -225,3 +225,17 @@ def test_evacuating_a_node_stops_the_gangs_that_run_a_rank_there(gang):
     assert node_drain(Node.objects.get(name="n2"), evacuate=True) == 1
     assert Job.objects.get(pk=gang.job_id).state == "PREEMPTING"
     assert rank_heartbeat(attempt_id=gang.pk, token=gang.token, rank=1).action == "preempt"
+
+
+@pytest.mark.parametrize("state,kept", [("QUEUED", True), ("SUCCEEDED", False)])
+def test_a_fenced_rank_keeps_its_checkpoint_only_while_the_job_may_resume(
+        gang, tmp_path, state, kept):
+    from workers.agent.command import AttemptPaths
+    from workers.agent.runner import _discard
+
+    claim = rank_start(attempt_id=gang.pk, token=gang.token, rank=1)
+    paths = AttemptPaths.under(tmp_path, claim.job_id, claim.attempt_id, ".y4m", rank=1)
+    paths.create({})
+    Job.objects.filter(pk=gang.job_id).update(state=state)
+    assert _discard(claim, paths) == "stale"
+    assert not paths.work_dir.exists() and paths.checkpoint_dir.exists() is kept

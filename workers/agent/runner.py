@@ -31,7 +31,7 @@ from workers.services.attempts import (
     attempt_start,
 )
 from workers.services.nodes import node_gpu_strays
-from workers.services.ranks import rank_finish, rank_heartbeat, rank_start
+from workers.services.ranks import job_is_over, rank_finish, rank_heartbeat, rank_start
 
 log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -176,7 +176,7 @@ def _run(claim: AttemptClaim) -> str:
     if sup.stop == "stale":
         log.warning("attempt %s was fenced off; its result is discarded", attempt_id,
                     extra={"attempt_id": attempt_id, "job_id": claim.job_id})
-        return _discard(paths)
+        return _discard(claim, paths)
     stderr = _tail(paths.stderr)
     outcome, error_code = classify(
         exit_code=proc.returncode, stderr_tail=stderr, stop=sup.stop,
@@ -200,10 +200,13 @@ def _hold_gpus_left_in_use(claim: AttemptClaim) -> None:
                       extra={"attempt_id": claim.attempt_id})
 
 
-def _discard(paths: AttemptPaths) -> str:
+def _discard(claim: AttemptClaim, paths: AttemptPaths) -> str:
     """A fenced-off attempt removes only its own files: the job's checkpoint (and the job's
-    directory) now belong to the attempt that replaced it."""
+    directory) now belong to the attempt that replaced it. A rank's checkpoint is its node's:
+    it goes too once the job is over, as nothing else on that node would remove it."""
     shutil.rmtree(paths.work_dir, ignore_errors=True)
+    if claim.node_rank and job_is_over(claim.job_id):
+        shutil.rmtree(paths.checkpoint_dir, ignore_errors=True)
     return "stale"
 
 
@@ -217,6 +220,6 @@ def _report(claim: AttemptClaim, paths: AttemptPaths, result: AttemptResult) -> 
     except StaleAttempt as exc:
         log.warning("result of attempt %s discarded: %s", claim.attempt_id, exc,
                     extra={"attempt_id": claim.attempt_id, "job_id": claim.job_id})
-        return _discard(paths)
+        return _discard(claim, paths)
     paths.remove(keep_checkpoint=result.outcome == "PREEMPTED")
     return result.outcome

@@ -16,7 +16,8 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from jobs.models import Attempt, AttemptRank, AttemptStatus
+from jobs.models import Attempt, AttemptRank, AttemptStatus, Job
+from jobs.states import TERMINAL
 from workers.services.attempts import (
     AttemptClaim,
     AttemptResult,
@@ -76,3 +77,8 @@ def rank_finish(*, attempt_id: int, token: int, rank: int, result: AttemptResult
                            result=dataclasses.replace(result, stderr_tail=tail,
                                                       output_path=None))
     return result.outcome
+
+
+def job_is_over(job_id: int) -> bool:
+    """The job will run no more: what a rank kept for a resume can go."""
+    return Job.objects.filter(pk=job_id, state__in=TERMINAL).exists()
