@@ -5,7 +5,8 @@ import uuid
 
 import pytest
 
-from jobs.models import Attempt, AttemptRank, GpuBinding, Job
+from jobs.models import Attempt, AttemptRank, GpuBinding, Job, Tier
+from jobs.services.tenancy import organization_create
 from tests.support.broker import purge_broker_and_cache
 from tests.support.factories import make_job
 from tests.support.processes import ProcessGroup, binaries_under, wait_for
@@ -20,7 +21,7 @@ def fleet():
     purge_broker_and_cache()
     group = ProcessGroup(GPUSCHED_LEASE_SECONDS="3", GPUSCHED_HEARTBEAT_SECONDS="0.5",
                          GPUSCHED_NODE_STALE_SECONDS="3", GPUSCHED_RETRY_BACKOFF_S="0.5",
-                         GPUSCHED_KILL_GRACE_S="1")
+                         GPUSCHED_KILL_GRACE_S="1", GPUSCHED_PREEMPT_MIN_RUNTIME_S="1")
     tag = uuid.uuid4().hex[:6]
     group.names = [f"g{i}-{tag}" for i in range(3)]
     group.workers = [group.node(name, 2, island="r1") for name in group.names[:2]]
@@ -75,3 +76,28 @@ def test_kill_9_of_the_second_node_loses_the_gang_and_it_runs_again(alice, fleet
     assert second_node not in {retry.node.name, AttemptRank.objects.get(attempt=retry).node.name}
     assert [e.to_state for e in job.events.all()][:6] == [
         "QUEUED", "SCHEDULED", "RUNNING", "LOST", "RETRY_WAIT", "QUEUED"]
+
+
+def test_a_gang_preempted_on_both_nodes_makes_way_for_another_and_resumes(bob, fleet):
+    # the mechanics of preempting a gang: the free tier gets no floor on this small fleet
+    Tier.objects.filter(name="free").update(guaranteed_share=0)
+    victim = make_job(bob, gpus=4, run_seconds=20, progress_interval=0.25)
+    Job.objects.filter(pk=victim.pk).update(checkpointable=True)
+    wait_for(lambda: AttemptRank.objects.filter(attempt__job=victim, started_at__isnull=False
+                                                ).exists(), 60, "the gang to run")
+    carol = organization_create(slug="carol", tier="enterprise")
+    urgent = make_job(carol, gpus=4, run_seconds=1, progress_interval=0.25)
+    wait_for(lambda: _state(urgent) == "SUCCEEDED", 90, "the enterprise gang to finish")
+    first = Attempt.objects.filter(job=victim).earliest("id")
+    assert (first.outcome, first.exit_code, first.preempted_for_id) == ("PREEMPTED", 75,
+                                                                        urgent.pk)
+    # the GPUs freed on both nodes went to the preemptor, as one gang
+    taken = Attempt.objects.get(job=urgent)
+    assert {taken.node.name, AttemptRank.objects.get(attempt=taken).node.name} == set(
+        fleet.names[:2])
+    wait_for(lambda: _state(victim) in ("RUNNING", "SUCCEEDED"), 60, "the victim to resume")
+    resumed = Attempt.objects.filter(job=victim).latest("id")
+    wait_for(lambda: Attempt.objects.get(pk=resumed.pk).progress > 0, 30, "a heartbeat")
+    assert Attempt.objects.get(pk=resumed.pk).progress >= first.progress > 0
+    wait_for(lambda: _state(victim) == "SUCCEEDED", 90, "the victim to finish")
+    assert not GpuBinding.objects.filter(released_at__isnull=True).exists()
