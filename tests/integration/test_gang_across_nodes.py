@@ -5,6 +5,7 @@ that fails or goes silent ends the whole attempt, and every end frees every node
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from credits.models import GpuPrice
@@ -239,3 +240,52 @@ def test_a_fenced_rank_keeps_its_checkpoint_only_while_the_job_may_resume(
     Job.objects.filter(pk=gang.job_id).update(state=state)
     assert _discard(claim, paths) == "stale"
     assert not paths.work_dir.exists() and paths.checkpoint_dir.exists() is kept
+
+
+def test_a_rank_dying_while_its_gang_stops_leaves_the_end_to_rank_0(gang):
+    """Its peers stopping can break a rank's collective calls: a preemption stays one."""
+    from jobs.services.requeue import attempt_stop_and_requeue
+
+    attempt_start(attempt_id=gang.pk, token=gang.token)
+    rank_start(attempt_id=gang.pk, token=gang.token, rank=1)
+    assert attempt_stop_and_requeue(gang, reason="test", grace_s=30)
+    rank_finish(attempt_id=gang.pk, token=gang.token, rank=1, result=FAILED)
+    assert Attempt.objects.get(pk=gang.pk).ended_at is None
+    attempt_finish(attempt_id=gang.pk, token=gang.token,
+                   result=AttemptResult("PREEMPTED", 75, "", None, ""))
+    assert Job.objects.get(pk=gang.job_id).state == "QUEUED" and not _live_bindings()
+
+
+def test_a_rank_out_of_time_ends_the_gang(gang):
+    attempt_start(attempt_id=gang.pk, token=gang.token)
+    rank_start(attempt_id=gang.pk, token=gang.token, rank=1)
+    rank_finish(attempt_id=gang.pk, token=gang.token, rank=1,
+                result=AttemptResult("TIMED_OUT", -15, "", None, "time_limit"))
+    job = Job.objects.get(pk=gang.job_id)
+    assert (job.state, job.error_code) == ("TIMED_OUT", "time_limit") and not _live_bindings()
+
+
+def test_rank_0_reports_once_its_other_ranks_have_ended_or_their_time_is_over(gang):
+    import threading
+    import time
+
+    from workers.agent.runner import Supervision, _await_ranks
+
+    claim = attempt_start(attempt_id=gang.pk, token=gang.token)
+    rank_start(attempt_id=gang.pk, token=gang.token, rank=1)
+    started = time.monotonic()
+    _await_ranks(claim, Supervision(stop="preempt", kill_at=started + 0.5))
+    assert 0.5 <= time.monotonic() - started < 5  # rank 1 still runs: waited its time out
+    def rank_1_stops() -> None:
+        try:
+            rank_finish(attempt_id=gang.pk, token=gang.token, rank=1,
+                        result=AttemptResult("PREEMPTED", 75, "", None, ""))
+        finally:
+            connection.close()  # this thread's own
+
+    stopper = threading.Timer(0.5, rank_1_stops)
+    stopper.start()
+    started = time.monotonic()
+    _await_ranks(claim, Supervision(stop="preempt", kill_at=started + 30))
+    stopper.join()
+    assert 0.4 <= time.monotonic() - started < 5  # and no longer than it ran

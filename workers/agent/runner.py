@@ -31,10 +31,18 @@ from workers.services.attempts import (
     attempt_start,
 )
 from workers.services.nodes import node_gpu_strays
-from workers.services.ranks import job_is_over, rank_finish, rank_heartbeat, rank_start
+from workers.services.ranks import (
+    ENDS_THE_GANG,
+    job_is_over,
+    rank_finish,
+    rank_heartbeat,
+    rank_start,
+    ranks_running,
+)
 
 log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+RANK_POLL_S = 0.25  # how often rank 0 looks whether its gang's other ranks have ended
 
 
 @dataclass
@@ -182,9 +190,27 @@ def _run(claim: AttemptClaim) -> str:
         exit_code=proc.returncode, stderr_tail=stderr, stop=sup.stop,
         # the job's output is rank 0's; the other ranks' end is judged by their exit alone
         output_ok=claim.node_rank > 0 or _output_ok(paths.output))
+    if claim.node_rank == 0 and len(claim.nodes) > 1 and outcome not in ENDS_THE_GANG:
+        _await_ranks(claim, sup)
     return _report(claim, paths, AttemptResult(outcome, proc.returncode, stderr,
                                         paths.output if outcome == "SUCCEEDED" else None,
                                         error_code))
+
+
+def _await_ranks(claim: AttemptClaim, sup: Supervision) -> None:
+    """Rank 0 of a gang spanning nodes reports the attempt's end once its other ranks have
+    ended too, or their time to stop is over: its report ends them, which would kill them
+    while they write their share of a checkpoint or exit cleanly. The lease is kept alive."""
+    until = sup.kill_at if sup.kill_at is not None else (
+        time.monotonic() + settings.GPUSCHED_KILL_GRACE_S)
+    beat = time.monotonic()
+    while ranks_running(claim.attempt_id) and time.monotonic() < until:
+        time.sleep(RANK_POLL_S)
+        if time.monotonic() - beat >= settings.GPUSCHED_HEARTBEAT_SECONDS:
+            beat = time.monotonic()
+            if attempt_heartbeat(attempt_id=claim.attempt_id,
+                                 token=claim.token).action == "stale":
+                return
 
 
 def _hold_gpus_left_in_use(claim: AttemptClaim) -> None:

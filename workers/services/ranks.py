@@ -3,8 +3,10 @@
 Rank 0 is the attempt itself (attempts.py): it moves the job, meters its credits and reports
 its outcome, output and checkpoint. A rank starts, renews a lease of its own and hears the
 attempt's verdict. Its process failing on its own (a crash, an OOM, a hang) ends the whole
-attempt, since a gang missing a member cannot go on; any other end of it waits for rank
-0's report, which ends every rank still running. Every call is fenced by the attempt's
+attempt, since a gang missing a member cannot go on; any other end of it, and any end once
+the gang was asked to stop, waits for rank 0's report. Rank 0 reports once its other ranks
+have ended or their time to stop is over (workers/agent/runner.py), and its report ends
+every rank still running. Every call is fenced by the attempt's
 token as rank 0's are: a stale rank can neither start, renew nor report.
 """
 
@@ -30,8 +32,9 @@ from workers.services.attempts import (
 )
 
 Outcome = Attempt.Outcome
-# a rank's own failure: the gang cannot finish without it
-ENDS_THE_GANG = frozenset({Outcome.FAILED, Outcome.OOM})
+# a rank's own failure, or its share of the time limit spent: the gang cannot finish
+# without it (while nobody asked the gang to stop, see rank_finish)
+ENDS_THE_GANG = frozenset({Outcome.FAILED, Outcome.OOM, Outcome.TIMED_OUT})
 
 
 def _live(attempt_id: int, token: int, rank: int) -> QuerySet[AttemptRank]:
@@ -69,7 +72,10 @@ def rank_finish(*, attempt_id: int, token: int, rank: int, result: AttemptResult
             exit_code=result.exit_code)
         if ended != 1:
             raise StaleAttempt(f"rank {rank} of attempt {attempt_id} already ended")
-        if result.outcome in ENDS_THE_GANG:
+        # a gang asked to stop ends as rank 0 reports: a rank that dies as its peers stop
+        # (a collective call failing) must not turn a preemption into a failure
+        stopping = Attempt.objects.filter(pk=attempt_id).exclude(stop_requested="").exists()
+        if result.outcome in ENDS_THE_GANG and not stopping:
             node = AttemptRank.objects.filter(attempt_id=attempt_id, rank=rank).values_list(
                 "node__name", flat=True).get()
             tail = f"{result.stderr_tail}\n[rank {rank} of the gang, on {node}, ended it]"
@@ -82,3 +88,9 @@ def rank_finish(*, attempt_id: int, token: int, rank: int, result: AttemptResult
 def job_is_over(job_id: int) -> bool:
     """The job will run no more: what a rank kept for a resume can go."""
     return Job.objects.filter(pk=job_id, state__in=TERMINAL).exists()
+
+
+def ranks_running(attempt_id: int) -> int:
+    """The attempt's ranks whose process still runs (rank 0 waits for them to end)."""
+    return AttemptRank.objects.filter(attempt_id=attempt_id, status=AttemptStatus.RUNNING,
+                                      ended_at__isnull=True).count()
