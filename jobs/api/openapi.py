@@ -111,6 +111,11 @@ RELAXATION = _nullable({**_obj({"gpu_types": {"type": "array", "items": STR}, "g
     "Null when there is no what-if."})
 PENDING = _nullable(_obj({"code": STR, "reason": STR, "estimated_start": _nullable(TIME),
                           "what_if": STR, "relaxation": RELAXATION, "position": POSITION}))
+PLACEMENT = _nullable({"type": "array", "items": _obj({"rank": INT, "node": STR,
+                                                     "gpus": {"type": "array", "items": INT}}),
+                      "description":
+    "Where the job holds GPUs, while it does (SCHEDULED, RUNNING, PREEMPTING): one entry a "
+    "node, rank 0 first; a gang larger than a node spans nodes of one island. Null otherwise."})
 JOB = _obj({
     "id": INT, "organization": STR, "project": STR,
     "state": STATE, "version": INT, "prompt": STR,
@@ -119,6 +124,7 @@ JOB = _obj({
     "min_gpu_memory_mb": INT, "region": STR, "time_limit_s": INT, "checkpointable": BOOL,
     "preemptible": BOOL, "urgency_s": INT, "created_at": TIME, "started_at": _nullable(TIME),
     "finished_at": _nullable(TIME), "preemptions": INT, "pending": PENDING,
+    "placement": PLACEMENT,
     "result": ANY_OBJECT, "output_url": _nullable(STR), "error_code": STR, "error": STR})
 JOB_CREDITS = _obj({"held": INT, "spent": INT, "refunded": INT})
 JOB_DETAIL = {**JOB, "properties": {**JOB["properties"], "credits": JOB_CREDITS},

@@ -12,8 +12,9 @@ from jobs.models.job import MAX_URGENCY_S
 from jobs.models.webhook import EVENTS
 from jobs.scheduler.positions import QueuePosition, places_of
 from jobs.services.outputs import output_path
+from jobs.services.placements import placements_of
 from jobs.services.relaxations import relaxation
-from jobs.states import JobState
+from jobs.states import LIVE, JobState
 
 
 class JobSubmitSerializer(serializers.Serializer):
@@ -51,6 +52,7 @@ class JobSerializer(serializers.ModelSerializer):
     project = serializers.CharField(source="project.name")
     organization = serializers.CharField(source="organization.slug")
     pending = serializers.SerializerMethodField()
+    placement = serializers.SerializerMethodField()
     output_url = serializers.SerializerMethodField()
 
     class Meta:
@@ -59,7 +61,8 @@ class JobSerializer(serializers.ModelSerializer):
             "id", "organization", "project", "state", "version", "prompt", "params", "gpus",
             "min_gpus", "gpu_types", "min_gpu_memory_mb", "region", "time_limit_s",
             "checkpointable", "preemptible", "created_at", "started_at", "finished_at",
-            "urgency_s", "preemptions", "pending", "result", "output_url", "error_code", "error",
+            "urgency_s", "preemptions", "pending", "placement", "result", "output_url",
+            "error_code", "error",
         ]
 
     def get_pending(self, job: Job) -> dict | None:
@@ -72,6 +75,14 @@ class JobSerializer(serializers.ModelSerializer):
                 "estimated_start": job.estimated_start, "what_if": job.pending_what_if,
                 "relaxation": relaxation(job.pending_what_if, job.gpu_types),
                 "position": position_body(positions.get(job.pk))}
+
+    def get_placement(self, job: Job) -> list[dict] | None:
+        if job.state not in LIVE:
+            return None
+        placements = self.context.get("placements")  # a page's, read at once
+        if placements is None:
+            placements = placements_of([job.pk])
+        return placements.get(job.pk)
 
     def get_output_url(self, job: Job) -> str | None:
         return output_path(job)

@@ -24,8 +24,10 @@ from jobs.services.amend import job_amend
 from jobs.services.cancellation import job_cancel
 from jobs.services.errors import Conflict, ValidationFailed
 from jobs.services.outputs import output_response
+from jobs.services.placements import placements_of
 from jobs.services.submission import JobSpec, job_submit_once
 from jobs.services.webhooks import url_refusal
+from jobs.states import LIVE
 
 
 def _idempotency_key(request) -> str:
@@ -67,7 +69,9 @@ class JobListCreate(APIView):
         if "state" in query.validated_data:
             jobs = jobs.filter(state=query.validated_data["state"])
         page, following = page_of(jobs, query.validated_data, request, "/api/v1/jobs")
-        serialized = JobSerializer(page, many=True, context={"positions": places_of(page)})
+        held = [job.pk for job in page if job.state in LIVE]
+        serialized = JobSerializer(page, many=True, context={
+            "positions": places_of(page), "placements": placements_of(held)})
         return Response({"results": serialized.data, "next": following})
 
 

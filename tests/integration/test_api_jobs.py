@@ -245,3 +245,25 @@ def test_a_jobs_history_is_read_newest_first_a_page_at_a_time(api, bob):
     other = APIClient()
     other.credentials(HTTP_AUTHORIZATION=f"Bearer {bob.raw_key}")
     assert other.get(f"/api/v1/jobs/{job_id}/events").status_code == 404
+
+
+def test_a_job_shows_where_it_holds_gpus_while_it_does(api):
+    from jobs.models import Attempt
+    from jobs.scheduler.tick import scheduler_tick_run
+    from tests.support.factories import make_node
+    from workers.services.attempts import AttemptResult, attempt_finish, attempt_start
+
+    for name in ("n1", "n2"):
+        make_node(name, gpus=2, island="r1")
+    gang = api.post("/api/v1/jobs", {"prompt": "x", "gpus": 4}, format="json").json()["id"]
+    waiting = api.post("/api/v1/jobs", {"prompt": "y", "gpus": 4}, format="json").json()["id"]
+    scheduler_tick_run()
+    where = [{"rank": 0, "node": "n1", "gpus": [0, 1]}, {"rank": 1, "node": "n2", "gpus": [0, 1]}]
+    assert api.get(f"/api/v1/jobs/{gang}").json()["placement"] == where
+    listed = {j["id"]: j["placement"] for j in api.get("/api/v1/jobs").json()["results"]}
+    assert listed == {gang: where, waiting: None}
+    attempt = Attempt.objects.get(job_id=gang)
+    attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    attempt_finish(attempt_id=attempt.pk, token=attempt.token,
+                   result=AttemptResult("FAILED", 1, "", None, "exit_1"))
+    assert api.get(f"/api/v1/jobs/{gang}").json()["placement"] is None

@@ -13,6 +13,7 @@ from jobs.models import Tier
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.tenancy import api_key_issue, organization_create
 from jobs.transitions import AMENDABLE
+from tests.support.factories import make_node
 from tests.support.openapi import conforms
 
 pytestmark = pytest.mark.django_db
@@ -110,6 +111,19 @@ def test_real_answers_are_what_the_document_says(document, api, alice, settings)
     _check(d, api.get("/api/v1/credits/usage"), "/api/v1/credits/usage", "get", 200)
     _check(d, api.get("/api/v1/credits/usage?month=2026-13"), "/api/v1/credits/usage", "get",
            400)
+
+
+def test_a_placed_gangs_answers_are_what_the_document_says(document, api):
+    for name in ("n1", "n2"):
+        make_node(name, gpus=2, island="r1")
+    job_id = api.post("/api/v1/jobs", {"prompt": "a crane", "gpus": 4}, format="json").json()[
+        "id"]
+    scheduler_tick_run()
+    detail = api.get(f"/api/v1/jobs/{job_id}")
+    assert detail.json()["placement"] == [{"rank": 0, "node": "n1", "gpus": [0, 1]},
+                                          {"rank": 1, "node": "n2", "gpus": [0, 1]}]
+    _check(document, detail, "/api/v1/jobs/{job_id}", "get", 200)
+    _check(document, api.get("/api/v1/jobs"), "/api/v1/jobs", "get", 200)
 
 
 def test_an_answer_with_an_undocumented_key_is_caught(document):
