@@ -9,7 +9,8 @@ policy and the commit of several ticks, and the same snapshot under `fifo` for t
 The queue is also read alone, from the tick's cache (jobs/scheduler/queue_cache.py; the
 first round fills it) and afresh as the tick read it before the cache, for that ratio; and
 the last round's pending reasons are written again with and without what the cache says the
-rows hold.
+rows hold. The live attempts are read alone too, from their cache (live_cache.py) after
+every running attempt's row is rewritten (as heartbeats do) and afresh.
 `--history N` adds N attempts that ended over the last 40 hours (a fleet of 500 GPUs running
 video jobs ends about 5,000 an hour): the tick folds them into the usage accounts once, then
 reads the accounts; the baseline is the sum over every recent attempt that the tick computed
@@ -182,6 +183,7 @@ def main() -> None:
     print(f"median snapshot load {statistics.median(loads[1:] or loads):.0f} ms after the "
           f"first ({loads[0]:.0f} ms), median decision {statistics.median(decides):.1f} ms")
     print(f"queue read: cached {queue:.0f} ms, fresh {fresh:.0f} ms, ratio {queue / fresh:.2f}")
+    _time_live()
     _time_reasons(rounds[-1][4])
     _time_line(rounds[-1][5], rounds[-1][4])
     _time_run_times(limit_weight)
@@ -209,6 +211,27 @@ def _round(r: int, limit_weight: float) -> tuple:
           f"{decide_ms:11.1f}  {fifo_ms:7.1f}  {decide_ms / fifo_ms:5.2f}  "
           f"{commit_ms:9.0f}  {report.reasons_written:15d}")
     return load_ms, decide_ms, queue_ms, fresh_ms, decisions, snap
+
+
+def _time_live(runs: int = 9) -> None:
+    """The live attempts read from the tick's cache, nothing changed but heartbeats (each
+    running attempt's row rewritten), and afresh with the query the tick used before."""
+    from django.db.models import F
+
+    from jobs.models import Attempt
+    from jobs.scheduler.live_cache import LiveCache, _named, _read
+
+    cache = LiveCache()
+    cache.load()
+    cached, fresh = [], []
+    for _ in range(runs):
+        Attempt.objects.filter(ended_at__isnull=True).update(progress=F("progress") + 0.001)
+        cached.append(_timed(cache.load)[1])
+        fresh.append(_timed(lambda: _named(list(_read(Attempt.objects.order_by("pk")))))[1])
+    c, f = statistics.median(cached), statistics.median(fresh)
+    print(f"live attempts read ({len(cache.keys)}; every row rewritten between reads, as "
+          f"heartbeats do): cached {c:.0f} ms ({cache.last_read} read again), fresh {f:.0f} "
+          f"ms, ratio {c / f:.2f}")
 
 
 def _time_reasons(decisions) -> None:

@@ -84,7 +84,7 @@ class QueueCache:
             self._read_all(limit_weight)
         else:
             self._read_changed(limit_weight)
-        names = _names()  # after the rows: every organization they name is in it
+        names = read_names()  # after the rows: every organization they name is in it
         if names != self.names:
             self.names, self.jobs = names, {}  # rebuilt from the cached rows below
         self._follow(run_times or {})
@@ -113,7 +113,7 @@ class QueueCache:
         are reused after a failover to a replica that missed the last commits, a restore
         to a point in time, or a crash that lost asynchronous commits; each starts another
         server process, so its start time tells."""
-        started = _server_started()
+        started = server_started()
         same, self.server = started == self.server, started
         return same
 
@@ -200,7 +200,7 @@ class QueueCache:
         return types
 
 
-def _names() -> Names:
+def read_names() -> Names:
     """Interned names, so that grouping the queue compares them by identity."""
     orgs = {pk: (intern(slug), intern(tier)) for pk, slug, tier in
             Organization.objects.values_list("pk", "slug", "tier__name")}
@@ -227,7 +227,7 @@ def _rows(versioned: bool):
             .values_list(*_COLUMNS))
 
 
-def _server_started() -> object:
+def server_started() -> object:
     with connection.cursor() as cur:
         cur.execute("SELECT pg_postmaster_start_time()")
         return cur.fetchone()[0]

@@ -22,6 +22,7 @@ from jobs.models import (
     Project,
     Tier,
 )
+from jobs.scheduler.live_cache import LIVE_COLUMNS, live_attempts
 from jobs.scheduler.queue_cache import queued_jobs, seconds_or_none, without
 from jobs.scheduler.runtimes import Key as RunTimeKey
 from jobs.scheduler.runtimes import load_run_times, run_time_of
@@ -102,20 +103,9 @@ def _expected_end(start: float, limit_end: float, estimate, stop_deadline,
     return min(start + seconds, limit_end) if seconds else limit_end
 
 
-LIVE_COLUMNS = (
-    "pk", "job_id", "job__organization__slug", "job__organization__tier__name",
-    "job__project__name", "node__name", "gpu_indices", "started_at", "created_at",
-    "job__time_limit_s", "job__params__expected_duration_s", "stop_requested",
-    "stop_deadline", "last_checkpoint_at", "job__checkpointable", "job__preemptible",
-    "job__preemptions", "job__submitted_by_id", "job__project_id", "job__gpus")
 # the columns fair share's usage reads of them, in the order of usage.LiveUse
-_USE = tuple(map(LIVE_COLUMNS.index, ("pk", "job__organization__slug", "job__project__name",
-                                      "job__submitted_by_id", "gpu_indices", "started_at")))
-
-
-def live_attempts() -> list[tuple]:
-    """Every live attempt's row (LIVE_COLUMNS), as load_running reads it."""
-    return list(Attempt.objects.filter(ended_at__isnull=True).values_list(*LIVE_COLUMNS))
+_USE = tuple(map(LIVE_COLUMNS.index, ("pk", "organization", "project", "submitted_by_id",
+                                      "gpu_indices", "started_at")))
 
 
 Ranks = Mapping[int, list[P.Allocation]]  # live_ranks()
@@ -133,8 +123,8 @@ def live_ranks() -> dict[int, list[P.Allocation]]:
 
 
 def live_use(rows: list[tuple], ranks: Ranks) -> list[LiveUse]:
-    """The started attempts among live_attempts() rows, with their GPUs on every node
-    (`ranks`: live_ranks()), as load_usage counts them."""
+    """The started attempts among live_attempts() rows (live_cache.py), with their GPUs on
+    every node (`ranks`: live_ranks()), as load_usage counts them."""
     pk, org, project, user, gpus, started = _USE
     return [(row[org], row[project], row[user],
              len(row[gpus]) + sum(len(a.gpus) for a in ranks.get(row[pk], ())), row[started])
