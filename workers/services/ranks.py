@@ -2,12 +2,12 @@
 
 Rank 0 is the attempt itself (attempts.py): it moves the job, meters its credits and reports
 its outcome, output and checkpoint. A rank starts, renews a lease of its own and hears the
-attempt's verdict. Its process failing on its own (a crash, an OOM, a hang) ends the whole
-attempt, since a gang missing a member cannot go on; any other end of it, and any end once
-the gang was asked to stop, waits for rank 0's report. Rank 0 reports once its other ranks
-have ended or their time to stop is over (workers/agent/runner.py), and its report ends
-every rank still running. Every call is fenced by the attempt's
-token as rank 0's are: a stale rank can neither start, renew nor report.
+attempt's verdict. A rank that fails on its own (a crash, an OOM, a hang) or runs out of time
+ends the whole attempt, since a gang missing a member cannot go on; its other ends, and every
+end once the gang was asked to stop, wait for rank 0's report. Rank 0 reports once its other
+ranks have ended or their time to stop is over (workers/agent/runner.py), and its report ends
+every rank still running. Every call is fenced by the attempt's token, as rank 0's are: a
+stale rank can neither start, renew nor report.
 """
 
 from __future__ import annotations
