@@ -48,6 +48,11 @@ def place(placement: P.Placement, now: datetime) -> Attempt:
     if sum(len(s.gpus) for s in seats) != job.gpus or len({s.node.pk for s in seats}) != len(seats):
         raise ValueError(f"job {job.pk}: allocations {placement.allocations} do not match its "
                          f"{job.gpus} GPUs")
+    islands = {s.node.island for s in seats}
+    # the round saw one island; a node may have registered again since with another
+    if len(seats) > 1 and (len(islands) > 1 or "" in islands):
+        raise ValueError(f"job {job.pk}: {', '.join(s.node.name for s in seats)} are not "
+                         f"nodes of one island")
     lease_end = now + timedelta(seconds=settings.GPUSCHED_LEASE_SECONDS)
     first, *others = seats
     attempt = Attempt.objects.create(job=job, node=first.node, gpu_indices=first.indices,

@@ -289,3 +289,16 @@ def test_rank_0_reports_once_its_other_ranks_have_ended_or_their_time_is_over(ga
     _await_ranks(claim, Supervision(stop="preempt", kill_at=started + 30))
     stopper.join()
     assert 0.4 <= time.monotonic() - started < 5  # and no longer than it ran
+
+
+def test_a_gang_is_not_bound_across_islands_the_round_did_not_see(alice):
+    """A node registered again meanwhile with another island: the bind refuses the gang."""
+    from jobs import policy as P
+    from jobs.scheduler.apply import place
+
+    make_node("n1", gpus=2, island="r1")
+    make_node("n2", gpus=2, island="r2")
+    job = make_job(alice, gpus=4)
+    placement = P.Placement(job.pk, (P.Allocation("n1", (0, 1)), P.Allocation("n2", (0, 1))))
+    with pytest.raises(ValueError, match="not nodes of one island"):
+        place(placement, timezone.now())
