@@ -16,6 +16,10 @@ class Node(models.Model):
     name = models.SlugField(max_length=63, unique=True)
     region = models.CharField(max_length=40, blank=True)
     island = models.CharField(max_length=40, blank=True, help_text="Rack / NVLink island.")
+    address = models.CharField(
+        max_length=255, blank=True,
+        help_text="Host name or IP the other nodes of a gang reach it at (MASTER_ADDR when it "
+                  "is a gang's first node); its name when blank.")
     gpu_type = models.CharField(max_length=40)
     gpu_count = models.PositiveSmallIntegerField()
     gpu_memory_mb = models.PositiveIntegerField(default=0)

@@ -71,10 +71,12 @@ def test_nodes_in_different_islands_do_not_share_a_gang(alice):
 
 
 def test_each_node_gets_its_place_in_the_gang(gang):
+    Node.objects.filter(name="n1").update(address="n1.rack1.example")
     leader = attempt_start(attempt_id=gang.pk, token=gang.token)
     other = rank_start(attempt_id=gang.pk, token=gang.token, rank=1)
     assert (leader.node_rank, leader.node, leader.nodes) == (0, "n1", ("n1", "n2"))
     assert (other.node_rank, other.node, other.nodes) == (1, "n2", ("n1", "n2"))
+    assert leader.rendezvous == other.rendezvous == "n1.rack1.example"
     assert other.gpu_uuids == tuple(
         Node.objects.get(name="n2").gpus.order_by("index").values_list("uuid", flat=True))
 

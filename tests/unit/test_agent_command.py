@@ -39,10 +39,10 @@ def test_a_single_node_job_is_told_it_is_alone():
 
 def test_each_node_of_a_gang_learns_its_rank_and_where_to_meet():
     env = build_env(gpu_indices=(0, 1), paths=_paths(), attempt_id=9, job_id=7, node_rank=2,
-                    nodes=("n1", "n2", "n3"), rendezvous_port=29501)
+                    nodes=("n1", "n2", "n3"), rendezvous=("10.0.0.1", 29501))
     assert {k: env[k] for k in ("NODE_RANK", "NNODES", "MASTER_ADDR", "MASTER_PORT",
                                 "GPUSCHED_NODES")} == {
-        "NODE_RANK": "2", "NNODES": "3", "MASTER_ADDR": "n1", "MASTER_PORT": "29501",
+        "NODE_RANK": "2", "NNODES": "3", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29501",
         "GPUSCHED_NODES": "n1,n2,n3"}
 
 

@@ -57,10 +57,11 @@ def build_argv(template: str, *, prompt: str, seed: int, paths: AttemptPaths) ->
 
 def build_env(*, gpu_indices: tuple[int, ...], gpu_uuids: tuple[str, ...] = (),
               paths: AttemptPaths, attempt_id: int, job_id: int, node_rank: int = 0,
-              nodes: tuple[str, ...] = (), rendezvous_port: int = 29500) -> dict[str, str]:
+              nodes: tuple[str, ...] = (), rendezvous: tuple[str, int] = ("", 29500)
+              ) -> dict[str, str]:
     env = dict(os.environ)
     env.update(visible_devices(gpu_indices, gpu_uuids))
-    env.update(gang_env(node_rank, nodes, rendezvous_port))
+    env.update(gang_env(node_rank, nodes, rendezvous))
     env.update({
         "GPUSCHED_JOB_ID": str(job_id),
         "GPUSCHED_ATTEMPT_ID": str(attempt_id),
@@ -72,12 +73,14 @@ def build_env(*, gpu_indices: tuple[int, ...], gpu_uuids: tuple[str, ...] = (),
     return env
 
 
-def gang_env(node_rank: int, nodes: tuple[str, ...], port: int) -> dict[str, str]:
+def gang_env(node_rank: int, nodes: tuple[str, ...], rendezvous: tuple[str, int]
+             ) -> dict[str, str]:
     """Where this node stands in its gang. A gang spanning nodes also gets the variables
-    torchrun-style launchers read to meet: its first node's name and a port."""
+    torchrun-style launchers read to meet: `rendezvous`, its first node's (address, port)."""
     env = {"GPUSCHED_NODE_RANK": str(node_rank), "GPUSCHED_NNODES": str(max(1, len(nodes))),
            "GPUSCHED_NODES": ",".join(nodes)}
     if len(nodes) > 1:
-        env.update(NODE_RANK=str(node_rank), NNODES=str(len(nodes)), MASTER_ADDR=nodes[0],
-                   MASTER_PORT=str(port))
+        address, port = rendezvous
+        env.update(NODE_RANK=str(node_rank), NNODES=str(len(nodes)),
+                   MASTER_ADDR=address or nodes[0], MASTER_PORT=str(port))
     return env

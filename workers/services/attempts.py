@@ -49,6 +49,7 @@ class AttemptClaim:
     time_limit_s: int
     node_rank: int = 0  # 0: the attempt's own node; others run a rank of it (ranks.py)
     nodes: tuple[str, ...] = ()  # every node of the gang, in rank order
+    rendezvous: str = ""  # where a gang spanning nodes meets: its first node's address
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,8 @@ def claim_for(attempt: Attempt, token: int, *, node_rank: int, node_id: int,
                         node=nodes[node_rank], gpu_indices=tuple(gpu_indices),
                         gpu_uuids=_bound_uuids(attempt, node_id, gpu_indices),
                         prompt=job.prompt, params=job.params, time_limit_s=job.time_limit_s,
-                        node_rank=node_rank, nodes=nodes)
+                        node_rank=node_rank, nodes=nodes,
+                        rendezvous=attempt.node.address or attempt.node.name)
 
 
 def gang_nodes(attempt: Attempt) -> tuple[str, ...]:

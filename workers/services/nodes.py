@@ -22,7 +22,7 @@ __all__ = ["OPERATOR", "STRAY", "GpuInfo", "node_gpu_health", "node_gpu_strays",
 
 @transaction.atomic
 def node_register(*, name: str, gpu_type: str, gpus: list[GpuInfo], region: str = "",
-                  island: str = "", labels: dict | None = None,
+                  island: str = "", address: str = "", labels: dict | None = None,
                   reading: GpuReport | None = None) -> Node:
     """Create or refresh a node and its GPUs; a returning node becomes ACTIVE again.
 
@@ -34,7 +34,7 @@ def node_register(*, name: str, gpu_type: str, gpus: list[GpuInfo], region: str 
     node, created = Node.objects.select_for_update(no_key=True).get_or_create(
         name=name, defaults={"gpu_type": gpu_type, "gpu_count": len(gpus)})
     node.gpu_type, node.gpu_count, node.gpu_memory_mb = gpu_type, len(gpus), memory
-    node.region, node.island, node.labels = region, island, labels or {}
+    node.region, node.island, node.address, node.labels = region, island, address, labels or {}
     if node.state == NodeState.DOWN or created:
         node.state = NodeState.ACTIVE
     node.last_heartbeat = timezone.now()

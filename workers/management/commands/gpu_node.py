@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import socket
 import threading
 
 from celery.signals import worker_ready
@@ -36,7 +37,11 @@ class Command(BaseCommand):
                             "product name with --nvml, else H100)")
         parser.add_argument("--gpu-memory-mb", type=int, default=81920)
         parser.add_argument("--region", default="")
-        parser.add_argument("--island", default="")
+        parser.add_argument("--island", default="", help="rack / NVLink or InfiniBand domain: "
+                            "a gang larger than a node spans nodes of one island")
+        parser.add_argument("--address", default=socket.getfqdn(),
+                            help="host name or IP the other nodes of a gang reach this one at "
+                            "(default: this host's name)")
         parser.add_argument("--nvml", action="store_true", help="discover GPUs with NVML")
         parser.add_argument("--loglevel", default="INFO")
 
@@ -64,7 +69,8 @@ class Command(BaseCommand):
             # on a loaded machine) could outwait its lease and be retried for nothing.
             watch = _gpu_watch([g.uuid for g in gpus]) if opts["nvml"] else None
             node_register(name=name, gpu_type=gpu_type, gpus=gpus, region=opts["region"],
-                          island=opts["island"], reading=watch.report() if watch else None)
+                          island=opts["island"], address=opts["address"],
+                          reading=watch.report() if watch else None)
             self.stdout.write(f"node {name}: {len(gpus)} × {gpu_type}, "
                               f"queue {node_queue(name)}")
             if watch:
