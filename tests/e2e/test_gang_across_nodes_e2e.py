@@ -24,11 +24,14 @@ def fleet():
                          GPUSCHED_KILL_GRACE_S="1", GPUSCHED_PREEMPT_MIN_RUNTIME_S="1")
     tag = uuid.uuid4().hex[:6]
     group.names = [f"g{i}-{tag}" for i in range(3)]
-    group.workers = [group.node(name, 2, island="r1") for name in group.names[:2]]
-    wait_for(lambda: Node.objects.filter(name__in=group.names).count() == 2, 60, "the nodes")
-    group.scheduler()
-    yield group
-    group.stop_all()
+    try:  # a setup that fails must not leave its workers running
+        group.workers = [group.node(name, 2, island="r1") for name in group.names[:2]]
+        wait_for(lambda: Node.objects.filter(name__in=group.names).count() == 2, 60,
+                 "the nodes")
+        group.scheduler()
+        yield group
+    finally:
+        group.stop_all()
 
 
 
