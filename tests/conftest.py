@@ -8,6 +8,17 @@ from tests.support.processes import ProcessGroup
 
 
 @pytest.fixture
+def clean_cache():
+    """A tick publishes a backlog, a line and more to the cache, which admission and the API
+    read: nothing a test published may reach another test."""
+    from tests.support.broker import purge_broker_and_cache
+
+    purge_broker_and_cache()
+    yield
+    purge_broker_and_cache()
+
+
+@pytest.fixture
 def tiers(db):
     from jobs.services.tenancy import tiers_ensure_defaults
 

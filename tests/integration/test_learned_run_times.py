@@ -18,22 +18,14 @@ from jobs.scheduler.snapshot import load_snapshot
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.scheduler.usage import fold_ended_attempts
 from jobs.services.submission import JobSpec, job_submit
-from tests.support.broker import purge_broker_and_cache
 from tests.support.factories import make_job, make_node
 from workers.models import Node, NodeState
 from workers.services.attempts import attempt_start
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("clean_cache")]
 
 HOUR = 3600.0
 
-
-@pytest.fixture(autouse=True)
-def _clean_cache():
-    """A tick here publishes a backlog and a line: none may reach another test."""
-    purge_broker_and_cache()
-    yield
-    purge_broker_and_cache()
 
 
 def _ran(job: Job, seconds: float, outcome: str = "SUCCEEDED") -> Attempt:

@@ -14,7 +14,6 @@ from jobs.models import Attempt, Job, Organization, Tier
 from jobs.scheduler.live_cache import LiveCache, _named, _read
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.cancellation import job_cancel
-from tests.support.broker import purge_broker_and_cache
 from tests.support.factories import make_job, make_node
 from workers.services.attempts import (
     AttemptResult,
@@ -23,14 +22,8 @@ from workers.services.attempts import (
     attempt_start,
 )
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("clean_cache")]
 
-
-@pytest.fixture(autouse=True)
-def _clean_cache():
-    purge_broker_and_cache()
-    yield
-    purge_broker_and_cache()
 
 
 def _fresh() -> list[tuple]:

@@ -15,18 +15,10 @@ from jobs.scheduler.snapshot import load_queued
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.cancellation import job_cancel
 from jobs.services.submission import JobSpec, job_submit
-from tests.support.broker import purge_broker_and_cache
 from tests.support.factories import make_node
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("clean_cache")]
 
-
-@pytest.fixture(autouse=True)
-def _clean_cache():
-    """A tick here publishes a backlog that admission reads: none may reach another test."""
-    purge_broker_and_cache()
-    yield
-    purge_broker_and_cache()
 
 
 def _submit(org, **spec) -> Job:

@@ -20,17 +20,10 @@ from jobs.scheduler.positions import (
 from jobs.scheduler.snapshot import load_snapshot
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.cancellation import job_cancel
-from tests.support.broker import purge_broker_and_cache
 from tests.support.factories import make_job, make_node
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_cache")]
 
-
-@pytest.fixture(autouse=True)
-def _clean_cache():
-    purge_broker_and_cache()
-    yield
-    purge_broker_and_cache()
 
 
 def _places(jobs: list[Job]) -> list[int | None]:
