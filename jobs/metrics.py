@@ -15,7 +15,7 @@ from django.core.cache import cache
 from django.db.models import Count, Sum
 
 from credits.models import Account
-from jobs.models import GpuBinding, Job
+from jobs.models import AttemptRank, GpuBinding, Job
 from jobs.scheduler.backlog import BACKLOG_KEY
 from jobs.states import TERMINAL, JobState
 from workers.models import Gpu
@@ -72,6 +72,10 @@ def _metrics() -> Iterable[tuple[str, str, str, list[Sample]]]:
         "attempt__job__organization__tier__name")
     yield ("gpusched_running_gpus", "gauge", "GPUs bound to live attempts, by tier.",
            [({"tier": t}, n) for t, n in bound.annotate(Count("id"))])
+    spanning = AttemptRank.objects.filter(attempt__ended_at__isnull=True).values("attempt_id")
+    yield ("gpusched_gangs_across_nodes", "gauge",
+           "Live attempts whose gang spans nodes (docs/nodes.md).",
+           [({}, spanning.distinct().count())])
     gpus = Gpu.objects.values_list("node__gpu_type", "node__state", "health")
     yield ("gpusched_gpus", "gauge", "GPUs of the fleet, by type, node state and health.",
            [({"gpu_type": g, "node_state": s, "health": h}, n)

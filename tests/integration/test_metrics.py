@@ -49,6 +49,7 @@ def test_metrics_show_the_queue_the_fleet_the_last_round_and_refusals(alice, api
     assert m["gpusched_queued_gpus", '{tier="paid"}'] == 4
     assert m["gpusched_running_gpus", '{tier="paid"}'] == 3
     assert m["gpusched_gpus", '{gpu_type="H100",health="HEALTHY",node_state="ACTIVE"}'] == 4
+    assert m["gpusched_gangs_across_nodes", ""] == 0
     assert m["gpusched_tick_last_run_timestamp_seconds", ""] > 0
     assert m["gpusched_tick_policy_compiled", ""] == (1 if running_compiled() else 0)
     assert all(m["gpusched_tick_phase_seconds", f'{{phase="{p}"}}'] > 0
@@ -60,6 +61,16 @@ def test_metrics_show_the_queue_the_fleet_the_last_round_and_refusals(alice, api
     assert m["gpusched_queue_line_seconds", ""] > 0
     assert m["gpusched_requests_refused_total", '{code="queue_full"}'] == 1
     assert m["gpusched_requests_refused_total", '{code="overloaded"}'] == 0
+
+
+def test_metrics_count_the_gangs_that_span_nodes(alice, client):
+    purge_broker_and_cache()
+    for name in ("n1", "n2"):
+        make_node(name, gpus=2, island="r1")
+    make_job(alice, gpus=4)
+    make_job(alice, gpus=4)  # waits
+    scheduler_tick_run()
+    assert _scrape(client)["gpusched_gangs_across_nodes", ""] == 1
 
 
 def test_metrics_show_the_ledgers_totals(alice, bob, client):
