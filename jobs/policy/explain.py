@@ -30,14 +30,15 @@ def _other_types(index: FreeIndex, job: QueuedJob) -> list[Pool]:
             and (not job.region or pool.region == job.region)]
 
 
-def what_if(index: FreeIndex, job: QueuedJob, groups: Pools) -> str:
-    """A relaxation that would start the job now: another GPU type, or fewer GPUs."""
+def what_if(index: FreeIndex, job: QueuedJob, groups: Pools, span: bool) -> str:
+    """A relaxation that would start the job now: another GPU type, or fewer GPUs; on one
+    node or, with `span` (PolicyConfig.span_nodes), on nodes of one island."""
     for pool in _other_types(index, job):
-        if index.best_fit([[pool]], job.gpus) is not None:
+        if index.fits_now([[pool]], job.gpus, span):
             return OTHER_TYPE.format(gpu_type=pool.gpu_type)
     if job.min_gpus is not None and job.min_gpus < job.gpus:
         for g in range(job.gpus - 1, max(job.min_gpus, 1) - 1, -1):
-            if index.best_fit(groups, g) is not None:
+            if index.fits_now(groups, g, span):
                 return FEWER_GPUS.format(gpus=g, min_gpus=job.min_gpus)
     return ""
 
@@ -67,7 +68,8 @@ def no_fit(rnd: _Round, job: QueuedJob, groups: Pools) -> PendingReason:
     key = ("no_fit", job.gpus, job.min_gpus, job.gpu_types, job.min_gpu_memory_mb, job.region)
     reason = rnd.plain_reasons.get(key)
     if reason is None:
-        reason = rnd.plain_reasons[key] = reasons.no_fit(job, what_if(rnd.index, job, groups))
+        reason = rnd.plain_reasons[key] = reasons.no_fit(
+            job, what_if(rnd.index, job, groups, rnd.cfg.span_nodes))
     return reason
 
 

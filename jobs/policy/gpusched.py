@@ -252,7 +252,8 @@ class _Round:
         if self._may_preempt(job, est) and self._preempt(job, groups, est):
             return
         # a what-if only for the jobs explained in full, as for the estimate
-        what_if = explain.what_if(self.index, job, groups) if self.explained > explained else ""
+        what_if = (explain.what_if(self.index, job, groups, self.cfg.span_nodes)
+                   if self.explained > explained else "")
         if est is not None and self._may_reserve(job):
             if not what_if and not span:  # against the start its reservation promises
                 what_if = explain.sooner(self, job, groups, est[0])

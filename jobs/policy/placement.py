@@ -262,6 +262,11 @@ class FreeIndex:
             best = (whole, plan)
         return best
 
+    def fits_now(self, groups: Pools, k: int, span: bool) -> bool:
+        """Whether k GPUs are free now on one node or, with `span`, in one island."""
+        return self.best_fit(groups, k) is not None or (
+            span and self.island_fit(groups, k) is not None)
+
     def allocate(
         self, groups: Pools, k: int, level: int | None = None
     ) -> tuple[Allocation, ...] | None:

@@ -160,6 +160,18 @@ def test_a_job_no_node_can_hold_as_asked_is_told_what_would_start_it() -> None:
     assert d.pending[1] is d.pending[2]  # one reason for every job of one shape
 
 
+def test_a_gang_larger_than_a_node_is_told_how_many_would_start_it_across_its_island(
+) -> None:
+    nodes = [node("h1", 8), node("h2", 8, free=(0, 1, 2, 3))]  # 12 free in island i0
+    runs = [running(1, {"h2": (4, 5, 6, 7)}, tier="paid")]
+    d = decide(snap(nodes, runs, [job(1, gpus=16, min_gpus=8)]))
+    assert d.pending[1].what_if == "would start now with 12 GPUs (the job accepts 8)"
+    # where gangs may not span nodes, only what one node holds is offered
+    one_node = PolicyConfig(span_nodes=False)
+    d = decide(snap(nodes, runs, [job(1, gpus=16, min_gpus=8)], config=one_node))
+    assert d.pending[1].what_if == "would start now with 8 GPUs (the job accepts 8)"
+
+
 def test_what_if_names_a_relaxation_that_starts_a_blocked_job_sooner() -> None:
     # H100s free in an hour, A100s in 10 min; half of the H100 node in 5 min
     nodes = [node("h", 8, free=()), node("a", 8, free=(), gpu_type="A100")]
