@@ -48,7 +48,8 @@ try:
     # a gang larger than a node runs on nodes of one island (off: every job on one node)
     GPUSCHED_SPAN_NODES = env_bool("GPUSCHED_SPAN_NODES", True)
     GPUSCHED_MAX_GPUS_PER_JOB = env_int("GPUSCHED_MAX_GPUS_PER_JOB", 64, minimum=1)
-    # where the nodes of a gang meet: MASTER_ADDR is its first node, MASTER_PORT this
+    # where the nodes of a gang meet: MASTER_ADDR is its first node, MASTER_PORT this plus
+    # the index of the first GPU the gang holds there (workers/services/attempts.rendezvous)
     GPUSCHED_RENDEZVOUS_PORT = env_int("GPUSCHED_RENDEZVOUS_PORT", 29500, minimum=1)
     GPUSCHED_DEFAULT_TIME_LIMIT_S = env_int("GPUSCHED_DEFAULT_TIME_LIMIT_S", 3600, minimum=1)
     GPUSCHED_MAX_TIME_LIMIT_S = env_int("GPUSCHED_MAX_TIME_LIMIT_S", 7 * 86400, minimum=1)

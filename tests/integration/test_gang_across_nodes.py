@@ -5,6 +5,7 @@ that fails or goes silent ends the whole attempt, and every end frees every node
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
@@ -76,9 +77,25 @@ def test_each_node_gets_its_place_in_the_gang(gang):
     other = rank_start(attempt_id=gang.pk, token=gang.token, rank=1)
     assert (leader.node_rank, leader.node, leader.nodes) == (0, "n1", ("n1", "n2"))
     assert (other.node_rank, other.node, other.nodes) == (1, "n2", ("n1", "n2"))
-    assert leader.rendezvous == other.rendezvous == "n1.rack1.example"
+    port = settings.GPUSCHED_RENDEZVOUS_PORT  # rank 0 holds n1's GPUs from index 0
+    assert leader.rendezvous == other.rendezvous == ("n1.rack1.example", port)
     assert other.gpu_uuids == tuple(
         Node.objects.get(name="n2").gpus.order_by("index").values_list("uuid", flat=True))
+
+
+def test_two_gangs_meeting_on_one_node_get_ports_of_their_own(alice):
+    from jobs import policy as P
+    from jobs.scheduler.apply import place
+
+    for name in ("n1", "n2"):
+        make_node(name, gpus=4, island="r1")
+    halves = [(0, 1), (2, 3)]
+    gangs = [place(P.Placement(make_job(alice, gpus=4).pk,
+                               (P.Allocation("n1", half), P.Allocation("n2", half))),
+                   timezone.now()) for half in halves]
+    meet = [attempt_start(attempt_id=a.pk, token=a.token).rendezvous for a in gangs]
+    port = settings.GPUSCHED_RENDEZVOUS_PORT
+    assert meet == [("n1", port), ("n1", port + 2)]  # rank 0 of both on n1
 
 
 def test_a_rank_is_fenced_like_its_attempt(gang):

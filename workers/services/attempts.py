@@ -49,7 +49,7 @@ class AttemptClaim:
     time_limit_s: int
     node_rank: int = 0  # 0: the attempt's own node; others run a rank of it (ranks.py)
     nodes: tuple[str, ...] = ()  # every node of the gang, in rank order
-    rendezvous: str = ""  # where a gang spanning nodes meets: its first node's address
+    rendezvous: tuple[str, int] = ("", 0)  # where a gang spanning nodes meets (rank 0's)
 
 
 @dataclass(frozen=True)
@@ -88,8 +88,15 @@ def claim_for(attempt: Attempt, token: int, *, node_rank: int, node_id: int,
                         node=nodes[node_rank], gpu_indices=tuple(gpu_indices),
                         gpu_uuids=_bound_uuids(attempt, node_id, gpu_indices),
                         prompt=job.prompt, params=job.params, time_limit_s=job.time_limit_s,
-                        node_rank=node_rank, nodes=nodes,
-                        rendezvous=attempt.node.address or attempt.node.name)
+                        node_rank=node_rank, nodes=nodes, rendezvous=rendezvous(attempt))
+
+
+def rendezvous(attempt: Attempt) -> tuple[str, int]:
+    """Rank 0's node address and a port of its own there: the base port plus its first GPU's
+    index, which no other live attempt holds, so two gangs meeting on one node never share
+    a port."""
+    port = settings.GPUSCHED_RENDEZVOUS_PORT + min(attempt.gpu_indices, default=0)
+    return attempt.node.address or attempt.node.name, port
 
 
 def gang_nodes(attempt: Attempt) -> tuple[str, ...]:
