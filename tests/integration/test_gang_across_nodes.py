@@ -77,6 +77,9 @@ def test_each_node_gets_its_place_in_the_gang(gang):
     other = rank_start(attempt_id=gang.pk, token=gang.token, rank=1)
     assert (leader.node_rank, leader.node, leader.nodes) == (0, "n1", ("n1", "n2"))
     assert (other.node_rank, other.node, other.nodes) == (1, "n2", ("n1", "n2"))
+    # rank 0's limit is the gang's: the others stop a grace later unless its end stops them
+    grace = round(settings.GPUSCHED_KILL_GRACE_S)
+    assert (leader.time_limit_s, other.time_limit_s) == (3600, 3600 + grace)
     port = settings.GPUSCHED_RENDEZVOUS_PORT  # rank 0 holds n1's GPUs from index 0
     assert leader.rendezvous == other.rendezvous == ("n1.rack1.example", port)
     assert other.gpu_uuids == tuple(

@@ -81,13 +81,16 @@ def attempt_start(*, attempt_id: int, token: int) -> AttemptClaim:
 
 def claim_for(attempt: Attempt, token: int, *, node_rank: int, node_id: int,
               gpu_indices: list[int]) -> AttemptClaim:
-    """What one node of the attempt needs to run its part."""
+    """What one node of the attempt needs to run its part. The job's time limit is rank 0's:
+    the other ranks, which may start a moment before it, stop a kill grace later unless rank
+    0's end stops them first, so a gang times out as rank 0 does."""
     job = attempt.job
     nodes = gang_nodes(attempt)
+    limit = job.time_limit_s + (round(settings.GPUSCHED_KILL_GRACE_S) if node_rank else 0)
     return AttemptClaim(attempt_id=attempt.pk, token=token, job_id=job.pk,
                         node=nodes[node_rank], gpu_indices=tuple(gpu_indices),
                         gpu_uuids=_bound_uuids(attempt, node_id, gpu_indices),
-                        prompt=job.prompt, params=job.params, time_limit_s=job.time_limit_s,
+                        prompt=job.prompt, params=job.params, time_limit_s=limit,
                         node_rank=node_rank, nodes=nodes, rendezvous=rendezvous(attempt))
 
 
