@@ -46,20 +46,28 @@ def what_if(index: FreeIndex, job: QueuedJob, groups: Pools, span: bool) -> str:
 def sooner(rnd: _Round, job: QueuedJob, groups: Pools, start: float) -> str:
     """A relaxation that would start a blocked job, estimated to start at `start`, at least
     SOONER_S earlier: the earliest of another GPU type or fewer GPUs, from the same timeline
-    of running ends and reservations ahead of it. Single-node gangs only."""
+    of running ends and reservations ahead of it, on one node or across an island."""
     best: tuple[float, str] | None = None
     for pool in _other_types(rnd.index, job):
-        found = rnd.timeline.earliest([[pool]], job.gpus)
-        if found is not None and (best is None or found[0] < best[0]):
-            best = (found[0], OTHER_TYPE_SOONER.format(
-                start=reasons.clock(found[0], rnd.now), gpu_type=pool.gpu_type))
+        at = _earliest_at(rnd, [[pool]], job.gpus)
+        if at is not None and (best is None or at < best[0]):
+            best = (at, OTHER_TYPE_SOONER.format(
+                start=reasons.clock(at, rnd.now), gpu_type=pool.gpu_type))
     if job.min_gpus is not None and job.min_gpus < job.gpus:
         for g in range(job.gpus - 1, max(job.min_gpus, 1) - 1, -1):
-            found = rnd.timeline.earliest(groups, g)
-            if found is not None and (best is None or found[0] < best[0]):
-                best = (found[0], FEWER_GPUS_SOONER.format(
-                    start=reasons.clock(found[0], rnd.now), gpus=g, min_gpus=job.min_gpus))
+            at = _earliest_at(rnd, groups, g)
+            if at is not None and (best is None or at < best[0]):
+                best = (at, FEWER_GPUS_SOONER.format(
+                    start=reasons.clock(at, rnd.now), gpus=g, min_gpus=job.min_gpus))
     return best[1] if best is not None and best[0] <= start - SOONER_S else ""
+
+
+def _earliest_at(rnd: _Round, groups: Pools, k: int) -> float | None:
+    """When k GPUs of the pools are free on one node or, where gangs span nodes, on nodes of
+    one island (each search looks only at the pools its kind of gang fits)."""
+    one = rnd.timeline.earliest(groups, k)
+    island = rnd.timeline.earliest_island(groups, k) if rnd.cfg.span_nodes else None
+    return min((f[0] for f in (one, island) if f is not None), default=None)
 
 
 def no_fit(rnd: _Round, job: QueuedJob, groups: Pools) -> PendingReason:

@@ -255,7 +255,7 @@ class _Round:
         what_if = (explain.what_if(self.index, job, groups, self.cfg.span_nodes)
                    if self.explained > explained else "")
         if est is not None and self._may_reserve(job):
-            if not what_if and not span:  # against the start its reservation promises
+            if not what_if:  # against the start its reservation promises
                 what_if = explain.sooner(self, job, groups, est[0])
             hold = self._hold(job, est[0], est[1])
             nodes = list(hold.gpus)

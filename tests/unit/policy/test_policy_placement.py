@@ -189,6 +189,26 @@ def test_what_if_names_a_relaxation_that_starts_a_blocked_job_sooner() -> None:
     assert d.pending[1].code == "resources" and d.pending[1].what_if == ""
 
 
+def test_a_blocked_gang_larger_than_a_node_is_told_what_would_start_it_sooner() -> None:
+    # island i0: h1 frees 4 GPUs in 5 min and 4 in an hour, h2 all 8 in 10 min; all paid
+    nodes = [node("h1", free=()), node("h2", free=())]
+    runs = [running(1, {"h1": (0, 1, 2, 3)}, tier="paid", ends_in=300),
+            running(2, {"h1": (4, 5, 6, 7)}, tier="paid", ends_in=3600),
+            running(3, {"h2": tuple(range(8))}, tier="paid", ends_in=600)]
+    d = decide(snap(nodes, runs, [job(1, gpus=16, min_gpus=8)]))
+    [reservation] = d.reservations
+    assert reservation.start_at == NOW + 3600
+    # 12 GPUs across both nodes in 10 min: the largest gang that starts that soon
+    assert d.pending[1].what_if.startswith("would start by ")
+    assert d.pending[1].what_if.endswith(" with 12 GPUs (the job accepts 8)")
+    # an island of another type that drains sooner
+    a100 = [node(f"a{i}", free=(), gpu_type="A100", island="i1") for i in (1, 2)]
+    runs += [running(4 + i, {f"a{i}": tuple(range(8))}, tier="paid", ends_in=900)
+             for i in (1, 2)]
+    d = decide(snap(nodes + a100, runs, [job(1, gpus=16, gpu_types=("H100",))]))
+    assert d.pending[1].what_if.endswith(" on A100 if the job allowed that type")
+
+
 def test_only_the_jobs_explained_in_full_get_a_what_if() -> None:
     # past max_explained a blocked job gets neither an estimate nor a what-if: both cost a
     # search per job, and a long queue would pay them for every job the walk reaches
