@@ -30,7 +30,7 @@ LIVE_COLUMNS = (
     "pk", "job_id", "organization", "tier", "project", "node", "gpu_indices", "started_at",
     "created_at", "time_limit_s", "expected_duration_s", "stop_requested", "stop_deadline",
     "last_checkpoint_at", "checkpointable", "preemptible", "preemptions", "submitted_by_id",
-    "project_id", "gpus")
+    "gpus", "project_id")
 # What is read of it: names by id, filled in from read_names() at each load
 _READ = (
     "pk", "job_id", "job__organization_id", "job__project_id", "node__name", "gpu_indices",
@@ -112,7 +112,7 @@ def _named(rows: list[Row]) -> list[Row]:
     """The rows with their organization, tier and project names (LIVE_COLUMNS); an attempt
     whose organization or project was deleted since it was read goes with them."""
     orgs, projects = read_names()
-    return [(pk, job, *orgs[org], projects[project], *rest[:13], project, rest[13])
+    return [(pk, job, *orgs[org], projects[project], *rest, project)
             for pk, job, org, project, *rest in rows
             if org in orgs and project in projects]
 

@@ -143,7 +143,7 @@ def load_running(now: datetime, promised: Promised = frozenset(),
     out = []
     for (pk, job_id, org, tier, project, node, gpus, started, created, limit, estimate, stop,
          stop_deadline, checkpoint, checkpointable, preemptible, preemptions, user,
-         project_id, job_gpus) in rows:
+         job_gpus, project_id) in rows:
         start = (started or created).timestamp()
         limit_end = start + limit
         further = ranks.get(pk)
