@@ -60,6 +60,9 @@ try:
     # a running attempt's checkpoints post credits at most this often (its end posts the rest)
     GPUSCHED_METER_INTERVAL_S = env_number("GPUSCHED_METER_INTERVAL_S", 60.0)
     GPUSCHED_WORK_ROOT = Path(env_str("GPUSCHED_WORK_ROOT", str(VAR_DIR / "work")))
+    # copy a stopped attempt's checkpoints to storage, so the job resumes on any nodes (off
+    # where the work root is storage every node shares; workers/services/checkpoints.py)
+    GPUSCHED_STORE_CHECKPOINTS = env_bool("GPUSCHED_STORE_CHECKPOINTS", True)
     # webhooks to loopback, private or link-local addresses (a tenant's URL must not reach
     # the service's own network); on for a fleet whose receivers are all internal
     GPUSCHED_WEBHOOK_ALLOW_PRIVATE = env_bool("GPUSCHED_WEBHOOK_ALLOW_PRIVATE", False)
@@ -185,6 +188,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "credits.tasks.grant_allowances",
         "schedule": 600.0,
         "options": {"expires": 1200},
+    },
+    "checkpoints-sweep": {
+        "task": "workers.tasks.sweep_checkpoints",
+        "schedule": 300.0,
+        "options": {"expires": 600},
     },
     "webhooks-sweep": {
         "task": "jobs.tasks.sweep_webhooks",

@@ -4,6 +4,7 @@ from celery import shared_task
 
 from workers.agent.runner import run_attempt as run_attempt_service
 from workers.agent.runner import run_rank as run_rank_service
+from workers.services.checkpoints import checkpoints_sweep
 
 
 # Late ack + reject on worker loss: a killed worker's message is redelivered, and the
@@ -17,3 +18,9 @@ def run_attempt(attempt_id: int, token: int) -> str:
 def run_rank(attempt_id: int, token: int, rank: int) -> str:
     """One further node's part of a gang that spans nodes (the same fencing applies)."""
     return run_rank_service(attempt_id, token, rank)
+
+
+@shared_task(ignore_result=True)
+def sweep_checkpoints() -> int:
+    """Run by beat: delete the stored checkpoints no resume will read."""
+    return checkpoints_sweep()

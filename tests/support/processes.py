@@ -86,10 +86,10 @@ class ProcessGroup:
         self.celery("scheduler", "worker", "-Q", "scheduler,default", "-c", "1",
                     "--hostname=scheduler@%h", "--without-gossip", "--without-mingle")
 
-    def node(self, name: str, gpus: int, gpu_type: str = "H100", island: str = ""
-             ) -> subprocess.Popen:
+    def node(self, name: str, gpus: int, gpu_type: str = "H100", island: str = "",
+             **env: str) -> subprocess.Popen:
         return self.manage(f"node-{name}", "gpu_node", "--name", name, "--gpus", str(gpus),
-                           "--gpu-type", gpu_type, "--island", island)
+                           "--gpu-type", gpu_type, "--island", island, **env)
 
     def kill(self, proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
         with contextlib.suppress(ProcessLookupError):

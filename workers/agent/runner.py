@@ -12,8 +12,11 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from django.conf import settings
 
@@ -30,6 +33,7 @@ from workers.services.attempts import (
     attempt_heartbeat,
     attempt_start,
 )
+from workers.services.checkpoints import checkpoint_discard, checkpoint_pack, checkpoint_unpack
 from workers.services.nodes import node_gpu_strays
 from workers.services.ranks import (
     ENDS_THE_GANG,
@@ -43,6 +47,7 @@ from workers.services.ranks import (
 log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 RANK_POLL_S = 0.25  # how often rank 0 looks whether its gang's other ranks have ended
+T = TypeVar("T")
 
 
 @dataclass
@@ -95,6 +100,47 @@ def _heartbeat(claim: AttemptClaim, reader: ProgressReader) -> Verdict:
                               rank=claim.node_rank)
     return attempt_heartbeat(attempt_id=claim.attempt_id, token=claim.token,
                              progress=reader.progress, checkpointed=reader.take_checkpointed())
+
+
+def _renew(claim: AttemptClaim) -> Verdict:
+    """Only the lease (a rank's or the attempt's), between the binary's runs."""
+    if claim.node_rank:
+        return rank_heartbeat(attempt_id=claim.attempt_id, token=claim.token,
+                              rank=claim.node_rank)
+    return attempt_heartbeat(attempt_id=claim.attempt_id, token=claim.token)
+
+
+def _keeping_the_lease(claim: AttemptClaim, copy: Callable[[], T]) -> T:
+    """Run `copy` (storage only, no database) in a thread while this thread renews the lease:
+    copying a large checkpoint may outlast a lease."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(copy)
+        while True:
+            try:
+                return future.result(timeout=settings.GPUSCHED_HEARTBEAT_SECONDS)
+            except TimeoutError:
+                _renew(claim)
+
+
+def _resume_from(claim: AttemptClaim, paths: AttemptPaths) -> None:
+    """The stored copy of this node's checkpoint, in place before the binary starts."""
+    if claim.checkpoint and _keeping_the_lease(
+            claim, lambda: checkpoint_unpack(claim.checkpoint, paths.checkpoint_dir)):
+        log.info("attempt %s resumes from %s", claim.attempt_id, claim.checkpoint,
+                 extra={"attempt_id": claim.attempt_id, "job_id": claim.job_id})
+
+
+def _store_checkpoint(claim: AttemptClaim, paths: AttemptPaths) -> str:
+    """A copy of the checkpoint of a node that stopped to resume, for the next attempt's
+    nodes; "" if there is none, or it could not be stored (a resume on this node, or on
+    nodes sharing the work root, still finds it)."""
+    try:
+        return _keeping_the_lease(claim, lambda: checkpoint_pack(
+            claim.job_id, claim.attempt_id, claim.node_rank, paths.checkpoint_dir))
+    except Exception:
+        log.exception("could not store the checkpoint of attempt %s", claim.attempt_id,
+                      extra={"attempt_id": claim.attempt_id, "job_id": claim.job_id})
+        return ""
 
 
 def _output_ok(path: Path) -> bool:
@@ -169,6 +215,7 @@ def _run(claim: AttemptClaim) -> str:
                                suffix=claim.params.get("output_suffix", ".y4m"),
                                rank=claim.node_rank)
     paths.create(claim.params)
+    _resume_from(claim, paths)
     try:
         proc = _launch(claim, paths)
     except OSError as exc:
@@ -190,11 +237,12 @@ def _run(claim: AttemptClaim) -> str:
         exit_code=proc.returncode, stderr_tail=stderr, stop=sup.stop,
         # the job's output is rank 0's; the other ranks' end is judged by their exit alone
         output_ok=claim.node_rank > 0 or _output_ok(paths.output))
+    checkpoint = _store_checkpoint(claim, paths) if outcome == "PREEMPTED" else ""
     if claim.node_rank == 0 and len(claim.nodes) > 1 and outcome not in ENDS_THE_GANG:
         _await_ranks(claim, sup)
     return _report(claim, paths, AttemptResult(outcome, proc.returncode, stderr,
                                         paths.output if outcome == "SUCCEEDED" else None,
-                                        error_code))
+                                        error_code, checkpoint))
 
 
 def _await_ranks(claim: AttemptClaim, sup: Supervision) -> None:
@@ -246,6 +294,7 @@ def _report(claim: AttemptClaim, paths: AttemptPaths, result: AttemptResult) -> 
     except StaleAttempt as exc:
         log.warning("result of attempt %s discarded: %s", claim.attempt_id, exc,
                     extra={"attempt_id": claim.attempt_id, "job_id": claim.job_id})
+        checkpoint_discard(result.checkpoint)
         return _discard(claim, paths)
     paths.remove(keep_checkpoint=result.outcome == "PREEMPTED")
     return result.outcome

@@ -27,6 +27,7 @@ from jobs.services.storable import storable
 from jobs.states import JobState
 from jobs.transitions import transition
 from workers.agent.outcome import EXIT_CHECKPOINTED
+from workers.services.checkpoints import checkpoint_record, latest_checkpoint
 
 log = logging.getLogger(__name__)
 Outcome = Attempt.Outcome
@@ -50,6 +51,7 @@ class AttemptClaim:
     node_rank: int = 0  # 0: the attempt's own node; others run a rank of it (ranks.py)
     nodes: tuple[str, ...] = ()  # every node of the gang, in rank order
     rendezvous: tuple[str, int] = ("", 0)  # where a gang spanning nodes meets (rank 0's)
+    checkpoint: str = ""  # the stored copy of this node's checkpoint to resume from
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,8 @@ def claim_for(attempt: Attempt, token: int, *, node_rank: int, node_id: int,
                         node=nodes[node_rank], gpu_indices=tuple(gpu_indices),
                         gpu_uuids=_bound_uuids(attempt, node_id, gpu_indices),
                         prompt=job.prompt, params=job.params, time_limit_s=limit,
-                        node_rank=node_rank, nodes=nodes, rendezvous=rendezvous(attempt))
+                        node_rank=node_rank, nodes=nodes, rendezvous=rendezvous(attempt),
+                        checkpoint=latest_checkpoint(job.pk, node_rank))
 
 
 def rendezvous(attempt: Attempt) -> tuple[str, int]:
@@ -161,6 +164,7 @@ class AttemptResult:
     stderr_tail: str = ""
     output_path: Path | None = None
     error_code: str = ""
+    checkpoint: str = ""  # the stored copy of the node's checkpoint, if it stopped to resume
 
 
 _JOB_STATE_FOR = {
@@ -214,6 +218,7 @@ def attempt_finish(*, attempt_id: int, token: int, result: AttemptResult) -> Job
     with transaction.atomic():
         attempt = _end_attempt(attempt_id, token, result)
         job = Job.objects.get(pk=attempt.job_id)
+        checkpoint_record(job_id=job.pk, attempt_id=attempt.pk, rank=0, name=result.checkpoint)
         target = _JOB_STATE_FOR[result.outcome]
         if result.outcome == Outcome.PREEMPTED and job.state == JobState.RUNNING:
             target = JobState.FAILED  # exited with "resumable" although nobody asked it to stop

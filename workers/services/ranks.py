@@ -30,6 +30,7 @@ from workers.services.attempts import (
     lease,
     verdict_of,
 )
+from workers.services.checkpoints import checkpoint_record
 
 Outcome = Attempt.Outcome
 # a rank's own failure, or its share of the time limit spent: the gang cannot finish
@@ -72,6 +73,9 @@ def rank_finish(*, attempt_id: int, token: int, rank: int, result: AttemptResult
             exit_code=result.exit_code)
         if ended != 1:
             raise StaleAttempt(f"rank {rank} of attempt {attempt_id} already ended")
+        job_id = Attempt.objects.filter(pk=attempt_id).values_list("job_id", flat=True).get()
+        checkpoint_record(job_id=job_id, attempt_id=attempt_id, rank=rank,
+                          name=result.checkpoint)
         # a gang asked to stop ends as rank 0 reports: a rank that dies as its peers stop
         # (a collective call failing) must not turn a preemption into a failure
         stopping = Attempt.objects.filter(pk=attempt_id).exclude(stop_requested="").exists()

@@ -1,0 +1,179 @@
+"""A stopped attempt's checkpoints travel with its job: each node's copy is stored under the
+attempt's fencing token, handed to the same rank of the next attempt, and swept once no
+resume will read it (workers/services/checkpoints.py)."""
+
+import io
+import tarfile
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.utils import timezone
+
+from jobs.models import Attempt, Job, StoredCheckpoint
+from jobs.scheduler.tick import scheduler_tick_run
+from jobs.services.cancellation import job_cancel
+from jobs.services.requeue import attempt_stop_and_requeue
+from tests.support.factories import make_job, make_node
+from workers.services.attempts import AttemptResult, StaleAttempt, attempt_finish, attempt_start
+from workers.services.checkpoints import (
+    MARKER,
+    checkpoint_pack,
+    checkpoint_unpack,
+    checkpoints_sweep,
+)
+from workers.services.ranks import rank_finish, rank_start
+from workers.services.reaper import reap_expired_attempts
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def storage(settings, tmp_path):
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    settings.GPUSCHED_STORE_CHECKPOINTS = True
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes()
+            for p in sorted(directory.rglob("*")) if p.is_file() and p.name != MARKER}
+
+
+def _checkpoint(directory: Path, step: int) -> Path:
+    (directory / "shards").mkdir(parents=True, exist_ok=True)
+    (directory / "state.json").write_text(f'{{"step": {step}}}')
+    (directory / "shards" / "0.bin").write_bytes(bytes(range(256)) * step)
+    return directory
+
+
+def test_a_copy_lands_whole_in_another_nodes_directory(tmp_path):
+    here = _checkpoint(tmp_path / "n1" / "checkpoint", step=3)
+    name = checkpoint_pack(7, 70, 0, here)
+    assert name.startswith("checkpoints/job-7/attempt-70-rank-0") and default_storage.exists(name)
+    assert not list(here.parent.glob("*.tar"))  # the packing left nothing behind
+    there = tmp_path / "n2" / "checkpoint"
+    (there / "old").mkdir(parents=True)
+    (there / "old" / "stale.bin").write_bytes(b"an earlier attempt's")
+    assert checkpoint_unpack(name, there)
+    assert _files(there) == _files(here)  # and nothing of what was there before
+    # a directory that holds the copy already, there or where it was made, copies nothing
+    assert not checkpoint_unpack(name, there) and not checkpoint_unpack(name, here)
+
+
+def test_nothing_is_stored_for_an_empty_directory_or_when_copying_is_off(tmp_path, settings):
+    empty = tmp_path / "checkpoint"
+    empty.mkdir()
+    assert checkpoint_pack(7, 70, 0, empty) == ""
+    assert checkpoint_pack(7, 70, 0, tmp_path / "missing") == ""
+    settings.GPUSCHED_STORE_CHECKPOINTS = False
+    assert checkpoint_pack(7, 70, 0, _checkpoint(empty, step=1)) == ""
+
+
+def test_a_copy_that_cannot_be_read_leaves_the_directory_empty(tmp_path):
+    there = _checkpoint(tmp_path / "checkpoint", step=2)
+    assert not checkpoint_unpack("checkpoints/job-7/gone.tar", there)
+    assert _files(there) == {}
+    # a tar whose names reach outside the directory is refused whole
+    evil = io.BytesIO()
+    with tarfile.open(fileobj=evil, mode="w") as tar:
+        data = b"outside"
+        member = tarfile.TarInfo("../escaped.txt")
+        member.size = len(data)
+        tar.addfile(member, io.BytesIO(data))
+    name = default_storage.save("checkpoints/job-7/evil.tar", ContentFile(evil.getvalue()))
+    assert not checkpoint_unpack(name, there)
+    assert not (tmp_path / "escaped.txt").exists() and _files(there) == {}
+
+
+def _preempted(attempt: Attempt, checkpoint: str) -> Job:
+    assert attempt_stop_and_requeue(attempt, reason="test", grace_s=30)
+    return attempt_finish(attempt_id=attempt.pk, token=attempt.token,
+                          result=AttemptResult("PREEMPTED", 75, checkpoint=checkpoint))
+
+
+def test_the_next_attempt_is_handed_the_copy_its_predecessor_stored(alice, tmp_path):
+    make_node("n1", gpus=2)
+    job = make_job(alice, gpus=2)
+    scheduler_tick_run()
+    first = Attempt.objects.get(job=job)
+    assert attempt_start(attempt_id=first.pk, token=first.token).checkpoint == ""
+    name = checkpoint_pack(job.pk, first.pk, 0, _checkpoint(tmp_path / "c", step=5))
+    assert _preempted(first, name).state == "QUEUED"
+    scheduler_tick_run()
+    second = Attempt.objects.get(job=job, ended_at__isnull=True)
+    assert attempt_start(attempt_id=second.pk, token=second.token).checkpoint == name
+
+
+def test_a_fenced_off_attempt_stores_nothing(alice, tmp_path, settings):
+    make_node("n1", gpus=2)
+    job = make_job(alice, gpus=2)
+    scheduler_tick_run()
+    attempt = Attempt.objects.get(job=job)
+    attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    later = timezone.now() + timedelta(seconds=settings.GPUSCHED_LEASE_SECONDS + 1)
+    assert reap_expired_attempts(now=later) == 1  # lost: its job retries under a new token
+    name = checkpoint_pack(job.pk, attempt.pk, 0, _checkpoint(tmp_path / "c", step=5))
+    with pytest.raises(StaleAttempt):
+        attempt_finish(attempt_id=attempt.pk, token=attempt.token,
+                       result=AttemptResult("PREEMPTED", 75, checkpoint=name))
+    assert not StoredCheckpoint.objects.exists()
+
+
+def test_each_rank_of_a_gang_resumes_from_its_own_copy(alice, tmp_path):
+    make_node("n1", gpus=4, island="r1")
+    make_node("n2", gpus=4, island="r1")
+    job = make_job(alice, gpus=8)
+    scheduler_tick_run()
+    gang = Attempt.objects.get(job=job)
+    attempt_start(attempt_id=gang.pk, token=gang.token)
+    rank_start(attempt_id=gang.pk, token=gang.token, rank=1)
+    names = [checkpoint_pack(job.pk, gang.pk, r, _checkpoint(tmp_path / f"r{r}", step=r + 1))
+             for r in (0, 1)]
+    assert attempt_stop_and_requeue(gang, reason="test", grace_s=30)
+    rank_finish(attempt_id=gang.pk, token=gang.token, rank=1,
+                result=AttemptResult("PREEMPTED", 75, checkpoint=names[1]))
+    attempt_finish(attempt_id=gang.pk, token=gang.token,
+                   result=AttemptResult("PREEMPTED", 75, checkpoint=names[0]))
+    scheduler_tick_run()
+    again = Attempt.objects.get(job=job, ended_at__isnull=True)
+    assert attempt_start(attempt_id=again.pk, token=again.token).checkpoint == names[0]
+    assert rank_start(attempt_id=again.pk, token=again.token, rank=1).checkpoint == names[1]
+
+
+def test_the_sweep_keeps_only_the_copies_a_resume_will_read(alice, tmp_path):
+    make_node("n1", gpus=2)
+    resuming, ended = make_job(alice, gpus=1), make_job(alice, gpus=1)
+    names = {}
+    for round_ in (1, 2):
+        scheduler_tick_run()
+        for job in (resuming, ended):
+            attempt = Attempt.objects.get(job=job, ended_at__isnull=True)
+            attempt_start(attempt_id=attempt.pk, token=attempt.token)
+            names[job.pk, round_] = checkpoint_pack(
+                job.pk, attempt.pk, 0, _checkpoint(tmp_path / f"{job.pk}-{round_}", step=round_))
+            _preempted(attempt, names[job.pk, round_])
+    job_cancel(job=Job.objects.get(pk=ended.pk))
+    assert checkpoints_sweep() == 3
+    assert list(StoredCheckpoint.objects.values_list("name", flat=True)) == [
+        names[resuming.pk, 2]]
+    assert [default_storage.exists(n) for n in names.values()] == [False, False, True, False]
+    assert checkpoints_sweep() == 0
+
+
+def test_the_lease_is_renewed_while_a_copy_is_made(alice, settings):
+    """A large checkpoint may take longer to copy than a lease lasts."""
+    import time
+
+    from workers.agent.runner import _keeping_the_lease
+
+    settings.GPUSCHED_HEARTBEAT_SECONDS = 0.2
+    make_node("n1", gpus=1)
+    job = make_job(alice)
+    scheduler_tick_run()
+    attempt = Attempt.objects.get(job=job)
+    claim = attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    before = Attempt.objects.get(pk=attempt.pk).lease_expires_at
+    assert _keeping_the_lease(claim, lambda: time.sleep(1.0) or "copied") == "copied"
+    assert Attempt.objects.get(pk=attempt.pk).lease_expires_at >= before + timedelta(seconds=0.6)

@@ -1,0 +1,107 @@
+"""Checkpoints that travel with their job, so a resume finds them on any node.
+
+A node writes checkpoints under GPUSCHED_WORK_ROOT, its own disk unless the nodes share one.
+An attempt that stops to resume (a preemption, a drain) copies each node's checkpoint
+directory, as one tar, to Django's storage (where outputs go) before it reports; the report
+records the copy under the attempt's fencing token, so a fenced-off attempt records nothing
+and its copy is deleted. Each node of the next attempt puts its rank's latest copy in place
+before the binary starts, unless its directory holds that copy already: a marker file names
+the copy a directory was written from or into, so a resume on the same node, or on nodes
+sharing the work root, copies nothing. The copies of jobs that ended, and those a later copy
+replaced, go by a sweep (beat). GPUSCHED_STORE_CHECKPOINTS=false turns copying off, for a
+fleet whose work root is shared storage already.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tarfile
+from pathlib import Path
+
+from django.conf import settings
+from django.core.files import File
+from django.core.files.storage import default_storage
+from django.db.models import OuterRef, Subquery
+
+from jobs.models import StoredCheckpoint
+from jobs.states import TERMINAL
+
+log = logging.getLogger(__name__)
+MARKER = ".gpusched-stored"  # in a checkpoint directory: the copy it matches
+
+
+def checkpoint_pack(job_id: int, attempt_id: int, rank: int, directory: Path) -> str:
+    """Copy a node's checkpoint directory to storage; the copy's name, or "" when copying is
+    off or the directory holds nothing."""
+    files = [p for p in directory.iterdir() if p.name != MARKER] if directory.is_dir() else []
+    if not settings.GPUSCHED_STORE_CHECKPOINTS or not files:
+        return ""
+    tar_path = directory.with_name(f".{directory.name}.tar")  # on the checkpoint's own disk
+    try:
+        with tarfile.open(tar_path, "w") as tar:
+            for path in sorted(files):
+                tar.add(path, arcname=path.name)
+        with tar_path.open("rb") as fh:
+            name = default_storage.save(
+                f"checkpoints/job-{job_id}/attempt-{attempt_id}-rank-{rank}.tar", File(fh))
+    finally:
+        tar_path.unlink(missing_ok=True)
+    (directory / MARKER).write_text(name)
+    return name
+
+
+def checkpoint_unpack(name: str, directory: Path) -> bool:
+    """Put the stored copy `name` in the directory, unless it matches it already; True if
+    it was copied. A copy that cannot be read leaves the directory empty: the binary starts
+    from the beginning rather than from another attempt's checkpoint."""
+    marker = directory / MARKER
+    if not name or not settings.GPUSCHED_STORE_CHECKPOINTS or (
+            marker.is_file() and marker.read_text() == name):
+        return False
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    try:
+        with default_storage.open(name, "rb") as fh, tarfile.open(fileobj=fh, mode="r|") as tar:
+            tar.extractall(directory, filter="data")  # names inside stay inside
+    except Exception:  # any storage backend's error: the attempt still runs
+        log.exception("stored checkpoint %s could not be read; starting without it", name)
+        shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir(parents=True)
+        return False
+    marker.write_text(name)
+    return True
+
+
+def checkpoint_record(*, job_id: int, attempt_id: int, rank: int, name: str) -> None:
+    """Record a node's copy; called by the attempt's or the rank's report, under its token."""
+    if name:
+        StoredCheckpoint.objects.create(job_id=job_id, attempt_id=attempt_id, rank=rank,
+                                        name=name)
+
+
+def checkpoint_discard(name: str) -> None:
+    """Delete a copy its fenced-off attempt could not record."""
+    if name:
+        default_storage.delete(name)
+
+
+def latest_checkpoint(job_id: int, rank: int) -> str:
+    """The storage name of the job's latest copy for a rank, or ""."""
+    return StoredCheckpoint.objects.filter(job_id=job_id, rank=rank).order_by(
+        "-attempt_id").values_list("name", flat=True).first() or ""
+
+
+def checkpoints_sweep() -> int:
+    """Delete the copies no resume will read: those of jobs that ended, and those a later
+    attempt's copy of the same rank replaced. Returns how many went."""
+    latest = StoredCheckpoint.objects.filter(
+        job_id=OuterRef("job_id"), rank=OuterRef("rank")).order_by("-attempt_id")
+    gone = (StoredCheckpoint.objects.filter(job__state__in=TERMINAL)
+            | StoredCheckpoint.objects.exclude(pk=Subquery(latest.values("pk")[:1])))
+    count = 0
+    for pk, name in gone.values_list("pk", "name"):
+        default_storage.delete(name)  # a file already gone is no error
+        StoredCheckpoint.objects.filter(pk=pk).delete()
+        count += 1
+    return count
