@@ -15,6 +15,7 @@ from jobs.models import (
     Organization,
     Project,
     RunTimeStat,
+    StoredCheckpoint,
     Tier,
     UsageAccount,
     WebhookDelivery,
@@ -195,12 +196,34 @@ class AttemptRankInline(admin.TabularInline):
         return False
 
 
+class StoredCheckpointInline(admin.TabularInline):
+    """Copies of the attempt's checkpoints its job resumes from (one a node)."""
+
+    model = StoredCheckpoint
+    fk_name = "attempt"
+    extra = 0
+    can_delete = False
+    fields = ["rank", "name", "created_at"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
 @admin.register(Attempt)
 class AttemptAdmin(ReadOnly):
     list_display = ["id", "job", "node", "token", "status", "outcome", "exit_code",
                     "lease_expires_at", "started_at", "ended_at"]
     list_filter = ["status", "outcome", "node"]
-    inlines = [AttemptRankInline]
+    inlines = [AttemptRankInline, StoredCheckpointInline]
+
+
+@admin.register(StoredCheckpoint)
+class StoredCheckpointAdmin(ReadOnly):
+    """Checkpoints of stopped attempts in storage, kept until no resume will read them
+    (workers/services/checkpoints.py sweeps them)."""
+
+    list_display = ["id", "job", "attempt", "rank", "name", "created_at"]
 
 
 @admin.register(AttemptRank)

@@ -5,7 +5,7 @@ from django.contrib import admin
 from django.contrib.auth.models import User
 from django.urls import reverse
 
-from jobs.models import AttemptRank, RunTimeStat
+from jobs.models import Attempt, AttemptRank, RunTimeStat, StoredCheckpoint
 from jobs.scheduler.tick import scheduler_tick_run
 from tests.support.factories import make_job, make_node
 
@@ -33,6 +33,9 @@ def test_every_registered_model_lists_and_opens(operator, alice):
     RunTimeStat.objects.create(project=alice.projects.get(), gpus=1, runs=3, mean_log=4.0)
     scheduler_tick_run()
     assert AttemptRank.objects.exists()
+    attempt = Attempt.objects.first()
+    StoredCheckpoint.objects.create(job_id=attempt.job_id, attempt=attempt,
+                                    name=f"checkpoints/job-{attempt.job_id}/copy.tar")
     for model in admin.site._registry:
         meta = model._meta
         listing = operator.get(reverse(f"admin:{meta.app_label}_{meta.model_name}_changelist"))
