@@ -52,7 +52,7 @@ def test_a_copy_lands_whole_in_another_nodes_directory(tmp_path):
     here = _checkpoint(tmp_path / "n1" / "checkpoint", step=3)
     name = checkpoint_pack(7, 70, 0, here)
     assert name.startswith("checkpoints/job-7/attempt-70-rank-0") and default_storage.exists(name)
-    assert not list(here.parent.glob("*.tar"))  # the packing left nothing behind
+    assert [p.name for p in here.parent.iterdir()] == ["checkpoint"]  # no tar left behind
     there = tmp_path / "n2" / "checkpoint"
     (there / "old").mkdir(parents=True)
     (there / "old" / "stale.bin").write_bytes(b"an earlier attempt's")

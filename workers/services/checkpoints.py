@@ -44,11 +44,19 @@ def checkpoint_pack(job_id: int, attempt_id: int, rank: int, directory: Path) ->
                 tar.add(path, arcname=path.name)
         with tar_path.open("rb") as fh:
             name = default_storage.save(
-                f"checkpoints/job-{job_id}/attempt-{attempt_id}-rank-{rank}.tar", File(fh))
+                f"checkpoints/job-{job_id}/attempt-{attempt_id}-rank-{rank}.tar", _Made(fh))
     finally:
         tar_path.unlink(missing_ok=True)
     (directory / MARKER).write_text(name)
     return name
+
+
+class _Made(File):
+    """A file already written on disk: file system storage moves it into place instead of
+    copying it (other storages read it as any file)."""
+
+    def temporary_file_path(self) -> str:
+        return self.file.name
 
 
 def checkpoint_unpack(name: str, directory: Path) -> bool:
