@@ -17,7 +17,13 @@ from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.cancellation import job_cancel
 from jobs.services.requeue import attempt_stop_and_requeue
 from tests.support.factories import make_job, make_node
-from workers.services.attempts import AttemptResult, StaleAttempt, attempt_finish, attempt_start
+from workers.services.attempts import (
+    AttemptClaim,
+    AttemptResult,
+    StaleAttempt,
+    attempt_finish,
+    attempt_start,
+)
 from workers.services.checkpoints import (
     MARKER,
     checkpoint_pack,
@@ -87,6 +93,20 @@ def test_a_copy_that_cannot_be_read_leaves_the_directory_empty(tmp_path):
     assert not (tmp_path / "escaped.txt").exists() and _files(there) == {}
 
 
+def _started(org, gpus: int = 2) -> tuple[Attempt, AttemptClaim]:
+    """A job of `gpus` placed by a round and started: on one node n1 of that size, or, for
+    8 GPUs, a gang on two 4-GPU nodes of one island."""
+    if gpus == 8:
+        make_node("n1", gpus=4, island="r1")
+        make_node("n2", gpus=4, island="r1")
+    else:
+        make_node("n1", gpus=gpus)
+    job = make_job(org, gpus=gpus)
+    scheduler_tick_run()
+    attempt = Attempt.objects.get(job=job)
+    return attempt, attempt_start(attempt_id=attempt.pk, token=attempt.token)
+
+
 def _preempted(attempt: Attempt, checkpoint: str) -> Job:
     assert attempt_stop_and_requeue(attempt, reason="test", grace_s=30)
     return attempt_finish(attempt_id=attempt.pk, token=attempt.token,
@@ -94,11 +114,9 @@ def _preempted(attempt: Attempt, checkpoint: str) -> Job:
 
 
 def test_the_next_attempt_is_handed_the_copy_its_predecessor_stored(alice, tmp_path):
-    make_node("n1", gpus=2)
-    job = make_job(alice, gpus=2)
-    scheduler_tick_run()
-    first = Attempt.objects.get(job=job)
-    assert attempt_start(attempt_id=first.pk, token=first.token).checkpoint == ""
+    first, claim = _started(alice)
+    assert claim.checkpoint == ""
+    job = first.job
     name = checkpoint_pack(job.pk, first.pk, 0, _checkpoint(tmp_path / "c", step=5))
     assert _preempted(first, name).state == "QUEUED"
     scheduler_tick_run()
@@ -107,11 +125,8 @@ def test_the_next_attempt_is_handed_the_copy_its_predecessor_stored(alice, tmp_p
 
 
 def test_a_fenced_off_attempt_stores_nothing(alice, tmp_path, settings):
-    make_node("n1", gpus=2)
-    job = make_job(alice, gpus=2)
-    scheduler_tick_run()
-    attempt = Attempt.objects.get(job=job)
-    attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    attempt, _ = _started(alice)
+    job = attempt.job
     later = timezone.now() + timedelta(seconds=settings.GPUSCHED_LEASE_SECONDS + 1)
     assert reap_expired_attempts(now=later) == 1  # lost: its job retries under a new token
     name = checkpoint_pack(job.pk, attempt.pk, 0, _checkpoint(tmp_path / "c", step=5))
@@ -122,12 +137,8 @@ def test_a_fenced_off_attempt_stores_nothing(alice, tmp_path, settings):
 
 
 def test_each_rank_of_a_gang_resumes_from_its_own_copy(alice, tmp_path):
-    make_node("n1", gpus=4, island="r1")
-    make_node("n2", gpus=4, island="r1")
-    job = make_job(alice, gpus=8)
-    scheduler_tick_run()
-    gang = Attempt.objects.get(job=job)
-    attempt_start(attempt_id=gang.pk, token=gang.token)
+    gang, _ = _started(alice, gpus=8)
+    job = gang.job
     rank_start(attempt_id=gang.pk, token=gang.token, rank=1)
     names = [checkpoint_pack(job.pk, gang.pk, r, _checkpoint(tmp_path / f"r{r}", step=r + 1))
              for r in (0, 1)]
@@ -169,11 +180,7 @@ def test_the_lease_is_renewed_while_a_copy_is_made(alice, settings):
     from workers.agent.runner import _keeping_the_lease
 
     settings.GPUSCHED_HEARTBEAT_SECONDS = 0.2
-    make_node("n1", gpus=1)
-    job = make_job(alice)
-    scheduler_tick_run()
-    attempt = Attempt.objects.get(job=job)
-    claim = attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    attempt, claim = _started(alice, gpus=1)
     before = Attempt.objects.get(pk=attempt.pk).lease_expires_at
     assert _keeping_the_lease(claim, lambda: time.sleep(1.0) or "copied") == "copied"
     assert Attempt.objects.get(pk=attempt.pk).lease_expires_at >= before + timedelta(seconds=0.6)
