@@ -184,3 +184,16 @@ def test_the_lease_is_renewed_while_a_copy_is_made(alice, settings):
     before = Attempt.objects.get(pk=attempt.pk).lease_expires_at
     assert _keeping_the_lease(claim, lambda: time.sleep(1.0) or "copied") == "copied"
     assert Attempt.objects.get(pk=attempt.pk).lease_expires_at >= before + timedelta(seconds=0.6)
+
+
+def test_a_node_removes_what_jobs_that_ended_left_in_its_work_root(alice, tmp_path):
+    from workers.services.checkpoints import work_root_sweep
+
+    running, _ = _started(alice)
+    ended = make_job(alice)
+    job_cancel(job=ended)
+    for pk in (running.job_id, ended.pk, 99_999):  # the last one's job is gone
+        _checkpoint(tmp_path / f"job-{pk}" / "checkpoint", step=1)
+    (tmp_path / "job-notes").mkdir()  # not a job's: left alone
+    assert work_root_sweep(tmp_path) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"job-{running.job_id}", "job-notes"]

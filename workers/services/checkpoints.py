@@ -8,8 +8,10 @@ and its copy is deleted. Each node of the next attempt puts its rank's latest co
 before the binary starts, unless its directory holds that copy already: a marker file names
 the copy a directory was written from or into, so a resume on the same node, or on nodes
 sharing the work root, copies nothing. The copies of jobs that ended, and those a later copy
-replaced, go by a sweep (beat). GPUSCHED_STORE_CHECKPOINTS=false turns copying off, for a
-fleet whose work root is shared storage already.
+replaced, go by a sweep (beat); each node sweeps its work root of the directories of jobs
+that ended, which a node a job moved away from would keep otherwise.
+GPUSCHED_STORE_CHECKPOINTS=false turns copying off, for a fleet whose work root is shared
+storage already.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from django.core.files import File
 from django.core.files.storage import default_storage
 from django.db.models import OuterRef, Subquery
 
-from jobs.models import StoredCheckpoint
+from jobs.models import Job, StoredCheckpoint
 from jobs.states import TERMINAL
 
 log = logging.getLogger(__name__)
@@ -113,3 +115,16 @@ def checkpoints_sweep() -> int:
         StoredCheckpoint.objects.filter(pk=pk).delete()
         count += 1
     return count
+
+
+def work_root_sweep(root: Path) -> int:
+    """Remove the job directories (`job-<id>`, workers/agent/command.py) under a node's work
+    root whose job ended or is gone: the checkpoints a job left on a node it no longer runs
+    on, which nothing else removes. Returns how many went."""
+    dirs = {int(p.name[4:]): p for p in root.glob("job-*") if p.name[4:].isdigit()}
+    live = set(Job.objects.filter(pk__in=dirs).exclude(state__in=TERMINAL).values_list(
+        "pk", flat=True))
+    over = [path for pk, path in dirs.items() if pk not in live]
+    for path in over:
+        shutil.rmtree(path, ignore_errors=True)
+    return len(over)

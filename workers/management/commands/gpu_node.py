@@ -22,9 +22,11 @@ from workers.agent.discovery import (
 )
 from workers.agent.gpu_watch import GpuWatch
 from workers.queues import node_queue
+from workers.services.checkpoints import work_root_sweep
 from workers.services.nodes import node_gpu_health, node_heartbeat, node_register
 
 log = logging.getLogger(__name__)
+WORK_SWEEP_S = 300.0  # how often a node removes what jobs that ended left in its work root
 
 
 class Command(BaseCommand):
@@ -76,6 +78,7 @@ class Command(BaseCommand):
             if watch:
                 watch.start()
             threading.Thread(target=_heartbeat_loop, args=(name, watch), daemon=True).start()
+            threading.Thread(target=_work_sweep_loop, daemon=True).start()
             connections.close_all()  # a child forked later must not inherit this connection
 
         worker_ready.connect(register, weak=False)
@@ -113,4 +116,19 @@ def _heartbeat_loop(name: str, watch: GpuWatch | None) -> None:
             log.warning("heartbeat of %s failed", name, exc_info=True)
             connections.close_all()
         if stop.wait(settings.GPUSCHED_HEARTBEAT_SECONDS):
+            return
+
+
+def _work_sweep_loop() -> None:
+    """From the start, every WORK_SWEEP_S: remove the directories of jobs that ended from the
+    work root (a thread of its own: removing a large checkpoint must not delay a beat)."""
+    stop = threading.Event()
+    while True:
+        close_old_connections()
+        try:
+            work_root_sweep(settings.GPUSCHED_WORK_ROOT)
+        except Exception:  # the next round retries
+            log.warning("sweeping %s failed", settings.GPUSCHED_WORK_ROOT, exc_info=True)
+            connections.close_all()
+        if stop.wait(WORK_SWEEP_S):
             return
