@@ -33,6 +33,14 @@ log = logging.getLogger(__name__)
 MARKER = ".gpusched-stored"  # in a checkpoint directory: the copy it matches
 
 
+class _Made(File):
+    """A file already written on disk: file system storage moves it into place instead of
+    copying it (other storages read it as any file)."""
+
+    def temporary_file_path(self) -> str:
+        return self.file.name
+
+
 def checkpoint_pack(job_id: int, attempt_id: int, rank: int, directory: Path) -> str:
     """Copy a node's checkpoint directory to storage; the copy's name, or "" when copying is
     off or the directory holds nothing."""
@@ -51,14 +59,6 @@ def checkpoint_pack(job_id: int, attempt_id: int, rank: int, directory: Path) ->
         tar_path.unlink(missing_ok=True)
     (directory / MARKER).write_text(name)
     return name
-
-
-class _Made(File):
-    """A file already written on disk: file system storage moves it into place instead of
-    copying it (other storages read it as any file)."""
-
-    def temporary_file_path(self) -> str:
-        return self.file.name
 
 
 def checkpoint_unpack(name: str, directory: Path) -> bool:
