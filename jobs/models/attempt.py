@@ -37,6 +37,9 @@ class Attempt(models.Model):
     stop_requested = models.CharField(max_length=10, blank=True,
                                       help_text="'preempt' or 'cancel' when asked to stop.")
     stop_deadline = models.DateTimeField(null=True, blank=True)
+    # its binary ended and its node freed its GPUs before its report, which waits for its
+    # checkpoint's copy (workers/services/checkpoints.py): it holds no GPU from then on
+    gpus_freed_at = models.DateTimeField(null=True, blank=True)
     preempted_for = models.ForeignKey(
         "jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
         help_text="The job these GPUs are promised to while this attempt stops.")

@@ -100,12 +100,15 @@ def _keys() -> dict[int, str]:
             # concat writes a NULL as nothing, in its place: no two keys read alike
             f"SELECT a.id, concat(a.token, '|', a.started_at, '|', a.stop_requested, '|', "
             f"a.stop_deadline, '|', a.last_checkpoint_at, '|', j.xmin) FROM {attempts} a "
-            f"JOIN {jobs} j ON j.id = a.job_id WHERE a.ended_at IS NULL")
+            f"JOIN {jobs} j ON j.id = a.job_id "
+            f"WHERE a.ended_at IS NULL AND a.gpus_freed_at IS NULL")
         return dict(cur.fetchall())
 
 
 def _read(attempts: QuerySet[Attempt]) -> QuerySet:
-    return attempts.filter(ended_at__isnull=True).values_list(*_READ)
+    """Attempts that hold GPUs: live, and not one that freed them before its report."""
+    return attempts.filter(ended_at__isnull=True, gpus_freed_at__isnull=True).values_list(
+        *_READ)
 
 
 def _named(rows: list[Row]) -> list[Row]:

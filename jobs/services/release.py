@@ -7,10 +7,15 @@ from datetime import datetime
 from jobs.models import AttemptRank, AttemptStatus, GpuBinding
 
 
+def release_gpus(attempt_id: int, now: datetime) -> None:
+    """Free the GPUs the attempt still holds, on every node."""
+    GpuBinding.objects.filter(attempt_id=attempt_id, released_at__isnull=True).update(
+        released_at=now)
+
+
 def release_attempt(attempt_id: int, now: datetime) -> None:
     """Free the attempt's GPUs on every node it holds, and end its ranks still live: their
     next call is then refused as stale and their processes are killed (workers/agent)."""
-    GpuBinding.objects.filter(attempt_id=attempt_id, released_at__isnull=True).update(
-        released_at=now)
+    release_gpus(attempt_id, now)
     AttemptRank.objects.filter(attempt_id=attempt_id, ended_at__isnull=True).update(
         status=AttemptStatus.ENDED, ended_at=now)

@@ -177,3 +177,30 @@ def test_each_nominee_starts_when_its_own_victims_let_go(bob, settings):
     states = dict(Job.objects.filter(pk__in=nodes.values()).values_list("pk", "state"))
     assert (states[nodes["n1"]], states[nodes["n2"]]) == ("SCHEDULED", "QUEUED")
     assert Job.objects.get(pk=nodes["n2"]).nominated_node.name == "n2"  # still promised
+
+
+def test_a_victim_that_copies_its_checkpoint_frees_its_gpus_to_the_preemptor_first(nominated):
+    """The copy of a large checkpoint takes seconds to minutes: the preemptor starts on the
+    GPUs as soon as the victim's binary has ended, while the victim still holds its lease."""
+    from jobs.scheduler.snapshot import load_snapshot
+    from workers.services.attempts import attempt_free_gpus
+
+    victim, urgent = nominated["victim"], nominated["urgent"]
+    assert not attempt_free_gpus(attempt_id=victim.pk, token=victim.token + 1)  # stale
+    assert attempt_free_gpus(attempt_id=victim.pk, token=victim.token)
+    assert not attempt_free_gpus(attempt_id=victim.pk, token=victim.token)  # once
+    scheduler_tick_run()
+    urgent.refresh_from_db()
+    assert urgent.state == "SCHEDULED"
+    live = Attempt.objects.get(job=urgent, ended_at__isnull=True)
+    assert (live.node.name, live.gpu_indices) == ("n1", [0, 1])
+    victim.refresh_from_db()
+    assert victim.ended_at is None  # still copying, its lease its own
+    # the next round sees the GPUs as the preemptor's only
+    assert [r.attempt_id for r in load_snapshot(timezone.now()).running] == [live.pk]
+    job = attempt_finish(attempt_id=victim.pk, token=victim.token,
+                         result=AttemptResult("PREEMPTED", 75))
+    victim.refresh_from_db()
+    assert job.state == "QUEUED"
+    # billed up to the binary's end, not through the copy
+    assert victim.last_checkpoint_at == victim.gpus_freed_at < victim.ended_at

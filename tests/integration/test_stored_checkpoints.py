@@ -22,6 +22,7 @@ from workers.services.attempts import (
     AttemptResult,
     StaleAttempt,
     attempt_finish,
+    attempt_free_gpus,
     attempt_start,
 )
 from workers.services.checkpoints import (
@@ -139,6 +140,8 @@ def test_a_fenced_off_attempt_stores_nothing(alice, tmp_path, settings):
 def test_each_rank_of_a_gang_resumes_from_its_own_copy(alice, tmp_path):
     gang, _ = _started(alice, gpus=8)
     job = gang.job
+    # a gang's nodes copy while they hold their GPUs: none frees them before the report
+    assert not attempt_free_gpus(attempt_id=gang.pk, token=gang.token)
     rank_start(attempt_id=gang.pk, token=gang.token, rank=1)
     names = [checkpoint_pack(job.pk, gang.pk, r, _checkpoint(tmp_path / f"r{r}", step=r + 1))
              for r in (0, 1)]

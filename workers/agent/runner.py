@@ -30,6 +30,7 @@ from workers.services.attempts import (
     StaleAttempt,
     Verdict,
     attempt_finish,
+    attempt_free_gpus,
     attempt_heartbeat,
     attempt_start,
 )
@@ -133,7 +134,12 @@ def _resume_from(claim: AttemptClaim, paths: AttemptPaths) -> None:
 def _store_checkpoint(claim: AttemptClaim, paths: AttemptPaths) -> str:
     """A copy of the checkpoint of a node that stopped to resume, for the next attempt's
     nodes; "" if there is none, or it could not be stored (a resume on this node, or on
-    nodes sharing the work root, still finds it)."""
+    nodes sharing the work root, still finds it). A job on one node frees its GPUs first,
+    so that its preemptor does not wait for the copy."""
+    if not settings.GPUSCHED_STORE_CHECKPOINTS:
+        return ""
+    if len(claim.nodes) <= 1:
+        attempt_free_gpus(attempt_id=claim.attempt_id, token=claim.token)
     try:
         return _keeping_the_lease(claim, lambda: checkpoint_pack(
             claim.job_id, claim.attempt_id, claim.node_rank, paths.checkpoint_dir))

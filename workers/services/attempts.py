@@ -16,13 +16,15 @@ from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import default_storage
 from django.db import transaction
+from django.db.models import Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from credits.services.holds import meter_attempt
 from credits.services.pricing import gpu_hour_price
 from jobs.models import Attempt, AttemptStatus, Job
 from jobs.scheduler.trigger import request_tick
-from jobs.services.release import release_attempt
+from jobs.services.release import release_attempt, release_gpus
 from jobs.services.storable import storable
 from jobs.states import JobState
 from jobs.transitions import transition
@@ -157,6 +159,23 @@ def verdict_of(attempt_id: int, now: datetime) -> Verdict:
     return Verdict(stop, max(0.0, left))
 
 
+def attempt_free_gpus(*, attempt_id: int, token: int) -> bool:
+    """Free a single-node attempt's GPUs once its binary has ended, ahead of its report, so
+    that its preemptor need not wait while it copies its checkpoint (a gang's nodes free
+    theirs at its report). It holds no GPU from then on: the snapshot leaves it out. True if
+    freed; a stale token frees nothing."""
+    now = timezone.now()
+    with transaction.atomic():
+        freed = Attempt.objects.filter(
+            pk=attempt_id, token=token, status=AttemptStatus.RUNNING, ended_at__isnull=True,
+            gpus_freed_at__isnull=True, ranks__isnull=True).update(gpus_freed_at=now)
+        if freed != 1:
+            return False
+        release_gpus(attempt_id, now)
+        transaction.on_commit(request_tick)  # a preemptor may start on them now
+    return True
+
+
 @dataclass(frozen=True)
 class AttemptResult:
     outcome: str  # an Attempt.Outcome
@@ -185,7 +204,9 @@ def _end_attempt(attempt_id: int, token: int, result: AttemptResult) -> Attempt:
     now = timezone.now()
     fields = {}
     if result.outcome == Outcome.PREEMPTED and result.exit_code == EXIT_CHECKPOINTED:
-        fields["last_checkpoint_at"] = now  # it wrote one as it stopped: nothing was lost
+        # it wrote one as it stopped: nothing was lost up to its end, or up to when it freed
+        # its GPUs to copy that checkpoint (the copy is not GPU time)
+        fields["last_checkpoint_at"] = Coalesce("gpus_freed_at", Value(now))
     ended = Attempt.objects.filter(pk=attempt_id, token=token, ended_at__isnull=True).update(
         status=AttemptStatus.ENDED, ended_at=now, outcome=result.outcome,
         exit_code=result.exit_code, stderr_tail=storable(result.stderr_tail[-4000:]), **fields)
