@@ -1,4 +1,6 @@
 """The live attempts as each tick's snapshot reads them, kept between ticks in this process.
+An attempt that freed its GPUs before its report (it copies its checkpoint,
+workers/services/checkpoints.py) holds none and is left out, as an ended one is.
 
 At 5,000 running attempts, reading them in full (joined to their jobs, JSON decoded) took
 60-90 ms of each tick on the service bench, though what the policy reads of an attempt
