@@ -38,7 +38,7 @@ class Attempt(models.Model):
                                       help_text="'preempt' or 'cancel' when asked to stop.")
     stop_deadline = models.DateTimeField(null=True, blank=True)
     # its binary ended and its node freed its GPUs before its report, which waits for its
-    # checkpoint's copy (workers/services/checkpoints.py): it holds no GPU from then on
+    # checkpoint's copy (workers/services/checkpoints.py): it holds none there from then on
     gpus_freed_at = models.DateTimeField(null=True, blank=True)
     preempted_for = models.ForeignKey(
         "jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
@@ -87,6 +87,7 @@ class AttemptRank(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    gpus_freed_at = models.DateTimeField(null=True, blank=True)  # as Attempt.gpus_freed_at
     outcome = models.CharField(max_length=10, choices=Attempt.Outcome.choices, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
 

@@ -113,10 +113,11 @@ Ranks = Mapping[int, list[P.Allocation]]  # live_ranks()
 
 def live_ranks() -> dict[int, list[P.Allocation]]:
     """attempt -> its further nodes' GPUs, for the live attempts whose gang spans nodes. A
-    rank whose process ended keeps its GPUs bound until the attempt ends (place)."""
+    rank whose process ended keeps its GPUs bound until the attempt ends (place), unless it
+    freed them to copy its checkpoint (workers/services/ranks.rank_free_gpus)."""
     out: dict[int, list[P.Allocation]] = defaultdict(list)
     for attempt, node, gpus in AttemptRank.objects.filter(
-        attempt__ended_at__isnull=True
+        attempt__ended_at__isnull=True, gpus_freed_at__isnull=True
     ).values_list("attempt_id", "node__name", "gpu_indices"):
         out[attempt].append(P.Allocation(node, tuple(gpus)))
     return out

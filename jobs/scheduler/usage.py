@@ -125,7 +125,8 @@ def load_usage(now: datetime, half_life_s: float, live: Iterable[LiveUse] | None
 
 
 def _live() -> Iterable[LiveUse]:
-    beyond = rank_gpus(AttemptRank.objects.filter(attempt__ended_at__isnull=True))
+    beyond = rank_gpus(AttemptRank.objects.filter(attempt__ended_at__isnull=True,
+                                                  gpus_freed_at__isnull=True))
     for pk, org, project, user, gpus, started in Attempt.objects.filter(
         ended_at__isnull=True, started_at__isnull=False, gpus_freed_at__isnull=True
     ).values_list("pk", "job__organization__slug", "job__project__name",

@@ -7,10 +7,12 @@ from datetime import datetime
 from jobs.models import AttemptRank, AttemptStatus, GpuBinding
 
 
-def release_gpus(attempt_id: int, now: datetime) -> None:
-    """Free the GPUs the attempt still holds, on every node."""
-    GpuBinding.objects.filter(attempt_id=attempt_id, released_at__isnull=True).update(
-        released_at=now)
+def release_gpus(attempt_id: int, now: datetime, node_id: int | None = None) -> None:
+    """Free the GPUs the attempt still holds, on every node or on one."""
+    bound = GpuBinding.objects.filter(attempt_id=attempt_id, released_at__isnull=True)
+    if node_id is not None:
+        bound = bound.filter(gpu__node_id=node_id)
+    bound.update(released_at=now)
 
 
 def release_attempt(attempt_id: int, now: datetime) -> None:

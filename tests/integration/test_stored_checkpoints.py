@@ -12,7 +12,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.utils import timezone
 
-from jobs.models import Attempt, Job, StoredCheckpoint
+from jobs.models import Attempt, GpuBinding, Job, StoredCheckpoint
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.cancellation import job_cancel
 from jobs.services.requeue import attempt_stop_and_requeue
@@ -140,8 +140,6 @@ def test_a_fenced_off_attempt_stores_nothing(alice, tmp_path, settings):
 def test_each_rank_of_a_gang_resumes_from_its_own_copy(alice, tmp_path):
     gang, _ = _started(alice, gpus=8)
     job = gang.job
-    # a gang's nodes copy while they hold their GPUs: none frees them before the report
-    assert not attempt_free_gpus(attempt_id=gang.pk, token=gang.token)
     rank_start(attempt_id=gang.pk, token=gang.token, rank=1)
     names = [checkpoint_pack(job.pk, gang.pk, r, _checkpoint(tmp_path / f"r{r}", step=r + 1))
              for r in (0, 1)]
@@ -200,3 +198,33 @@ def test_a_node_removes_what_jobs_that_ended_left_in_its_work_root(alice, tmp_pa
     (tmp_path / "job-notes").mkdir()  # not a job's: left alone
     assert work_root_sweep(tmp_path) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"job-{running.job_id}", "job-notes"]
+
+
+def test_each_node_of_a_gang_frees_its_gpus_before_it_copies(alice):
+    """The next round sees only the nodes still holding theirs; a stale token frees none."""
+    from jobs.scheduler.snapshot import load_snapshot
+    from workers.services.ranks import rank_free_gpus
+
+    gang, _ = _started(alice, gpus=8)
+    rank_start(attempt_id=gang.pk, token=gang.token, rank=1)
+    assert attempt_stop_and_requeue(gang, reason="test", grace_s=30)
+
+    def held() -> list[tuple[str, tuple[int, ...]]]:
+        return sorted((a.node, a.gpus) for r in load_snapshot(timezone.now()).running
+                      for a in r.allocations)
+
+    assert not rank_free_gpus(attempt_id=gang.pk, token=gang.token + 1, rank=1)
+    assert rank_free_gpus(attempt_id=gang.pk, token=gang.token, rank=1)
+    assert held() == [("n1", (0, 1, 2, 3))]
+    assert set(GpuBinding.objects.filter(released_at__isnull=True).values_list(
+        "gpu__node__name", flat=True)) == {"n1"}
+    assert not attempt_free_gpus(attempt_id=gang.pk, token=gang.token + 1)
+    assert attempt_free_gpus(attempt_id=gang.pk, token=gang.token)
+    assert held() == [] and not GpuBinding.objects.filter(released_at__isnull=True).exists()
+    # the copies done, the reports come as before
+    rank_finish(attempt_id=gang.pk, token=gang.token, rank=1,
+                result=AttemptResult("PREEMPTED", 75))
+    job = attempt_finish(attempt_id=gang.pk, token=gang.token,
+                         result=AttemptResult("PREEMPTED", 75))
+    gang.refresh_from_db()
+    assert job.state == "QUEUED" and gang.last_checkpoint_at == gang.gpus_freed_at

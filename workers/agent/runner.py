@@ -40,6 +40,7 @@ from workers.services.ranks import (
     ENDS_THE_GANG,
     job_is_over,
     rank_finish,
+    rank_free_gpus,
     rank_heartbeat,
     rank_start,
     ranks_running,
@@ -134,11 +135,13 @@ def _resume_from(claim: AttemptClaim, paths: AttemptPaths) -> None:
 def _store_checkpoint(claim: AttemptClaim, paths: AttemptPaths) -> str:
     """A copy of the checkpoint of a node that stopped to resume, for the next attempt's
     nodes; "" if there is none, or it could not be stored (a resume on this node, or on
-    nodes sharing the work root, still finds it). A job on one node frees its GPUs first,
-    so that its preemptor does not wait for the copy."""
+    nodes sharing the work root, still finds it). The node frees its GPUs first, so that
+    the preemptor does not wait for the copy."""
     if not settings.GPUSCHED_STORE_CHECKPOINTS:
         return ""
-    if len(claim.nodes) <= 1:
+    if claim.node_rank:
+        rank_free_gpus(attempt_id=claim.attempt_id, token=claim.token, rank=claim.node_rank)
+    else:
         attempt_free_gpus(attempt_id=claim.attempt_id, token=claim.token)
     try:
         return _keeping_the_lease(claim, lambda: checkpoint_pack(

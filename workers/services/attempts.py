@@ -160,18 +160,19 @@ def verdict_of(attempt_id: int, now: datetime) -> Verdict:
 
 
 def attempt_free_gpus(*, attempt_id: int, token: int) -> bool:
-    """Free a single-node attempt's GPUs once its binary has ended, ahead of its report, so
-    that its preemptor need not wait while it copies its checkpoint (a gang's nodes free
-    theirs at its report). It holds no GPU from then on: the snapshot leaves it out. True if
-    freed; a stale token frees nothing."""
+    """Free the GPUs of the attempt's own node (rank 0) once its binary has ended, ahead of
+    its report, so that its preemptor need not wait while it copies its checkpoint; a gang's
+    other nodes free theirs with ranks.rank_free_gpus. The snapshot leaves the attempt out
+    from then on. True if freed; a stale token frees nothing."""
     now = timezone.now()
     with transaction.atomic():
         freed = Attempt.objects.filter(
             pk=attempt_id, token=token, status=AttemptStatus.RUNNING, ended_at__isnull=True,
-            gpus_freed_at__isnull=True, ranks__isnull=True).update(gpus_freed_at=now)
+            gpus_freed_at__isnull=True).update(gpus_freed_at=now)
         if freed != 1:
             return False
-        release_gpus(attempt_id, now)
+        node_id = Attempt.objects.filter(pk=attempt_id).values_list("node_id", flat=True).get()
+        release_gpus(attempt_id, now, node_id=node_id)
         transaction.on_commit(request_tick)  # a preemptor may start on them now
     return True
 

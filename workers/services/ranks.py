@@ -19,6 +19,8 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from jobs.models import Attempt, AttemptRank, AttemptStatus, Job
+from jobs.scheduler.trigger import request_tick
+from jobs.services.release import release_gpus
 from jobs.states import TERMINAL
 from workers.services.attempts import (
     AttemptClaim,
@@ -87,6 +89,22 @@ def rank_finish(*, attempt_id: int, token: int, rank: int, result: AttemptResult
                            result=dataclasses.replace(result, stderr_tail=tail,
                                                       output_path=None))
     return result.outcome
+
+
+def rank_free_gpus(*, attempt_id: int, token: int, rank: int) -> bool:
+    """Free the rank's GPUs once its binary has ended, ahead of its report, as rank 0 does
+    (attempts.attempt_free_gpus): the snapshot leaves the rank out from then on. True if
+    freed; a stale token frees nothing."""
+    now = timezone.now()
+    with transaction.atomic():
+        live = _live(attempt_id, token, rank).filter(status=AttemptStatus.RUNNING,
+                                                     gpus_freed_at__isnull=True)
+        node_id = live.values_list("node_id", flat=True).first()
+        if node_id is None or live.update(gpus_freed_at=now) != 1:
+            return False
+        release_gpus(attempt_id, now, node_id=node_id)
+        transaction.on_commit(request_tick)
+    return True
 
 
 def job_is_over(job_id: int) -> bool:
