@@ -35,7 +35,7 @@ def test_every_registered_model_lists_and_opens(operator, alice):
     assert AttemptRank.objects.exists()
     attempt = Attempt.objects.first()
     StoredCheckpoint.objects.create(job_id=attempt.job_id, attempt=attempt,
-                                    name=f"checkpoints/job-{attempt.job_id}/copy.tar")
+                                    name=f"checkpoints/job-{attempt.job_id}-copy.tar")
     for model in admin.site._registry:
         meta = model._meta
         listing = operator.get(reverse(f"admin:{meta.app_label}_{meta.model_name}_changelist"))

@@ -58,7 +58,7 @@ def _checkpoint(directory: Path, step: int) -> Path:
 def test_a_copy_lands_whole_in_another_nodes_directory(tmp_path):
     here = _checkpoint(tmp_path / "n1" / "checkpoint", step=3)
     name = checkpoint_pack(7, 70, 0, here)
-    assert name.startswith("checkpoints/job-7/attempt-70-rank-0") and default_storage.exists(name)
+    assert name.startswith("checkpoints/job-7-attempt-70-rank-0") and default_storage.exists(name)
     assert [p.name for p in here.parent.iterdir()] == ["checkpoint"]  # no tar left behind
     there = tmp_path / "n2" / "checkpoint"
     (there / "old").mkdir(parents=True)
@@ -80,7 +80,7 @@ def test_nothing_is_stored_for_an_empty_directory_or_when_copying_is_off(tmp_pat
 
 def test_a_copy_that_cannot_be_read_leaves_the_directory_empty(tmp_path):
     there = _checkpoint(tmp_path / "checkpoint", step=2)
-    assert not checkpoint_unpack("checkpoints/job-7/gone.tar", there)
+    assert not checkpoint_unpack("checkpoints/job-7-gone.tar", there)
     assert _files(there) == {}
     # a tar whose names reach outside the directory is refused whole
     evil = io.BytesIO()
@@ -89,7 +89,7 @@ def test_a_copy_that_cannot_be_read_leaves_the_directory_empty(tmp_path):
         member = tarfile.TarInfo("../escaped.txt")
         member.size = len(data)
         tar.addfile(member, io.BytesIO(data))
-    name = default_storage.save("checkpoints/job-7/evil.tar", ContentFile(evil.getvalue()))
+    name = default_storage.save("checkpoints/job-7-evil.tar", ContentFile(evil.getvalue()))
     assert not checkpoint_unpack(name, there)
     assert not (tmp_path / "escaped.txt").exists() and _files(there) == {}
 
@@ -166,11 +166,16 @@ def test_the_sweep_keeps_only_the_copies_a_resume_will_read(alice, tmp_path):
             names[job.pk, round_] = checkpoint_pack(
                 job.pk, attempt.pk, 0, _checkpoint(tmp_path / f"{job.pk}-{round_}", step=round_))
             _preempted(attempt, names[job.pk, round_])
+    # copies stored by nodes that died before they reported: recorded nowhere
+    unrecorded = [default_storage.save(f"checkpoints/job-{job.pk}-attempt-99-rank-0.tar",
+                                       ContentFile(b"tar")) for job in (resuming, ended)]
     job_cancel(job=Job.objects.get(pk=ended.pk))
-    assert checkpoints_sweep() == 3
+    assert checkpoints_sweep() == 4
     assert list(StoredCheckpoint.objects.values_list("name", flat=True)) == [
         names[resuming.pk, 2]]
     assert [default_storage.exists(n) for n in names.values()] == [False, False, True, False]
+    # a live job's stays until the job ends: it cannot be told from a copy about to be recorded
+    assert [default_storage.exists(n) for n in unrecorded] == [True, False]
     assert checkpoints_sweep() == 0
 
 

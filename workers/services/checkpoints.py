@@ -17,6 +17,7 @@ storage already.
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import tarfile
 from pathlib import Path
@@ -31,6 +32,8 @@ from jobs.states import TERMINAL
 
 log = logging.getLogger(__name__)
 MARKER = ".gpusched-stored"  # in a checkpoint directory: the copy it matches
+FOLDER = "checkpoints"  # in storage, flat: a sweep leaves no empty folder behind
+_JOB_OF = re.compile(r"job-(\d+)-")
 
 
 class _Made(File):
@@ -54,7 +57,7 @@ def checkpoint_pack(job_id: int, attempt_id: int, rank: int, directory: Path) ->
                 tar.add(path, arcname=path.name)
         with tar_path.open("rb") as fh:
             name = default_storage.save(
-                f"checkpoints/job-{job_id}/attempt-{attempt_id}-rank-{rank}.tar", _Made(fh))
+                f"{FOLDER}/job-{job_id}-attempt-{attempt_id}-rank-{rank}.tar", _Made(fh))
     finally:
         tar_path.unlink(missing_ok=True)
     (directory / MARKER).write_text(name)
@@ -103,8 +106,9 @@ def latest_checkpoint(job_id: int, rank: int) -> str:
 
 
 def checkpoints_sweep() -> int:
-    """Delete the copies no resume will read: those of jobs that ended, and those a later
-    attempt's copy of the same rank replaced. Returns how many went."""
+    """Delete the copies no resume will read: those of jobs that ended, those a later
+    attempt's copy of the same rank replaced, and those never recorded (a node that died
+    between storing and reporting) once their job ended. Returns how many went."""
     latest = StoredCheckpoint.objects.filter(
         job_id=OuterRef("job_id"), rank=OuterRef("rank")).order_by("-attempt_id")
     gone = (StoredCheckpoint.objects.filter(job__state__in=TERMINAL)
@@ -114,7 +118,22 @@ def checkpoints_sweep() -> int:
         default_storage.delete(name)  # a file already gone is no error
         StoredCheckpoint.objects.filter(pk=pk).delete()
         count += 1
-    return count
+    return count + _sweep_unrecorded()
+
+
+def _sweep_unrecorded() -> int:
+    """Files in the folder whose job ended or is gone (their rows, if any, went above)."""
+    try:
+        files = default_storage.listdir(FOLDER)[1]
+    except FileNotFoundError:  # nothing was ever stored
+        return 0
+    jobs = {name: int(m.group(1)) for name in files if (m := _JOB_OF.match(name))}
+    live = set(Job.objects.filter(pk__in=set(jobs.values())).exclude(
+        state__in=TERMINAL).values_list("pk", flat=True))
+    over = [name for name, job in jobs.items() if job not in live]
+    for name in over:
+        default_storage.delete(f"{FOLDER}/{name}")
+    return len(over)
 
 
 def work_root_sweep(root: Path) -> int:
