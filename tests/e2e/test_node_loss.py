@@ -1,12 +1,15 @@
-"""kill -9 of a node mid-job: the lease runs out, the job is re-queued and finishes elsewhere."""
+"""kill -9 of a node mid-job: the lease runs out, the job is re-queued and finishes elsewhere,
+from the last checkpoint it copied where it had one."""
 
 import uuid
+from pathlib import Path
 
 import pytest
 
-from credits.models import GpuPrice, Hold
+from credits.models import GpuPrice, Hold, Transfer
 from credits.services.grants import credits_grant
-from jobs.models import Attempt, Job
+from credits.services.pricing import cost
+from jobs.models import Attempt, Job, StoredCheckpoint
 from tests.support.broker import purge_broker_and_cache
 from tests.support.factories import make_job
 from tests.support.ledger import assert_ledger_consistent
@@ -54,3 +57,51 @@ def test_a_job_on_a_killed_node_runs_again_on_another(alice, fast_leases):
     hold = Hold.objects.get(job=job)
     assert hold.closed_at is None and hold.posted == 0 and hold.remaining == hold.amount > 0
     assert_ledger_consistent()
+
+
+def test_a_job_on_a_killed_node_resumes_elsewhere_from_its_last_copied_checkpoint(alice):
+    """Each node has a work root of its own, as nodes with local disks do: what the killed
+    node copied while the job ran is what the next node resumes from, and what was billed."""
+    group = ProcessGroup(GPUSCHED_LEASE_SECONDS="3", GPUSCHED_HEARTBEAT_SECONDS="0.5",
+                         GPUSCHED_NODE_STALE_SECONDS="3", GPUSCHED_RETRY_BACKOFF_S="0.5",
+                         GPUSCHED_METER_INTERVAL_S="1")
+    try:
+        purge_broker_and_cache()
+        roots = {n: str(Path(group.work_root) / n) for n in ("doomed", "spare")}
+        doomed, spare = (f"{n}-{uuid.uuid4().hex[:6]}" for n in ("doomed", "spare"))
+        doomed_proc = group.node(doomed, 2, GPUSCHED_WORK_ROOT=roots["doomed"])
+        wait_for(lambda: Node.objects.filter(name=doomed).exists(), 60, "the first node")
+        group.scheduler()
+        GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
+        credits_grant(organization=alice, amount=100_000)
+        job = make_job(alice, gpus=2, run_seconds=30, progress_interval=0.25,
+                       checkpoint_every=1)
+        wait_for(lambda: Job.objects.get(pk=job.pk).state == "RUNNING", 60, "the job to run")
+        first = Attempt.objects.get(job=job)
+
+        def kept_s() -> float:
+            at = Attempt.objects.filter(pk=first.pk).values_list(
+                "last_checkpoint_at", "started_at").get()
+            return (at[0] - at[1]).total_seconds() if at[0] else 0.0
+
+        wait_for(lambda: kept_s() >= 9, 60, "a copied checkpoint 9 s into the run")
+        group.kill(doomed_proc)
+        kept = kept_s()
+        [copy] = StoredCheckpoint.objects.filter(job=job)
+        assert copy.attempt_id == first.pk
+        group.node(spare, 2, GPUSCHED_WORK_ROOT=roots["spare"])
+        wait_for(lambda: Attempt.objects.filter(job=job).count() == 2, 60, "a second attempt")
+        second = Attempt.objects.filter(job=job).latest("id")
+        assert second.node.name == spare
+        wait_for(lambda: Attempt.objects.get(pk=second.pk).progress > 0, 30, "a heartbeat")
+        # from the copy (at least 8 s of 30 in: it was checkpointed each second), not from 0
+        assert Attempt.objects.get(pk=second.pk).progress >= 8 / 30
+        first.refresh_from_db()
+        assert first.outcome == Attempt.Outcome.LOST
+        paid = sum(Transfer.objects.filter(attempt=first, kind="POST").values_list(
+            "amount", flat=True))
+        assert paid == cost(first.credits_per_hour, kept) > 0  # the kept work, no more
+        wait_for(lambda: Job.objects.get(pk=job.pk).state == "SUCCEEDED", 90, "the job to end")
+        assert_ledger_consistent()
+    finally:
+        group.stop_all()

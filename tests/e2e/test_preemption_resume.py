@@ -106,4 +106,5 @@ def test_a_victim_resumes_from_its_checkpoint_on_a_node_that_never_held_it(bob,
     # it picked up where it stopped, from a checkpoint its node never wrote
     assert Attempt.objects.get(pk=resumed.pk).progress >= first.progress > 0.1
     wait_for(lambda: _state(victim) == "SUCCEEDED", 90, "the victim to finish")
-    assert checkpoints_sweep() == 1 and not default_storage.exists(copy.name)
+    assert checkpoints_sweep() >= 1  # (files of earlier runs' jobs of the same id may go too)
+    assert not StoredCheckpoint.objects.exists() and not default_storage.exists(copy.name)

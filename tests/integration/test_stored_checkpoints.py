@@ -183,12 +183,12 @@ def test_the_lease_is_renewed_while_a_copy_is_made(alice, settings):
     """A large checkpoint may take longer to copy than a lease lasts."""
     import time
 
-    from workers.agent.runner import _keeping_the_lease
+    from workers.agent.checkpoint_copies import keeping_the_lease
 
     settings.GPUSCHED_HEARTBEAT_SECONDS = 0.2
     attempt, claim = _started(alice, gpus=1)
     before = Attempt.objects.get(pk=attempt.pk).lease_expires_at
-    assert _keeping_the_lease(claim, lambda: time.sleep(1.0) or "copied") == "copied"
+    assert keeping_the_lease(claim, lambda: time.sleep(1.0) or "copied") == "copied"
     assert Attempt.objects.get(pk=attempt.pk).lease_expires_at >= before + timedelta(seconds=0.6)
 
 
@@ -233,3 +233,76 @@ def test_each_node_of_a_gang_frees_its_gpus_before_it_copies(alice):
                          result=AttemptResult("PREEMPTED", 75))
     gang.refresh_from_db()
     assert job.state == "QUEUED" and gang.last_checkpoint_at == gang.gpus_freed_at
+
+
+def _wait(predicate, seconds: float = 10.0) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_a_running_attempt_copies_each_checkpoint_it_announces_at_most_once_an_interval(
+        tmp_path):
+    from workers.agent.checkpoint_copies import RunningCopies
+
+    directory = _checkpoint(tmp_path / "job-7" / "checkpoint", step=1)
+    copies = RunningCopies(7, 70, directory, every_s=0)
+    assert copies.poll(announced=False) is None  # nothing announced, nothing copied
+    assert copies.poll(announced=True) is None  # linked and copying
+    found: list = []
+    _wait(lambda: found.append(copies.poll(announced=False)) or found[-1] is not None)
+    name, linked_at = found[-1]
+    there = tmp_path / "elsewhere"
+    assert checkpoint_unpack(name, there) and _files(there) == _files(directory)
+    assert (directory / MARKER).read_text() == name  # this directory holds that copy
+    assert sorted(p.name for p in directory.parent.iterdir()) == ["checkpoint"]  # no links left
+    # the next checkpoint waits for the interval; one in flight at the end is dropped
+    slow = RunningCopies(7, 71, directory, every_s=3600)
+    assert slow.poll(announced=True) is None
+    _wait(lambda: slow._copy.done())
+    copied = slow._copy.result()
+    assert slow.poll(announced=True) is not None and slow._copy is None  # not yet due
+    slow.poll(announced=True)
+    slow.close()
+    assert default_storage.exists(copied)  # it was handed out before the end: kept
+    closing = RunningCopies(7, 72, directory, every_s=0)
+    closing.poll(announced=True)
+    in_flight = closing._copy
+    closing.close()
+    assert not default_storage.exists(in_flight.result())
+    copies.close()
+
+
+def test_a_heartbeat_with_a_copy_records_it_and_bills_up_to_when_it_was_taken(alice, tmp_path):
+    from credits.models import GpuPrice
+    from credits.services.grants import credits_grant
+    from credits.services.pricing import cost
+    from workers.services.attempts import attempt_heartbeat
+
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
+    credits_grant(organization=alice, amount=100_000)
+    attempt, _ = _started(alice)
+    started = timezone.now() - timedelta(seconds=300)
+    Attempt.objects.filter(pk=attempt.pk).update(started_at=started)
+    names = [checkpoint_pack(attempt.job_id, attempt.pk, 0, _checkpoint(tmp_path / f"c{i}", i + 1))
+             for i in (0, 1)]
+    taken = started + timedelta(seconds=100)
+    verdict = attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token,
+                                copied=(names[0], taken))
+    assert verdict.action == "continue"
+    attempt.refresh_from_db()
+    assert attempt.last_checkpoint_at == taken and attempt.credits_metered == cost(
+        attempt.credits_per_hour, 100)
+    assert StoredCheckpoint.objects.get(attempt=attempt).name == names[0]
+    # the next copy replaces it, and its file goes
+    attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token,
+                      copied=(names[1], taken + timedelta(seconds=100)))
+    assert StoredCheckpoint.objects.get(attempt=attempt).name == names[1]
+    assert not default_storage.exists(names[0]) and default_storage.exists(names[1])
+    # a stale heartbeat records nothing
+    stale = attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token + 1,
+                              copied=("checkpoints/job-0-x.tar", taken))
+    assert stale.action == "stale" and StoredCheckpoint.objects.count() == 1

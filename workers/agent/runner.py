@@ -12,14 +12,18 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 from django.conf import settings
 
+from workers.agent.checkpoint_copies import (
+    RunningCopies,
+    keeping_the_lease,
+    resume_from,
+    running_copies,
+    store_checkpoint,
+)
 from workers.agent.command import AttemptPaths, build_argv, build_env
 from workers.agent.discovery import processes_left
 from workers.agent.outcome import classify
@@ -30,17 +34,15 @@ from workers.services.attempts import (
     StaleAttempt,
     Verdict,
     attempt_finish,
-    attempt_free_gpus,
     attempt_heartbeat,
     attempt_start,
 )
-from workers.services.checkpoints import checkpoint_discard, checkpoint_pack, checkpoint_unpack
+from workers.services.checkpoints import checkpoint_discard
 from workers.services.nodes import node_gpu_strays
 from workers.services.ranks import (
     ENDS_THE_GANG,
     job_is_over,
     rank_finish,
-    rank_free_gpus,
     rank_heartbeat,
     rank_start,
     ranks_running,
@@ -49,7 +51,6 @@ from workers.services.ranks import (
 log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 RANK_POLL_S = 0.25  # how often rank 0 looks whether its gang's other ranks have ended
-T = TypeVar("T")
 
 
 @dataclass
@@ -72,7 +73,8 @@ def _ask_to_stop(proc: subprocess.Popen, sup: Supervision, why: str, grace_s: fl
     _signal_group(proc, signal.SIGTERM)
 
 
-def _supervise(proc: subprocess.Popen, claim: AttemptClaim, reader: ProgressReader) -> Supervision:
+def _supervise(proc: subprocess.Popen, claim: AttemptClaim, reader: ProgressReader,
+               copies: RunningCopies | None) -> Supervision:
     sup = Supervision()
     deadline = time.monotonic() + claim.time_limit_s
     beat = settings.GPUSCHED_HEARTBEAT_SECONDS
@@ -82,7 +84,7 @@ def _supervise(proc: subprocess.Popen, claim: AttemptClaim, reader: ProgressRead
             return sup
         except subprocess.TimeoutExpired:
             pass
-        verdict = _heartbeat(claim, reader)
+        verdict = _heartbeat(claim, reader, copies)
         if verdict.action == "stale":  # fenced off: another attempt owns this job now
             sup.stop = "stale"
             _signal_group(proc, signal.SIGKILL)
@@ -96,60 +98,21 @@ def _supervise(proc: subprocess.Popen, claim: AttemptClaim, reader: ProgressRead
             _signal_group(proc, signal.SIGKILL)
 
 
-def _heartbeat(claim: AttemptClaim, reader: ProgressReader) -> Verdict:
+def _heartbeat(claim: AttemptClaim, reader: ProgressReader,
+               copies: RunningCopies | None) -> Verdict:
     if claim.node_rank:  # progress and checkpoints are rank 0's to report
         return rank_heartbeat(attempt_id=claim.attempt_id, token=claim.token,
                               rank=claim.node_rank)
-    return attempt_heartbeat(attempt_id=claim.attempt_id, token=claim.token,
-                             progress=reader.progress, checkpointed=reader.take_checkpointed())
-
-
-def _renew(claim: AttemptClaim) -> Verdict:
-    """Only the lease (a rank's or the attempt's), between the binary's runs."""
-    if claim.node_rank:
-        return rank_heartbeat(attempt_id=claim.attempt_id, token=claim.token,
-                              rank=claim.node_rank)
-    return attempt_heartbeat(attempt_id=claim.attempt_id, token=claim.token)
-
-
-def _keeping_the_lease(claim: AttemptClaim, copy: Callable[[], T]) -> T:
-    """Run `copy` (storage only, no database) in a thread while this thread renews the lease:
-    copying a large checkpoint may outlast a lease."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        future = pool.submit(copy)
-        while True:
-            try:
-                return future.result(timeout=settings.GPUSCHED_HEARTBEAT_SECONDS)
-            except TimeoutError:
-                _renew(claim)
-
-
-def _resume_from(claim: AttemptClaim, paths: AttemptPaths) -> None:
-    """The stored copy of this node's checkpoint, in place before the binary starts."""
-    if claim.checkpoint and _keeping_the_lease(
-            claim, lambda: checkpoint_unpack(claim.checkpoint, paths.checkpoint_dir)):
-        log.info("attempt %s resumes from %s", claim.attempt_id, claim.checkpoint,
-                 extra={"attempt_id": claim.attempt_id, "job_id": claim.job_id})
-
-
-def _store_checkpoint(claim: AttemptClaim, paths: AttemptPaths) -> str:
-    """A copy of the checkpoint of a node that stopped to resume, for the next attempt's
-    nodes; "" if there is none, or it could not be stored (a resume on this node, or on
-    nodes sharing the work root, still finds it). The node frees its GPUs first, so that
-    the preemptor does not wait for the copy."""
-    if not settings.GPUSCHED_STORE_CHECKPOINTS:
-        return ""
-    if claim.node_rank:
-        rank_free_gpus(attempt_id=claim.attempt_id, token=claim.token, rank=claim.node_rank)
-    else:
-        attempt_free_gpus(attempt_id=claim.attempt_id, token=claim.token)
-    try:
-        return _keeping_the_lease(claim, lambda: checkpoint_pack(
-            claim.job_id, claim.attempt_id, claim.node_rank, paths.checkpoint_dir))
-    except Exception:
-        log.exception("could not store the checkpoint of attempt %s", claim.attempt_id,
-                      extra={"attempt_id": claim.attempt_id, "job_id": claim.job_id})
-        return ""
+    announced = reader.take_checkpointed()
+    if copies is None:  # a checkpoint counts once announced
+        return attempt_heartbeat(attempt_id=claim.attempt_id, token=claim.token,
+                                 progress=reader.progress, checkpointed=announced)
+    copied = copies.poll(announced)  # a checkpoint counts once copied
+    verdict = attempt_heartbeat(attempt_id=claim.attempt_id, token=claim.token,
+                                progress=reader.progress, copied=copied)
+    if copied and verdict.action == "stale":
+        checkpoint_discard(copied[0])
+    return verdict
 
 
 def _output_ok(path: Path) -> bool:
@@ -224,7 +187,7 @@ def _run(claim: AttemptClaim) -> str:
                                suffix=claim.params.get("output_suffix", ".y4m"),
                                rank=claim.node_rank)
     paths.create(claim.params)
-    _resume_from(claim, paths)
+    resume_from(claim, paths)
     try:
         proc = _launch(claim, paths)
     except OSError as exc:
@@ -232,7 +195,12 @@ def _run(claim: AttemptClaim) -> str:
                        AttemptResult("FAILED", None, str(exc), None, "launch_failed"))
     reader = ProgressReader(proc.stdout)
     reader.start()
-    sup = _supervise(proc, claim, reader)
+    copies = running_copies(claim, paths)
+    try:
+        sup = _supervise(proc, claim, reader, copies)
+    finally:
+        if copies is not None:  # a copy in flight is dropped: the attempt's end decides
+            keeping_the_lease(claim, copies.close)
     # what the binary started and left running would hold the job's GPUs after its end
     _signal_group(proc, signal.SIGKILL)
     reader.join(timeout=5)
@@ -246,7 +214,7 @@ def _run(claim: AttemptClaim) -> str:
         exit_code=proc.returncode, stderr_tail=stderr, stop=sup.stop,
         # the job's output is rank 0's; the other ranks' end is judged by their exit alone
         output_ok=claim.node_rank > 0 or _output_ok(paths.output))
-    checkpoint = _store_checkpoint(claim, paths) if outcome == "PREEMPTED" else ""
+    checkpoint = store_checkpoint(claim, paths) if outcome == "PREEMPTED" else ""
     if claim.node_rank == 0 and len(claim.nodes) > 1 and outcome not in ENDS_THE_GANG:
         _await_ranks(claim, sup)
     return _report(claim, paths, AttemptResult(outcome, proc.returncode, stderr,

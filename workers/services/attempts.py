@@ -130,22 +130,30 @@ def _fix_price(attempt: Attempt) -> None:
 
 
 def attempt_heartbeat(*, attempt_id: int, token: int, progress: float | None = None,
-                      checkpointed: bool = False) -> Verdict:
+                      checkpointed: bool = False,
+                      copied: tuple[str, datetime] | None = None) -> Verdict:
     """Renew the lease; answer whether the attempt should go on. A checkpoint posts the
-    credits of the work it keeps (credits/services/holds.py)."""
+    credits of the work it keeps (credits/services/holds.py): `checkpointed` now, or
+    `copied`, a copy in storage (its name) of the checkpoint taken at that moment
+    (workers/agent/checkpoint_copies.py), which is recorded for a resume."""
     now = timezone.now()
+    checkpoint_at = copied[1] if copied else now if checkpointed else None
     fields = {"lease_expires_at": now + lease()}
     if progress is not None:
         fields["progress"] = max(0.0, min(1.0, progress))
-    if checkpointed:
-        fields["last_checkpoint_at"] = now
+    if checkpoint_at is not None:
+        fields["last_checkpoint_at"] = checkpoint_at
     live = Attempt.objects.filter(pk=attempt_id, token=token, status=AttemptStatus.RUNNING,
                                   ended_at__isnull=True)
     with transaction.atomic():
         if live.update(**fields) != 1:
             return Verdict("stale")
-        if checkpointed:
-            meter_attempt(attempt_id, until=now, every_s=settings.GPUSCHED_METER_INTERVAL_S)
+        if copied:
+            job_id = Attempt.objects.filter(pk=attempt_id).values_list("job_id", flat=True).get()
+            checkpoint_record(job_id=job_id, attempt_id=attempt_id, rank=0, name=copied[0])
+        if checkpoint_at is not None:
+            meter_attempt(attempt_id, until=checkpoint_at,
+                          every_s=settings.GPUSCHED_METER_INTERVAL_S)
     return verdict_of(attempt_id, now)
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import default_storage
+from django.db import transaction
 from django.db.models import OuterRef, Subquery
 
 from jobs.models import Job, StoredCheckpoint
@@ -87,10 +88,17 @@ def checkpoint_unpack(name: str, directory: Path) -> bool:
 
 
 def checkpoint_record(*, job_id: int, attempt_id: int, rank: int, name: str) -> None:
-    """Record a node's copy; called by the attempt's or the rank's report, under its token."""
-    if name:
-        StoredCheckpoint.objects.create(job_id=job_id, attempt_id=attempt_id, rank=rank,
-                                        name=name)
+    """Record a node's copy; called under the attempt's token by its report or, for a copy
+    made while it runs, its heartbeat. A later copy of the same attempt and rank replaces
+    the earlier one, whose file goes once this commits."""
+    if not name:
+        return
+    earlier = StoredCheckpoint.objects.filter(attempt_id=attempt_id, rank=rank).values_list(
+        "name", flat=True).first()
+    StoredCheckpoint.objects.update_or_create(attempt_id=attempt_id, rank=rank, defaults={
+        "job_id": job_id, "name": name})
+    if earlier and earlier != name:
+        transaction.on_commit(lambda: checkpoint_discard(earlier))
 
 
 def checkpoint_discard(name: str) -> None:
