@@ -273,6 +273,7 @@ def test_a_running_attempt_copies_each_checkpoint_it_announces_at_most_once_an_i
     in_flight = closing._copy
     closing.close()
     assert not default_storage.exists(in_flight.result())
+    assert (directory / MARKER).read_text() == copied  # the dropped copy is no one's
     copies.close()
 
 

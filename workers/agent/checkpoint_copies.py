@@ -132,7 +132,7 @@ class RunningCopies:
         """At the attempt's end: a copy still in flight is waited for and dropped (the copy
         made at a stop, or the job's end, supersedes it)."""
         if self._copy is not None:
-            found = self._take()
+            found = self._take(kept=False)
             if found:
                 checkpoint_discard(found[0])
         self._pool.shutdown(wait=True)
@@ -158,7 +158,9 @@ class RunningCopies:
         finally:
             shutil.rmtree(snapshot, ignore_errors=True)
 
-    def _take(self) -> tuple[str, datetime] | None:
+    def _take(self, kept: bool = True) -> tuple[str, datetime] | None:
+        """The finished copy, if it was stored; a `kept` one is what the directory now holds
+        or a later state of it (its marker names the copy)."""
         copy, self._copy = self._copy, None
         try:
             name = copy.result() if copy is not None else ""
@@ -168,5 +170,6 @@ class RunningCopies:
             return None
         if not name or self._linked_at is None:
             return None
-        (self.directory / MARKER).write_text(name)  # the directory holds this copy or later
+        if kept:
+            (self.directory / MARKER).write_text(name)
         return name, self._linked_at
