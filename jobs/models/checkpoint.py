@@ -1,4 +1,4 @@
-"""Copies of stopped attempts' checkpoints in the service's storage."""
+"""Copies of attempts' checkpoints in the service's storage."""
 
 from django.db import models
 
@@ -7,9 +7,9 @@ from .job import Job
 
 
 class StoredCheckpoint(models.Model):
-    """One node's checkpoint of an attempt that stopped to resume, copied to Django's
-    storage so that the job resumes from it on whichever nodes it lands next
-    (workers/services/checkpoints.py). Rank 0 is the attempt's own node."""
+    """One node's latest checkpoint of an attempt, copied to Django's storage while it ran
+    or when it stopped to resume, so that the job resumes from it on whichever nodes it lands
+    next (workers/services/checkpoints.py). Rank 0 is the attempt's own node."""
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="stored_checkpoints")
     attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE,

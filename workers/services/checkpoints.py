@@ -2,16 +2,17 @@
 
 A node writes checkpoints under GPUSCHED_WORK_ROOT, its own disk unless the nodes share one.
 An attempt that stops to resume (a preemption, a drain) copies each node's checkpoint
-directory, as one tar, to Django's storage (where outputs go) before it reports; the report
-records the copy under the attempt's fencing token, so a fenced-off attempt records nothing
-and its copy is deleted. Each node of the next attempt puts its rank's latest copy in place
-before the binary starts, unless its directory holds that copy already: a marker file names
-the copy a directory was written from or into, so a resume on the same node, or on nodes
-sharing the work root, copies nothing. The copies of jobs that ended, and those a later copy
-replaced, go by a sweep (beat); each node sweeps its work root of the directories of jobs
-that ended, which a node a job moved away from would keep otherwise.
-GPUSCHED_STORE_CHECKPOINTS=false turns copying off, for a fleet whose work root is shared
-storage already.
+directory, as one tar, to Django's storage (where outputs go) before it reports, and a job
+on one node copies while it runs too (workers/agent/checkpoint_copies.py); the report or the
+heartbeat records the copy under the attempt's fencing token, so a fenced-off attempt
+records nothing and its copy is deleted. Each node of the next attempt puts its rank's
+latest copy in place before the binary starts, unless its directory holds that copy
+already: a marker file names the copy a directory was written from or into, so a resume on
+the same node, or on nodes sharing the work root, copies nothing. The copies of jobs that
+ended, and those a later copy replaced, go by a sweep (beat); each node sweeps its work root
+of the directories of jobs that ended, which a node a job moved away from would keep
+otherwise. GPUSCHED_STORE_CHECKPOINTS=false turns copying off, for a fleet whose work root
+is shared storage already.
 """
 
 from __future__ import annotations
