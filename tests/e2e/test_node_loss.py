@@ -94,8 +94,9 @@ def test_a_job_on_a_killed_node_resumes_elsewhere_from_its_last_copied_checkpoin
         second = Attempt.objects.filter(job=job).latest("id")
         assert second.node.name == spare
         wait_for(lambda: Attempt.objects.get(pk=second.pk).progress > 0, 30, "a heartbeat")
-        # from the copy (at least 8 s of 30 in: it was checkpointed each second), not from 0
-        assert Attempt.objects.get(pk=second.pk).progress >= 8 / 30
+        # from the copy, not from 0: linked 9 s in, less the binary's start and the second
+        # between its checkpoints, it holds over 6 s of the 30
+        assert Attempt.objects.get(pk=second.pk).progress >= 6 / 30
         first.refresh_from_db()
         assert first.outcome == Attempt.Outcome.LOST
         paid = sum(Transfer.objects.filter(attempt=first, kind="POST").values_list(
