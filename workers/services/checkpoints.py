@@ -103,7 +103,8 @@ def checkpoint_record(*, job_id: int, attempt_id: int, rank: int, name: str) -> 
 
 
 def checkpoint_discard(name: str) -> None:
-    """Delete a copy its fenced-off attempt could not record."""
+    """Delete a copy no resume will read: one a fenced-off attempt could not record, one a
+    later copy replaced, or one dropped at its attempt's end."""
     if name:
         default_storage.delete(name)
 
@@ -122,12 +123,11 @@ def checkpoints_sweep() -> int:
         job_id=OuterRef("job_id"), rank=OuterRef("rank")).order_by("-attempt_id")
     gone = (StoredCheckpoint.objects.filter(job__state__in=TERMINAL)
             | StoredCheckpoint.objects.exclude(pk=Subquery(latest.values("pk")[:1])))
-    count = 0
-    for pk, name in gone.values_list("pk", "name"):
+    rows = list(gone.values_list("pk", "name"))
+    for _, name in rows:
         default_storage.delete(name)  # a file already gone is no error
-        StoredCheckpoint.objects.filter(pk=pk).delete()
-        count += 1
-    return count + _sweep_unrecorded()
+    StoredCheckpoint.objects.filter(pk__in=[pk for pk, _ in rows]).delete()
+    return len(rows) + _sweep_unrecorded()
 
 
 def _sweep_unrecorded() -> int:
@@ -137,9 +137,8 @@ def _sweep_unrecorded() -> int:
     except FileNotFoundError:  # nothing was ever stored
         return 0
     jobs = {name: int(m.group(1)) for name in files if (m := _JOB_OF.match(name))}
-    live = set(Job.objects.filter(pk__in=set(jobs.values())).exclude(
-        state__in=TERMINAL).values_list("pk", flat=True))
-    over = [name for name, job in jobs.items() if job not in live]
+    ended = _ended(set(jobs.values()))
+    over = [name for name, job in jobs.items() if job in ended]
     for name in over:
         default_storage.delete(f"{FOLDER}/{name}")
     return len(over)
@@ -150,9 +149,15 @@ def work_root_sweep(root: Path) -> int:
     root whose job ended or is gone: the checkpoints a job left on a node it no longer runs
     on, which nothing else removes. Returns how many went."""
     dirs = {int(p.name[4:]): p for p in root.glob("job-*") if p.name[4:].isdigit()}
-    live = set(Job.objects.filter(pk__in=dirs).exclude(state__in=TERMINAL).values_list(
-        "pk", flat=True))
-    over = [path for pk, path in dirs.items() if pk not in live]
+    ended = _ended(set(dirs))
+    over = [path for pk, path in dirs.items() if pk in ended]
     for path in over:
         shutil.rmtree(path, ignore_errors=True)
     return len(over)
+
+
+def _ended(job_ids: set[int]) -> set[int]:
+    """Those of the jobs that ended or are gone: none of them will run again."""
+    live = Job.objects.filter(pk__in=job_ids).exclude(state__in=TERMINAL).values_list(
+        "pk", flat=True)
+    return job_ids - set(live)
