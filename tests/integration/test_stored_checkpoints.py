@@ -30,6 +30,7 @@ from workers.services.checkpoints import (
     checkpoint_pack,
     checkpoint_unpack,
     checkpoints_sweep,
+    resume_copies,
 )
 from workers.services.ranks import rank_finish, rank_start
 from workers.services.reaper import reap_expired_attempts
@@ -152,6 +153,47 @@ def test_each_rank_of_a_gang_resumes_from_its_own_copy(alice, tmp_path):
     again = Attempt.objects.get(job=job, ended_at__isnull=True)
     assert attempt_start(attempt_id=again.pk, token=again.token).checkpoint == names[0]
     assert rank_start(attempt_id=again.pk, token=again.token, rank=1).checkpoint == names[1]
+
+
+def _gang_stopped(gang: Attempt, names: dict[int, str]) -> None:
+    """Stop a two-node gang, each rank reporting its copy (`names`, "" where none was
+    stored), and start the next attempt."""
+    rank_start(attempt_id=gang.pk, token=gang.token, rank=1)
+    assert attempt_stop_and_requeue(gang, reason="test", grace_s=30)
+    rank_finish(attempt_id=gang.pk, token=gang.token, rank=1,
+                result=AttemptResult("PREEMPTED", 75, checkpoint=names.get(1, "")))
+    attempt_finish(attempt_id=gang.pk, token=gang.token,
+                   result=AttemptResult("PREEMPTED", 75, checkpoint=names.get(0, "")))
+    scheduler_tick_run()
+
+
+def test_a_gang_never_resumes_from_copies_of_different_attempts(alice, tmp_path):
+    first, _ = _started(alice, gpus=8)
+    job = first.job
+    kept = {r: checkpoint_pack(job.pk, first.pk, r, _checkpoint(tmp_path / f"a{r}", step=5))
+            for r in (0, 1)}
+    _gang_stopped(first, kept)
+    second = Attempt.objects.get(job=job, ended_at__isnull=True)
+    attempt_start(attempt_id=second.pk, token=second.token)
+    # rank 1's node could not store its share of the later step: rank 0's alone is no resume
+    partial = checkpoint_pack(job.pk, second.pk, 0, _checkpoint(tmp_path / "b0", step=9))
+    _gang_stopped(second, {0: partial})
+    third = Attempt.objects.get(job=job, ended_at__isnull=True)
+    claims = [attempt_start(attempt_id=third.pk, token=third.token),
+              rank_start(attempt_id=third.pk, token=third.token, rank=1)]
+    assert [c.checkpoint for c in claims] == [kept[0], kept[1]]
+    assert checkpoints_sweep() == 0  # the newer, partial set keeps nothing older from going
+    assert StoredCheckpoint.objects.count() == 3
+
+
+def test_a_job_placed_on_another_number_of_nodes_starts_afresh(alice, tmp_path):
+    gang, _ = _started(alice, gpus=8)
+    job = gang.job
+    _gang_stopped(gang, {r: checkpoint_pack(job.pk, gang.pk, r,
+                                            _checkpoint(tmp_path / f"r{r}", step=5))
+                         for r in (0, 1)})
+    assert sorted(resume_copies(job.pk, nodes=2)) == [0, 1]
+    assert resume_copies(job.pk, nodes=1) == {}  # half a gang's state is no checkpoint
 
 
 def test_the_sweep_keeps_only_the_copies_a_resume_will_read(alice, tmp_path):

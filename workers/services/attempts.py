@@ -29,7 +29,7 @@ from jobs.services.storable import storable
 from jobs.states import JobState
 from jobs.transitions import transition
 from workers.agent.outcome import EXIT_CHECKPOINTED
-from workers.services.checkpoints import checkpoint_record, latest_checkpoint
+from workers.services.checkpoints import checkpoint_record, resume_copies
 
 log = logging.getLogger(__name__)
 Outcome = Attempt.Outcome
@@ -96,7 +96,7 @@ def claim_for(attempt: Attempt, token: int, *, node_rank: int, node_id: int,
                         gpu_uuids=_bound_uuids(attempt, node_id, gpu_indices),
                         prompt=job.prompt, params=job.params, time_limit_s=limit,
                         node_rank=node_rank, nodes=nodes, rendezvous=rendezvous(attempt),
-                        checkpoint=latest_checkpoint(job.pk, node_rank))
+                        checkpoint=resume_copies(job.pk, len(nodes)).get(node_rank, ""))
 
 
 def rendezvous(attempt: Attempt) -> tuple[str, int]:

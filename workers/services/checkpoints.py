@@ -6,13 +6,13 @@ directory, as one tar, to Django's storage (where outputs go) before it reports,
 on one node copies while it runs too (workers/agent/checkpoint_copies.py); the report or the
 heartbeat records the copy under the attempt's fencing token, so a fenced-off attempt
 records nothing and its copy is deleted. Each node of the next attempt puts its rank's
-latest copy in place before the binary starts, unless its directory holds that copy
-already: a marker file names the copy a directory was written from or into, so a resume on
-the same node, or on nodes sharing the work root, copies nothing. The copies of jobs that
-ended, and those a later copy replaced, go by a sweep (beat); each node sweeps its work root
-of the directories of jobs that ended, which a node a job moved away from would keep
-otherwise. GPUSCHED_STORE_CHECKPOINTS=false turns copying off, for a fleet whose work root
-is shared storage already.
+copy in place before the binary starts, all of one earlier attempt's (resume_copies),
+unless its directory holds that copy already: a marker file names the copy a directory was
+written from or into, so a resume on the same node, or on nodes sharing the work root,
+copies nothing. The copies of jobs that ended, and those older than what a resume reads, go
+by a sweep (beat); each node sweeps its work root of the directories of jobs that ended,
+which a node a job moved away from would keep otherwise. GPUSCHED_STORE_CHECKPOINTS=false
+turns copying off, for a fleet whose work root is shared storage already.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import default_storage
 from django.db import transaction
-from django.db.models import OuterRef, Subquery
+from django.db.models import Count
 
-from jobs.models import Job, StoredCheckpoint
+from jobs.models import Attempt, Job, StoredCheckpoint
 from jobs.states import TERMINAL
 
 log = logging.getLogger(__name__)
@@ -109,25 +109,50 @@ def checkpoint_discard(name: str) -> None:
         default_storage.delete(name)
 
 
-def latest_checkpoint(job_id: int, rank: int) -> str:
-    """The storage name of the job's latest copy for a rank, or ""."""
-    return StoredCheckpoint.objects.filter(job_id=job_id, rank=rank).order_by(
-        "-attempt_id").values_list("name", flat=True).first() or ""
+def resume_copies(job_id: int, nodes: int) -> dict[int, str]:
+    """The copies, by rank, that an attempt of the job on `nodes` nodes resumes from: those
+    of the latest attempt on as many nodes whose every node stored one, or none. A gang
+    resumes from one attempt's checkpoints or from none: ranks of different attempts
+    stopped at different steps, and a rank missing its share would start from the beginning
+    while its peers go on."""
+    attempt_id = _resume_point(job_id, nodes)
+    if attempt_id is None:
+        return {}
+    return dict(StoredCheckpoint.objects.filter(attempt_id=attempt_id).values_list(
+        "rank", "name"))
+
+
+def _resume_point(job_id: int, nodes: int | None = None) -> int | None:
+    """The job's latest attempt (on `nodes` nodes, if given) whose every node stored a copy."""
+    stored = dict(StoredCheckpoint.objects.filter(job_id=job_id).values("attempt_id").annotate(
+        n=Count("pk")).values_list("attempt_id", "n"))
+    spans = dict(Attempt.objects.filter(pk__in=stored).annotate(
+        n=Count("ranks") + 1).values_list("pk", "n"))
+    complete = [a for a, n in stored.items() if spans.get(a) == n and nodes in (None, n)]
+    return max(complete, default=None)
 
 
 def checkpoints_sweep() -> int:
-    """Delete the copies no resume will read: those of jobs that ended, those a later
-    attempt's copy of the same rank replaced, and those never recorded (a node that died
-    between storing and reporting) once their job ended. Returns how many went."""
-    latest = StoredCheckpoint.objects.filter(
-        job_id=OuterRef("job_id"), rank=OuterRef("rank")).order_by("-attempt_id")
-    gone = (StoredCheckpoint.objects.filter(job__state__in=TERMINAL)
-            | StoredCheckpoint.objects.exclude(pk=Subquery(latest.values("pk")[:1])))
+    """Delete the copies no resume will read: those of jobs that ended, those older than
+    the job's latest complete set (resume_copies), and those never recorded (a node that
+    died between storing and reporting) once their job ended. Returns how many went."""
+    gone = StoredCheckpoint.objects.filter(job__state__in=TERMINAL)
+    for job_id in _resumed_more_than_once():
+        point = _resume_point(job_id)
+        if point is not None:
+            gone |= StoredCheckpoint.objects.filter(job_id=job_id, attempt_id__lt=point)
     rows = list(gone.values_list("pk", "name"))
     for _, name in rows:
         default_storage.delete(name)  # a file already gone is no error
     StoredCheckpoint.objects.filter(pk__in=[pk for pk, _ in rows]).delete()
     return len(rows) + _sweep_unrecorded()
+
+
+def _resumed_more_than_once() -> list[int]:
+    """The live jobs holding copies of more than one attempt."""
+    return list(StoredCheckpoint.objects.exclude(job__state__in=TERMINAL).values(
+        "job_id").annotate(n=Count("attempt_id", distinct=True)).filter(n__gt=1).values_list(
+        "job_id", flat=True))
 
 
 def _sweep_unrecorded() -> int:
