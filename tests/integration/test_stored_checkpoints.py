@@ -25,12 +25,13 @@ from workers.services.attempts import (
     attempt_free_gpus,
     attempt_start,
 )
+from workers.services.checkpoint_cuts import resume_copies
 from workers.services.checkpoints import (
     MARKER,
+    Taken,
     checkpoint_pack,
     checkpoint_unpack,
     checkpoints_sweep,
-    resume_copies,
 )
 from workers.services.ranks import rank_finish, rank_start
 from workers.services.reaper import reap_expired_attempts
@@ -286,36 +287,51 @@ def _wait(predicate, seconds: float = 10.0) -> None:
         time.sleep(0.02)
 
 
-def test_a_running_attempt_copies_each_checkpoint_it_announces_at_most_once_an_interval(
-        tmp_path):
+def _renamed(directory: Path, step: int) -> None:
+    """Write the directory's next checkpoint as a binary must: each file replaced by rename."""
+    fresh = _checkpoint(directory.with_name("fresh"), step)
+    for name in ("state.json", "shards/0.bin"):
+        (fresh / name).replace(directory / name)
+
+
+def test_a_running_attempt_copies_the_checkpoint_it_announces_once_a_window(tmp_path):
     from workers.agent.checkpoint_copies import RunningCopies
 
-    directory = _checkpoint(tmp_path / "job-7" / "checkpoint", step=1)
-    copies = RunningCopies(7, 70, directory, every_s=0)
-    assert copies.poll(announced=False) is None  # nothing announced, nothing copied
-    assert copies.poll(announced=True) is None  # linked and copying
+    directory = _checkpoint(tmp_path / "job-7" / "checkpoint", step=3)
+    copies = RunningCopies(7, 70, 0, directory, every_s=0, gang=False)
+    assert copies.poll() is None  # nothing announced, nothing copied
+    copies.announce(3)  # linked as it is announced
+    _renamed(directory, step=4)  # the binary's next one, written by rename, is not copied
+    assert copies.poll() is None  # copying
     found: list = []
-    _wait(lambda: found.append(copies.poll(announced=False)) or found[-1] is not None)
-    name, linked_at = found[-1]
+    _wait(lambda: found.append(copies.poll()) or found[-1] is not None)
+    taken = found[-1]
     there = tmp_path / "elsewhere"
-    assert checkpoint_unpack(name, there) and _files(there) == _files(directory)
-    assert (directory / MARKER).read_text() == name  # this directory holds that copy
-    assert sorted(p.name for p in directory.parent.iterdir()) == ["checkpoint"]  # no links left
-    # the next checkpoint waits for the interval; one in flight at the end is dropped
-    slow = RunningCopies(7, 71, directory, every_s=3600)
-    assert slow.poll(announced=True) is None
+    assert checkpoint_unpack(taken.name, there) and taken.step == 3
+    assert _files(there) == _files(_checkpoint(tmp_path / "three", step=3))
+    assert (directory / MARKER).read_text() == taken.name  # holds that copy or a later state
+    assert sorted(p.name for p in directory.parent.iterdir()) == [
+        "checkpoint", "fresh"]  # no links left
+    # the next checkpoint waits for the clock's next window; one in flight at the end is dropped
+    slow = RunningCopies(7, 71, 0, directory, every_s=1e9, gang=False)
+    slow.announce(5)
+    assert slow.poll() is None
     _wait(lambda: slow._copy.done())
-    copied = slow._copy.result()
-    assert slow.poll(announced=True) is not None and slow._copy is None  # not yet due
-    slow.poll(announced=True)
+    copied = slow._copy.result().name
+    slow.announce(6)  # the same window: not linked
+    assert slow.poll() is not None and slow._copy is None
     slow.close()
     assert default_storage.exists(copied)  # it was handed out before the end: kept
-    closing = RunningCopies(7, 72, directory, every_s=0)
-    closing.poll(announced=True)
+    closing = RunningCopies(7, 72, 0, directory, every_s=0, gang=False)
+    closing.announce(7)
+    closing.poll()
     in_flight = closing._copy
+    closing.announce(8)  # linked, waiting for the copy in flight
     closing.close()
-    assert not default_storage.exists(in_flight.result())
+    closing.announce(9)  # a line read after the end links nothing
+    assert not default_storage.exists(in_flight.result().name)
     assert (directory / MARKER).read_text() == copied  # the dropped copy is no one's
+    assert sorted(p.name for p in directory.parent.iterdir()) == ["checkpoint", "fresh"]
     copies.close()
 
 
@@ -334,7 +350,7 @@ def test_a_heartbeat_with_a_copy_records_it_and_bills_up_to_when_it_was_taken(al
              for i in (0, 1)]
     taken = started + timedelta(seconds=100)
     verdict = attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token,
-                                copied=(names[0], taken))
+                                copied=Taken(names[0], taken))
     assert verdict.action == "continue"
     attempt.refresh_from_db()
     assert attempt.last_checkpoint_at == taken and attempt.credits_metered == cost(
@@ -342,10 +358,10 @@ def test_a_heartbeat_with_a_copy_records_it_and_bills_up_to_when_it_was_taken(al
     assert StoredCheckpoint.objects.get(attempt=attempt).name == names[0]
     # the next copy replaces it, and its file goes
     attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token,
-                      copied=(names[1], taken + timedelta(seconds=100)))
+                      copied=Taken(names[1], taken + timedelta(seconds=100)))
     assert StoredCheckpoint.objects.get(attempt=attempt).name == names[1]
     assert not default_storage.exists(names[0]) and default_storage.exists(names[1])
     # a stale heartbeat records nothing
     stale = attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token + 1,
-                              copied=("checkpoints/job-0-x.tar", taken))
+                              copied=Taken("checkpoints/job-0-x.tar", taken))
     assert stale.action == "stale" and StoredCheckpoint.objects.count() == 1

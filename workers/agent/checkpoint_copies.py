@@ -1,15 +1,17 @@
 """How a node's agent carries checkpoints to and from storage (workers/services/checkpoints.py):
 put the stored copy in place before the binary starts, copy while it runs, copy when it stops.
 
-A job on one node copies its checkpoint directory to storage while it runs: after the binary
-announces a checkpoint (`CHECKPOINT <path>`), at most once a `GPUSCHED_METER_INTERVAL_S`,
-one copy at a time. The directory's files are first hard-linked into a sibling directory, in
-an instant, so the copy reads one whole checkpoint while the binary writes the next: its
-files are replaced by rename, never rewritten in place (docs/fakegen.md). A finished copy is
-what the next heartbeat reports as a checkpoint: the attempt's last checkpoint is the moment
+A node copies its checkpoint directory to storage while the binary runs, at most once a
+window of `GPUSCHED_METER_INTERVAL_S` seconds of the clock and one copy at a time. As the
+binary announces a whole checkpoint (`CHECKPOINT <path> [step=<n>]`, read in the thread
+that reads its output), the directory's files are hard-linked into a sibling directory, in
+an instant, so the copy reads that checkpoint while the binary writes the next: its files
+are replaced by rename, never rewritten in place (docs/fakegen.md). A finished copy is what
+the next heartbeat reports: on one node, the attempt's last checkpoint becomes the moment
 its files were linked, and the credits of the work up to it are posted then, so billed work
-is work a retry on any node resumes from. A gang's ranks would copy their shares at different
-steps, so a gang copies at its stop only. Every copy runs in a thread: storage only, no
+is work a retry on any node resumes from. A gang's nodes copy only checkpoints announced
+with their step, and its work counts as kept once every node copied one step
+(workers/services/checkpoint_cuts.py). Every copy runs in a thread: storage only, no
 database; the lease is renewed meanwhile where nothing else renews it.
 """
 
@@ -18,10 +20,10 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
@@ -37,6 +39,7 @@ from workers.services.attempts import (
 )
 from workers.services.checkpoints import (
     MARKER,
+    Taken,
     checkpoint_discard,
     checkpoint_pack,
     checkpoint_unpack,
@@ -48,12 +51,11 @@ T = TypeVar("T")
 
 
 def running_copies(claim: AttemptClaim, paths: AttemptPaths) -> RunningCopies | None:
-    """Copies of the checkpoints while the binary runs, for a job on one node
-    (RunningCopies below)."""
-    if not settings.GPUSCHED_STORE_CHECKPOINTS or len(claim.nodes) > 1:
+    """Copies of the node's checkpoints while the binary runs (RunningCopies below)."""
+    if not settings.GPUSCHED_STORE_CHECKPOINTS:
         return None
-    return RunningCopies(claim.job_id, claim.attempt_id, paths.checkpoint_dir,
-                         every_s=settings.GPUSCHED_METER_INTERVAL_S)
+    return RunningCopies(claim.job_id, claim.attempt_id, claim.node_rank, paths.checkpoint_dir,
+                         every_s=settings.GPUSCHED_METER_INTERVAL_S, gang=len(claim.nodes) > 1)
 
 
 def _renew(claim: AttemptClaim) -> Verdict:
@@ -105,41 +107,74 @@ def store_checkpoint(claim: AttemptClaim, paths: AttemptPaths) -> str:
 
 
 class RunningCopies:
-    """One attempt's copies while it runs; poll() once a heartbeat, close() at its end."""
+    """One node's copies of an attempt's checkpoints while it runs: announce() as the binary
+    announces one (from the thread that reads its output), poll() once a heartbeat, close()
+    at its end."""
 
-    def __init__(self, job_id: int, attempt_id: int, directory: Path, every_s: float) -> None:
-        self.job_id, self.attempt_id, self.directory = job_id, attempt_id, directory
-        self.every_s = every_s
+    def __init__(self, job_id: int, attempt_id: int, rank: int, directory: Path,
+                 every_s: float, gang: bool) -> None:
+        self.job_id, self.attempt_id, self.rank = job_id, attempt_id, rank
+        self.directory, self.every_s, self.gang = directory, every_s, gang
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-copy")
-        self._copy: Future[str] | None = None
-        self._linked_at: datetime | None = None  # when the copy in flight was linked
-        self._started = -float("inf")  # monotonic start of the last copy
-        self._due = False  # a checkpoint was announced since the last copy started
+        self._lock = threading.Lock()  # announce() runs in the reader's thread
+        self._copy: Future[Taken] | None = None
+        self._waiting: Taken | None = None  # linked (its name: the snapshot), not yet copying
+        self._window = -1  # the clock's window of the last checkpoint linked
+        self._linked = 0
+        self._closed = False  # the reader may read a last line after close()
 
-    def poll(self, announced: bool) -> tuple[str, datetime] | None:
-        """The copy that finished since the last poll, with the moment it was linked; starts
-        the next one when a checkpoint was `announced` and the interval has passed."""
+    def announce(self, step: int | None) -> None:
+        """The binary announced a whole checkpoint: its files are linked now, while they are
+        that checkpoint's, if it is the first announced in its window of `every_s` seconds
+        of the clock; it replaces one linked earlier that waits for the copy in flight. A
+        gang's nodes announce the same steps at about the same moments, so they link the same
+        steps; they copy only checkpoints announced with their step."""
+        if self.gang:
+            (self.directory / MARKER).unlink(missing_ok=True)  # it holds no stored copy now
+            if step is None:
+                return
+        window = int(time.time() // self.every_s) if self.every_s > 0 else self._window + 1
+        with self._lock:
+            if self._closed or window <= self._window:
+                return
+            linked = self._link(step)
+            if linked is None:
+                return
+            self._window = window
+            if self._waiting is not None:
+                shutil.rmtree(self._waiting.name, ignore_errors=True)
+            self._waiting = linked
+
+    def poll(self) -> Taken | None:
+        """The copy that finished since the last poll, if it was stored; starts copying the
+        checkpoint linked last, once no copy is in flight."""
         done = None
-        if self._copy is not None and self._copy.done():
-            done = self._take()
-        self._due = self._due or announced
-        if self._copy is None and self._due and time.monotonic() - self._started >= self.every_s:
-            self._due = False
-            self._start()
+        with self._lock:
+            if self._copy is not None and self._copy.done():
+                done = self._take()
+            if self._copy is None and self._waiting is not None:
+                self._copy = self._pool.submit(self._pack, self._waiting)
+                self._waiting = None
         return done
 
     def close(self) -> None:
         """At the attempt's end: a copy still in flight is waited for and dropped (the copy
         made at a stop, or the job's end, supersedes it)."""
-        if self._copy is not None:
-            found = self._take(kept=False)
-            if found:
-                checkpoint_discard(found[0])
+        with self._lock:
+            self._closed = True
+            if self._waiting is not None:
+                shutil.rmtree(self._waiting.name, ignore_errors=True)
+                self._waiting = None
+            found = self._take(kept=False) if self._copy is not None else None
+        if found:
+            checkpoint_discard(found.name)
         self._pool.shutdown(wait=True)
 
-    def _start(self) -> None:
-        self._started, self._linked_at = time.monotonic(), timezone.now()
-        snapshot = self.directory.with_name(f".{self.directory.name}-copying")
+    def _link(self, step: int | None) -> Taken | None:
+        """Hard-link the directory's files into a sibling directory: an instant, and the
+        copy reads them while the binary writes its next checkpoint by rename."""
+        self._linked += 1
+        snapshot = self.directory.with_name(f".{self.directory.name}-copy-{self._linked}")
         shutil.rmtree(snapshot, ignore_errors=True)
         try:
             shutil.copytree(self.directory, snapshot, copy_function=os.link,
@@ -148,28 +183,31 @@ class RunningCopies:
             log.warning("could not link the checkpoint of attempt %s", self.attempt_id,
                         exc_info=True)
             shutil.rmtree(snapshot, ignore_errors=True)
-            self._due = True
-            return
-        self._copy = self._pool.submit(self._pack, snapshot)
+            return None
+        return Taken(str(snapshot), timezone.now(), step)
 
-    def _pack(self, snapshot: Path) -> str:
+    def _pack(self, linked: Taken) -> Taken:
+        snapshot = Path(linked.name)
         try:
-            return checkpoint_pack(self.job_id, self.attempt_id, 0, snapshot)
+            name = checkpoint_pack(self.job_id, self.attempt_id, self.rank, snapshot)
         finally:
             shutil.rmtree(snapshot, ignore_errors=True)
+        return Taken(name, linked.at, linked.step)
 
-    def _take(self, kept: bool = True) -> tuple[str, datetime] | None:
-        """The finished copy, if it was stored; a `kept` one is what the directory now holds
-        or a later state of it (its marker names the copy)."""
+    def _take(self, kept: bool = True) -> Taken | None:
+        """The finished copy, if it was stored. A `kept` copy of a job on one node is what
+        its directory holds now, or a later state of it (its marker names the copy); a
+        gang's node must resume from the step its peers resume from, so only a copy put in
+        place, or made at the stop, marks a gang's directory."""
         copy, self._copy = self._copy, None
         try:
-            name = copy.result() if copy is not None else ""
+            taken = copy.result() if copy is not None else None
         except Exception:  # storage down: the next checkpoint tries again
             log.exception("could not copy a checkpoint of attempt %s", self.attempt_id,
                           extra={"attempt_id": self.attempt_id, "job_id": self.job_id})
             return None
-        if not name or self._linked_at is None:
+        if taken is None or not taken.name:
             return None
-        if kept:
-            (self.directory / MARKER).write_text(name)
-        return name, self._linked_at
+        if kept and not self.gang:
+            (self.directory / MARKER).write_text(taken.name)
+        return taken

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import IO
 
 
 class ProgressReader(threading.Thread):
-    """Parses `PROGRESS <fraction>` and `CHECKPOINT <path>` lines (see docs/fakegen.md)."""
+    """Parses `PROGRESS <fraction>` and `CHECKPOINT <path> [step=<n>]` lines (see
+    docs/fakegen.md); `on_checkpoint` hears each checkpoint's step (None if it has none) as
+    its line is read."""
 
-    def __init__(self, stream: IO[str]):
+    def __init__(self, stream: IO[str],
+                 on_checkpoint: Callable[[int | None], None] | None = None):
         super().__init__(daemon=True)
-        self.stream = stream
+        self.stream, self.on_checkpoint = stream, on_checkpoint
         self.progress: float | None = None
         self._checkpoints = 0
         self._reported_checkpoints = 0
@@ -35,6 +39,8 @@ class ProgressReader(threading.Thread):
                         continue
                 elif word == "CHECKPOINT":
                     self._checkpoints += 1
+            if word == "CHECKPOINT" and self.on_checkpoint is not None:
+                self.on_checkpoint(checkpoint_step(rest))
 
     def take_checkpointed(self) -> bool:
         """True once per batch of checkpoints seen since the last call."""
@@ -42,3 +48,11 @@ class ProgressReader(threading.Thread):
             new = self._checkpoints > self._reported_checkpoints
             self._reported_checkpoints = self._checkpoints
             return new
+
+
+def checkpoint_step(rest: str) -> int | None:
+    """The step of a `CHECKPOINT <path> step=<n>` line (`rest`: what follows the word)."""
+    last = rest.rsplit(" ", 1)[-1]
+    if not last.startswith("step=") or not last[5:].isdigit():
+        return None
+    return int(last[5:])

@@ -100,18 +100,17 @@ def _supervise(proc: subprocess.Popen, claim: AttemptClaim, reader: ProgressRead
 
 def _heartbeat(claim: AttemptClaim, reader: ProgressReader,
                copies: RunningCopies | None) -> Verdict:
-    if claim.node_rank:  # progress and checkpoints are rank 0's to report
-        return rank_heartbeat(attempt_id=claim.attempt_id, token=claim.token,
-                              rank=claim.node_rank)
-    announced = reader.take_checkpointed()
-    if copies is None:  # a checkpoint counts once announced
-        return attempt_heartbeat(attempt_id=claim.attempt_id, token=claim.token,
-                                 progress=reader.progress, checkpointed=announced)
-    copied = copies.poll(announced)  # a checkpoint counts once copied
-    verdict = attempt_heartbeat(attempt_id=claim.attempt_id, token=claim.token,
-                                progress=reader.progress, copied=copied)
+    copied = copies.poll() if copies is not None else None  # a checkpoint counts once copied
+    if claim.node_rank:  # progress is rank 0's to report
+        verdict = rank_heartbeat(attempt_id=claim.attempt_id, token=claim.token,
+                                 rank=claim.node_rank, copied=copied)
+    else:
+        announced = reader.take_checkpointed()  # without copies, once announced
+        verdict = attempt_heartbeat(attempt_id=claim.attempt_id, token=claim.token,
+                                    progress=reader.progress, copied=copied,
+                                    checkpointed=announced and copies is None)
     if copied and verdict.action == "stale":
-        checkpoint_discard(copied[0])
+        checkpoint_discard(copied.name)
     return verdict
 
 
@@ -193,9 +192,9 @@ def _run(claim: AttemptClaim) -> str:
     except OSError as exc:
         return _report(claim, paths,
                        AttemptResult("FAILED", None, str(exc), None, "launch_failed"))
-    reader = ProgressReader(proc.stdout)
-    reader.start()
     copies = running_copies(claim, paths)
+    reader = ProgressReader(proc.stdout, copies.announce if copies is not None else None)
+    reader.start()
     try:
         sup = _supervise(proc, claim, reader, copies)
     finally:

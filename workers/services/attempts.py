@@ -29,7 +29,8 @@ from jobs.services.storable import storable
 from jobs.states import JobState
 from jobs.transitions import transition
 from workers.agent.outcome import EXIT_CHECKPOINTED
-from workers.services.checkpoints import checkpoint_record, resume_copies
+from workers.services.checkpoint_cuts import resume_copies
+from workers.services.checkpoints import Taken, checkpoint_record, copy_record
 
 log = logging.getLogger(__name__)
 Outcome = Attempt.Outcome
@@ -130,31 +131,42 @@ def _fix_price(attempt: Attempt) -> None:
 
 
 def attempt_heartbeat(*, attempt_id: int, token: int, progress: float | None = None,
-                      checkpointed: bool = False,
-                      copied: tuple[str, datetime] | None = None) -> Verdict:
+                      checkpointed: bool = False, copied: Taken | None = None) -> Verdict:
     """Renew the lease; answer whether the attempt should go on. A checkpoint posts the
-    credits of the work it keeps (credits/services/holds.py): `checkpointed` now, or
-    `copied`, a copy in storage (its name) of the checkpoint taken at that moment
-    (workers/agent/checkpoint_copies.py), which is recorded for a resume."""
+    credits of the work it keeps (credits/services/holds.py): `checkpointed` now, or, for
+    `copied`, a copy in storage of the checkpoint taken while the binary ran, recorded for a
+    resume, up to the moment the copy keeps the work from (checkpoints.copy_record)."""
     now = timezone.now()
-    checkpoint_at = copied[1] if copied else now if checkpointed else None
     fields = {"lease_expires_at": now + lease()}
     if progress is not None:
         fields["progress"] = max(0.0, min(1.0, progress))
-    if checkpoint_at is not None:
-        fields["last_checkpoint_at"] = checkpoint_at
     live = Attempt.objects.filter(pk=attempt_id, token=token, status=AttemptStatus.RUNNING,
                                   ended_at__isnull=True)
     with transaction.atomic():
-        if live.update(**fields) != 1:
+        if live.update(**fields) != 1:  # which also locks the attempt's row
             return Verdict("stale")
         if copied:
-            job_id = Attempt.objects.filter(pk=attempt_id).values_list("job_id", flat=True).get()
-            checkpoint_record(job_id=job_id, attempt_id=attempt_id, rank=0, name=copied[0])
-        if checkpoint_at is not None:
-            meter_attempt(attempt_id, until=checkpoint_at,
-                          every_s=settings.GPUSCHED_METER_INTERVAL_S)
+            copy_kept(attempt_id, 0, copied)
+        elif checkpointed:
+            _work_kept(attempt_id, now)
     return verdict_of(attempt_id, now)
+
+
+def copy_kept(attempt_id: int, rank: int, copy: Taken) -> None:
+    """Record a copy made while the attempt runs (its live token checked by the caller, in
+    the same transaction); the work it keeps, once kept, is billed."""
+    job_id = Attempt.objects.select_for_update(no_key=True).filter(pk=attempt_id).values_list(
+        "job_id", flat=True).get()  # a gang's nodes record one at a time
+    kept_at = copy_record(job_id=job_id, attempt_id=attempt_id, rank=rank, copy=copy)
+    if kept_at is not None:
+        _work_kept(attempt_id, kept_at)
+
+
+def _work_kept(attempt_id: int, at: datetime) -> None:
+    """The attempt's work up to `at` is in a checkpoint a retry resumes from: a preemption
+    or a loss from now on bills up to there, and its credits are posted."""
+    Attempt.objects.filter(pk=attempt_id).update(last_checkpoint_at=at)
+    meter_attempt(attempt_id, until=at, every_s=settings.GPUSCHED_METER_INTERVAL_S)
 
 
 def verdict_of(attempt_id: int, now: datetime) -> Verdict:

@@ -21,6 +21,8 @@ import logging
 import re
 import shutil
 import tarfile
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from django.conf import settings
@@ -29,11 +31,13 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 from django.db.models import Count
 
-from jobs.models import Attempt, Job, StoredCheckpoint
+from jobs.models import AttemptRank, Job, StoredCheckpoint
 from jobs.states import TERMINAL
+from workers.services.checkpoint_cuts import copies_of, step_kept_at, superseded
 
 log = logging.getLogger(__name__)
 MARKER = ".gpusched-stored"  # in a checkpoint directory: the copy it matches
+KEPT_STEPS = 3  # a gang node's copies made while it ran: its peers may have copied others
 FOLDER = "checkpoints"  # in storage, flat: a sweep leaves no empty folder behind
 _JOB_OF = re.compile(r"job-(\d+)-")
 
@@ -88,18 +92,51 @@ def checkpoint_unpack(name: str, directory: Path) -> bool:
     return True
 
 
-def checkpoint_record(*, job_id: int, attempt_id: int, rank: int, name: str) -> None:
-    """Record a node's copy; called under the attempt's token by its report or, for a copy
-    made while it runs, its heartbeat. A later copy of the same attempt and rank replaces
-    the earlier one, whose file goes once this commits."""
+def checkpoint_record(*, job_id: int, attempt_id: int, rank: int, name: str,
+                      step: int | None = None, taken_at: datetime | None = None) -> None:
+    """Record a node's copy; called under the attempt's token by its report (a copy made at
+    the stop) or, for a copy made while it runs, its heartbeat (`taken_at`, when its files
+    were taken, and the `step` the binary announced). A job on one node keeps its latest
+    copy; a gang's node keeps its copy made at the stop and those of the last KEPT_STEPS
+    steps it copied (checkpoint_cuts.py). What a copy replaces goes once this commits."""
     if not name:
         return
-    earlier = StoredCheckpoint.objects.filter(attempt_id=attempt_id, rank=rank).values_list(
-        "name", flat=True).first()
-    StoredCheckpoint.objects.update_or_create(attempt_id=attempt_id, rank=rank, defaults={
-        "job_id": job_id, "name": name})
-    if earlier and earlier != name:
-        transaction.on_commit(lambda: checkpoint_discard(earlier))
+    mine = StoredCheckpoint.objects.filter(attempt_id=attempt_id, rank=rank)
+    if rank == 0 and not AttemptRank.objects.filter(attempt_id=attempt_id).exists():
+        replaced = mine
+    elif taken_at is None:
+        replaced = mine.filter(step__isnull=True)
+    else:
+        ran = mine.filter(step__isnull=False)
+        kept = ran.exclude(step=step).order_by("-step").values_list("pk", flat=True)
+        replaced = ran.exclude(pk__in=list(kept[:KEPT_STEPS - 1]))
+    earlier = [n for n in replaced.values_list("name", flat=True) if n != name]
+    replaced.delete()
+    StoredCheckpoint.objects.create(job_id=job_id, attempt_id=attempt_id, rank=rank,
+                                    name=name, step=step, taken_at=taken_at)
+    transaction.on_commit(lambda: [checkpoint_discard(n) for n in earlier])
+
+
+@dataclass(frozen=True)
+class Taken:
+    """A copy made while the binary ran (workers/agent/checkpoint_copies.py): its storage
+    name, when its files were taken, and the step the binary announced with them."""
+
+    name: str
+    at: datetime
+    step: int | None = None
+
+
+def copy_record(*, job_id: int, attempt_id: int, rank: int, copy: Taken) -> datetime | None:
+    """Record a copy made while the attempt runs, under its token and with its attempt row
+    locked (so that a gang's nodes record one at a time); the moment up to which the run's
+    work is now kept: the copy's own for a job on one node, and for a gang, once every node
+    copied the step, the earliest of their moments (None until then)."""
+    checkpoint_record(job_id=job_id, attempt_id=attempt_id, rank=rank, name=copy.name,
+                      step=copy.step, taken_at=copy.at)
+    if rank == 0 and not AttemptRank.objects.filter(attempt_id=attempt_id).exists():
+        return copy.at
+    return step_kept_at(attempt_id, copy.step) if copy.step is not None else None
 
 
 def checkpoint_discard(name: str) -> None:
@@ -109,50 +146,24 @@ def checkpoint_discard(name: str) -> None:
         default_storage.delete(name)
 
 
-def resume_copies(job_id: int, nodes: int) -> dict[int, str]:
-    """The copies, by rank, that an attempt of the job on `nodes` nodes resumes from: those
-    of the latest attempt on as many nodes whose every node stored one, or none. A gang
-    resumes from one attempt's checkpoints or from none: ranks of different attempts
-    stopped at different steps, and a rank missing its share would start from the beginning
-    while its peers go on."""
-    attempt_id = _resume_point(job_id, nodes)
-    if attempt_id is None:
-        return {}
-    return dict(StoredCheckpoint.objects.filter(attempt_id=attempt_id).values_list(
-        "rank", "name"))
-
-
-def _resume_point(job_id: int, nodes: int | None = None) -> int | None:
-    """The job's latest attempt (on `nodes` nodes, if given) whose every node stored a copy."""
-    stored = dict(StoredCheckpoint.objects.filter(job_id=job_id).values("attempt_id").annotate(
-        n=Count("pk")).values_list("attempt_id", "n"))
-    spans = dict(Attempt.objects.filter(pk__in=stored).annotate(
-        n=Count("ranks") + 1).values_list("pk", "n"))
-    complete = [a for a, n in stored.items() if spans.get(a) == n and nodes in (None, n)]
-    return max(complete, default=None)
-
-
 def checkpoints_sweep() -> int:
     """Delete the copies no resume will read: those of jobs that ended, those older than
-    the job's latest complete set (resume_copies), and those never recorded (a node that
-    died between storing and reporting) once their job ended. Returns how many went."""
-    gone = StoredCheckpoint.objects.filter(job__state__in=TERMINAL)
-    for job_id in _resumed_more_than_once():
-        point = _resume_point(job_id)
-        if point is not None:
-            gone |= StoredCheckpoint.objects.filter(job_id=job_id, attempt_id__lt=point)
-    rows = list(gone.values_list("pk", "name"))
+    the job's latest cut (checkpoint_cuts.py), and those never recorded (a node that died
+    between storing and reporting) once their job ended. Returns how many went."""
+    rows = list(StoredCheckpoint.objects.filter(job__state__in=TERMINAL).values_list(
+        "pk", "name"))
+    for copies in copies_of(_holding_several()).values():
+        rows += [(c.pk, c.name) for c in superseded(copies)]
     for _, name in rows:
         default_storage.delete(name)  # a file already gone is no error
     StoredCheckpoint.objects.filter(pk__in=[pk for pk, _ in rows]).delete()
     return len(rows) + _sweep_unrecorded()
 
 
-def _resumed_more_than_once() -> list[int]:
-    """The live jobs holding copies of more than one attempt."""
+def _holding_several() -> list[int]:
+    """The live jobs holding more than one copy."""
     return list(StoredCheckpoint.objects.exclude(job__state__in=TERMINAL).values(
-        "job_id").annotate(n=Count("attempt_id", distinct=True)).filter(n__gt=1).values_list(
-        "job_id", flat=True))
+        "job_id").annotate(n=Count("pk")).filter(n__gt=1).values_list("job_id", flat=True))
 
 
 def _sweep_unrecorded() -> int:

@@ -29,10 +29,11 @@ from workers.services.attempts import (
     Verdict,
     attempt_finish,
     claim_for,
+    copy_kept,
     lease,
     verdict_of,
 )
-from workers.services.checkpoints import checkpoint_record
+from workers.services.checkpoints import Taken, checkpoint_record
 
 Outcome = Attempt.Outcome
 # a rank's own failure, or its share of the time limit spent: the gang cannot finish
@@ -57,13 +58,21 @@ def rank_start(*, attempt_id: int, token: int, rank: int) -> AttemptClaim:
                      gpu_indices=row.gpu_indices)
 
 
-def rank_heartbeat(*, attempt_id: int, token: int, rank: int) -> Verdict:
-    """Renew the rank's lease; answer as the attempt's own heartbeat would (progress and
-    checkpoints are rank 0's to report)."""
+def rank_heartbeat(*, attempt_id: int, token: int, rank: int,
+                   copied: Taken | None = None) -> Verdict:
+    """Renew the rank's lease; answer as the attempt's own heartbeat would (progress is rank
+    0's to report). `copied`: a copy of the rank's checkpoint made while it ran, recorded
+    for a resume; the copy that completes a step for every node posts the credits of the
+    work it keeps (checkpoints.copy_record)."""
     now = timezone.now()
-    renewed = _live(attempt_id, token, rank).filter(status=AttemptStatus.RUNNING).update(
-        lease_expires_at=now + lease())
-    return verdict_of(attempt_id, now) if renewed == 1 else Verdict("stale")
+    with transaction.atomic():
+        renewed = _live(attempt_id, token, rank).filter(status=AttemptStatus.RUNNING).update(
+            lease_expires_at=now + lease())
+        if renewed != 1:
+            return Verdict("stale")
+        if copied:
+            copy_kept(attempt_id, rank, copied)
+    return verdict_of(attempt_id, now)
 
 
 def rank_finish(*, attempt_id: int, token: int, rank: int, result: AttemptResult) -> str:
