@@ -197,13 +197,14 @@ class AttemptRankInline(admin.TabularInline):
 
 
 class StoredCheckpointInline(admin.TabularInline):
-    """Copies of the attempt's checkpoints its job resumes from (one a node)."""
+    """Copies of the attempt's checkpoints its job may resume from: one a node, made while
+    it ran or at its stop; a gang's nodes also keep those of their last few steps."""
 
     model = StoredCheckpoint
     fk_name = "attempt"
     extra = 0
     can_delete = False
-    fields = ["rank", "name", "created_at"]
+    fields = ["rank", "step", "taken_at", "name", "created_at"]
     readonly_fields = fields
 
     def has_add_permission(self, request, obj=None) -> bool:
@@ -220,10 +221,10 @@ class AttemptAdmin(ReadOnly):
 
 @admin.register(StoredCheckpoint)
 class StoredCheckpointAdmin(ReadOnly):
-    """Checkpoints of stopped attempts in storage, kept until no resume will read them
+    """Copies of attempts' checkpoints in storage, kept until no resume will read them
     (workers/services/checkpoints.py sweeps them)."""
 
-    list_display = ["id", "job", "attempt", "rank", "name", "created_at"]
+    list_display = ["id", "job", "attempt", "rank", "step", "taken_at", "name", "created_at"]
 
 
 @admin.register(AttemptRank)

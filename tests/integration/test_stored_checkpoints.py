@@ -5,7 +5,6 @@ resume will read it (workers/services/checkpoints.py)."""
 import io
 import tarfile
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.core.files.base import ContentFile
@@ -16,9 +15,16 @@ from jobs.models import Attempt, GpuBinding, Job, StoredCheckpoint
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.cancellation import job_cancel
 from jobs.services.requeue import attempt_stop_and_requeue
+from tests.support.checkpoints import (
+    files_of,
+    rewrite_by_rename,
+    start_placed,
+    stop_gang,
+    wait_until,
+    write_checkpoint,
+)
 from tests.support.factories import make_job, make_node
 from workers.services.attempts import (
-    AttemptClaim,
     AttemptResult,
     StaleAttempt,
     attempt_finish,
@@ -45,20 +51,8 @@ def storage(settings, tmp_path):
     settings.GPUSCHED_STORE_CHECKPOINTS = True
 
 
-def _files(directory: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(directory)): p.read_bytes()
-            for p in sorted(directory.rglob("*")) if p.is_file() and p.name != MARKER}
-
-
-def _checkpoint(directory: Path, step: int) -> Path:
-    (directory / "shards").mkdir(parents=True, exist_ok=True)
-    (directory / "state.json").write_text(f'{{"step": {step}}}')
-    (directory / "shards" / "0.bin").write_bytes(bytes(range(256)) * step)
-    return directory
-
-
 def test_a_copy_lands_whole_in_another_nodes_directory(tmp_path):
-    here = _checkpoint(tmp_path / "n1" / "checkpoint", step=3)
+    here = write_checkpoint(tmp_path / "n1" / "checkpoint", step=3)
     name = checkpoint_pack(7, 70, 0, here)
     assert name.startswith("checkpoints/job-7-attempt-70-rank-0") and default_storage.exists(name)
     assert [p.name for p in here.parent.iterdir()] == ["checkpoint"]  # no tar left behind
@@ -66,7 +60,7 @@ def test_a_copy_lands_whole_in_another_nodes_directory(tmp_path):
     (there / "old").mkdir(parents=True)
     (there / "old" / "stale.bin").write_bytes(b"an earlier attempt's")
     assert checkpoint_unpack(name, there)
-    assert _files(there) == _files(here)  # and nothing of what was there before
+    assert files_of(there) == files_of(here)  # and nothing of what was there before
     # a directory that holds the copy already, there or where it was made, copies nothing
     assert not checkpoint_unpack(name, there) and not checkpoint_unpack(name, here)
 
@@ -77,13 +71,13 @@ def test_nothing_is_stored_for_an_empty_directory_or_when_copying_is_off(tmp_pat
     assert checkpoint_pack(7, 70, 0, empty) == ""
     assert checkpoint_pack(7, 70, 0, tmp_path / "missing") == ""
     settings.GPUSCHED_STORE_CHECKPOINTS = False
-    assert checkpoint_pack(7, 70, 0, _checkpoint(empty, step=1)) == ""
+    assert checkpoint_pack(7, 70, 0, write_checkpoint(empty, step=1)) == ""
 
 
 def test_a_copy_that_cannot_be_read_leaves_the_directory_empty(tmp_path):
-    there = _checkpoint(tmp_path / "checkpoint", step=2)
+    there = write_checkpoint(tmp_path / "checkpoint", step=2)
     assert not checkpoint_unpack("checkpoints/job-7-gone.tar", there)
-    assert _files(there) == {}
+    assert files_of(there) == {}
     # a tar whose names reach outside the directory is refused whole
     evil = io.BytesIO()
     with tarfile.open(fileobj=evil, mode="w") as tar:
@@ -93,21 +87,7 @@ def test_a_copy_that_cannot_be_read_leaves_the_directory_empty(tmp_path):
         tar.addfile(member, io.BytesIO(data))
     name = default_storage.save("checkpoints/job-7-evil.tar", ContentFile(evil.getvalue()))
     assert not checkpoint_unpack(name, there)
-    assert not (tmp_path / "escaped.txt").exists() and _files(there) == {}
-
-
-def _started(org, gpus: int = 2) -> tuple[Attempt, AttemptClaim]:
-    """A job of `gpus` placed by a round and started: on one node n1 of that size, or, for
-    8 GPUs, a gang on two 4-GPU nodes of one island."""
-    if gpus == 8:
-        make_node("n1", gpus=4, island="r1")
-        make_node("n2", gpus=4, island="r1")
-    else:
-        make_node("n1", gpus=gpus)
-    job = make_job(org, gpus=gpus)
-    scheduler_tick_run()
-    attempt = Attempt.objects.get(job=job)
-    return attempt, attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    assert not (tmp_path / "escaped.txt").exists() and files_of(there) == {}
 
 
 def _preempted(attempt: Attempt, checkpoint: str) -> Job:
@@ -117,10 +97,10 @@ def _preempted(attempt: Attempt, checkpoint: str) -> Job:
 
 
 def test_the_next_attempt_is_handed_the_copy_its_predecessor_stored(alice, tmp_path):
-    first, claim = _started(alice)
+    first, claim = start_placed(alice)
     assert claim.checkpoint == ""
     job = first.job
-    name = checkpoint_pack(job.pk, first.pk, 0, _checkpoint(tmp_path / "c", step=5))
+    name = checkpoint_pack(job.pk, first.pk, 0, write_checkpoint(tmp_path / "c", step=5))
     assert _preempted(first, name).state == "QUEUED"
     scheduler_tick_run()
     second = Attempt.objects.get(job=job, ended_at__isnull=True)
@@ -128,11 +108,11 @@ def test_the_next_attempt_is_handed_the_copy_its_predecessor_stored(alice, tmp_p
 
 
 def test_a_fenced_off_attempt_stores_nothing(alice, tmp_path, settings):
-    attempt, _ = _started(alice)
+    attempt, _ = start_placed(alice)
     job = attempt.job
     later = timezone.now() + timedelta(seconds=settings.GPUSCHED_LEASE_SECONDS + 1)
     assert reap_expired_attempts(now=later) == 1  # lost: its job retries under a new token
-    name = checkpoint_pack(job.pk, attempt.pk, 0, _checkpoint(tmp_path / "c", step=5))
+    name = checkpoint_pack(job.pk, attempt.pk, 0, write_checkpoint(tmp_path / "c", step=5))
     with pytest.raises(StaleAttempt):
         attempt_finish(attempt_id=attempt.pk, token=attempt.token,
                        result=AttemptResult("PREEMPTED", 75, checkpoint=name))
@@ -140,10 +120,10 @@ def test_a_fenced_off_attempt_stores_nothing(alice, tmp_path, settings):
 
 
 def test_each_rank_of_a_gang_resumes_from_its_own_copy(alice, tmp_path):
-    gang, _ = _started(alice, gpus=8)
+    gang, _ = start_placed(alice, gpus=8)
     job = gang.job
     rank_start(attempt_id=gang.pk, token=gang.token, rank=1)
-    names = [checkpoint_pack(job.pk, gang.pk, r, _checkpoint(tmp_path / f"r{r}", step=r + 1))
+    names = [checkpoint_pack(job.pk, gang.pk, r, write_checkpoint(tmp_path / f"r{r}", step=r + 1))
              for r in (0, 1)]
     assert attempt_stop_and_requeue(gang, reason="test", grace_s=30)
     rank_finish(attempt_id=gang.pk, token=gang.token, rank=1,
@@ -156,29 +136,17 @@ def test_each_rank_of_a_gang_resumes_from_its_own_copy(alice, tmp_path):
     assert rank_start(attempt_id=again.pk, token=again.token, rank=1).checkpoint == names[1]
 
 
-def _gang_stopped(gang: Attempt, names: dict[int, str]) -> None:
-    """Stop a two-node gang, each rank reporting its copy (`names`, "" where none was
-    stored), and start the next attempt."""
-    rank_start(attempt_id=gang.pk, token=gang.token, rank=1)
-    assert attempt_stop_and_requeue(gang, reason="test", grace_s=30)
-    rank_finish(attempt_id=gang.pk, token=gang.token, rank=1,
-                result=AttemptResult("PREEMPTED", 75, checkpoint=names.get(1, "")))
-    attempt_finish(attempt_id=gang.pk, token=gang.token,
-                   result=AttemptResult("PREEMPTED", 75, checkpoint=names.get(0, "")))
-    scheduler_tick_run()
-
-
 def test_a_gang_never_resumes_from_copies_of_different_attempts(alice, tmp_path):
-    first, _ = _started(alice, gpus=8)
+    first, _ = start_placed(alice, gpus=8)
     job = first.job
-    kept = {r: checkpoint_pack(job.pk, first.pk, r, _checkpoint(tmp_path / f"a{r}", step=5))
+    kept = {r: checkpoint_pack(job.pk, first.pk, r, write_checkpoint(tmp_path / f"a{r}", step=5))
             for r in (0, 1)}
-    _gang_stopped(first, kept)
+    stop_gang(first, kept)
     second = Attempt.objects.get(job=job, ended_at__isnull=True)
     attempt_start(attempt_id=second.pk, token=second.token)
     # rank 1's node could not store its share of the later step: rank 0's alone is no resume
-    partial = checkpoint_pack(job.pk, second.pk, 0, _checkpoint(tmp_path / "b0", step=9))
-    _gang_stopped(second, {0: partial})
+    partial = checkpoint_pack(job.pk, second.pk, 0, write_checkpoint(tmp_path / "b0", step=9))
+    stop_gang(second, {0: partial})
     third = Attempt.objects.get(job=job, ended_at__isnull=True)
     claims = [attempt_start(attempt_id=third.pk, token=third.token),
               rank_start(attempt_id=third.pk, token=third.token, rank=1)]
@@ -188,10 +156,10 @@ def test_a_gang_never_resumes_from_copies_of_different_attempts(alice, tmp_path)
 
 
 def test_a_job_placed_on_another_number_of_nodes_starts_afresh(alice, tmp_path):
-    gang, _ = _started(alice, gpus=8)
+    gang, _ = start_placed(alice, gpus=8)
     job = gang.job
-    _gang_stopped(gang, {r: checkpoint_pack(job.pk, gang.pk, r,
-                                            _checkpoint(tmp_path / f"r{r}", step=5))
+    stop_gang(gang, {r: checkpoint_pack(job.pk, gang.pk, r,
+                                            write_checkpoint(tmp_path / f"r{r}", step=5))
                          for r in (0, 1)})
     assert sorted(resume_copies(job.pk, nodes=2)) == [0, 1]
     assert resume_copies(job.pk, nodes=1) == {}  # half a gang's state is no checkpoint
@@ -206,8 +174,8 @@ def test_the_sweep_keeps_only_the_copies_a_resume_will_read(alice, tmp_path):
         for job in (resuming, ended):
             attempt = Attempt.objects.get(job=job, ended_at__isnull=True)
             attempt_start(attempt_id=attempt.pk, token=attempt.token)
-            names[job.pk, round_] = checkpoint_pack(
-                job.pk, attempt.pk, 0, _checkpoint(tmp_path / f"{job.pk}-{round_}", step=round_))
+            directory = write_checkpoint(tmp_path / f"{job.pk}-{round_}", step=round_)
+            names[job.pk, round_] = checkpoint_pack(job.pk, attempt.pk, 0, directory)
             _preempted(attempt, names[job.pk, round_])
     # copies stored by nodes that died before they reported: recorded nowhere
     unrecorded = [default_storage.save(f"checkpoints/job-{job.pk}-attempt-99-rank-0.tar",
@@ -229,7 +197,7 @@ def test_the_lease_is_renewed_while_a_copy_is_made(alice, settings):
     from workers.agent.checkpoint_copies import keeping_the_lease
 
     settings.GPUSCHED_HEARTBEAT_SECONDS = 0.2
-    attempt, claim = _started(alice, gpus=1)
+    attempt, claim = start_placed(alice, gpus=1)
     before = Attempt.objects.get(pk=attempt.pk).lease_expires_at
     assert keeping_the_lease(claim, lambda: time.sleep(1.0) or "copied") == "copied"
     assert Attempt.objects.get(pk=attempt.pk).lease_expires_at >= before + timedelta(seconds=0.6)
@@ -238,11 +206,11 @@ def test_the_lease_is_renewed_while_a_copy_is_made(alice, settings):
 def test_a_node_removes_what_jobs_that_ended_left_in_its_work_root(alice, tmp_path):
     from workers.services.checkpoints import work_root_sweep
 
-    running, _ = _started(alice)
+    running, _ = start_placed(alice)
     ended = make_job(alice)
     job_cancel(job=ended)
     for pk in (running.job_id, ended.pk, 99_999):  # the last one's job is gone
-        _checkpoint(tmp_path / f"job-{pk}" / "checkpoint", step=1)
+        write_checkpoint(tmp_path / f"job-{pk}" / "checkpoint", step=1)
     (tmp_path / "job-notes").mkdir()  # not a job's: left alone
     assert work_root_sweep(tmp_path) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"job-{running.job_id}", "job-notes"]
@@ -253,7 +221,7 @@ def test_each_node_of_a_gang_frees_its_gpus_before_it_copies(alice):
     from jobs.scheduler.snapshot import load_snapshot
     from workers.services.ranks import rank_free_gpus
 
-    gang, _ = _started(alice, gpus=8)
+    gang, _ = start_placed(alice, gpus=8)
     rank_start(attempt_id=gang.pk, token=gang.token, rank=1)
     assert attempt_stop_and_requeue(gang, reason="test", grace_s=30)
 
@@ -278,37 +246,21 @@ def test_each_node_of_a_gang_frees_its_gpus_before_it_copies(alice):
     assert job.state == "QUEUED" and gang.last_checkpoint_at == gang.gpus_freed_at
 
 
-def _wait(predicate, seconds: float = 10.0) -> None:
-    import time
-
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
-
-
-def _renamed(directory: Path, step: int) -> None:
-    """Write the directory's next checkpoint as a binary must: each file replaced by rename."""
-    fresh = _checkpoint(directory.with_name("fresh"), step)
-    for name in ("state.json", "shards/0.bin"):
-        (fresh / name).replace(directory / name)
-
-
 def test_a_running_attempt_copies_the_checkpoint_it_announces_once_a_window(tmp_path):
     from workers.agent.checkpoint_copies import RunningCopies
 
-    directory = _checkpoint(tmp_path / "job-7" / "checkpoint", step=3)
+    directory = write_checkpoint(tmp_path / "job-7" / "checkpoint", step=3)
     copies = RunningCopies(7, 70, 0, directory, every_s=0, gang=False)
     assert copies.poll() is None  # nothing announced, nothing copied
     copies.announce(3)  # linked as it is announced
-    _renamed(directory, step=4)  # the binary's next one, written by rename, is not copied
+    rewrite_by_rename(directory, step=4)  # the binary's next one, written by rename, is not copied
     assert copies.poll() is None  # copying
     found: list = []
-    _wait(lambda: found.append(copies.poll()) or found[-1] is not None)
+    wait_until(lambda: found.append(copies.poll()) or found[-1] is not None)
     taken = found[-1]
     there = tmp_path / "elsewhere"
     assert checkpoint_unpack(taken.name, there) and taken.step == 3
-    assert _files(there) == _files(_checkpoint(tmp_path / "three", step=3))
+    assert files_of(there) == files_of(write_checkpoint(tmp_path / "three", step=3))
     assert (directory / MARKER).read_text() == taken.name  # holds that copy or a later state
     assert sorted(p.name for p in directory.parent.iterdir()) == [
         "checkpoint", "fresh"]  # no links left
@@ -316,7 +268,7 @@ def test_a_running_attempt_copies_the_checkpoint_it_announces_once_a_window(tmp_
     slow = RunningCopies(7, 71, 0, directory, every_s=1e9, gang=False)
     slow.announce(5)
     assert slow.poll() is None
-    _wait(lambda: slow._copy.done())
+    wait_until(lambda: slow._copy.done())
     copied = slow._copy.result().name
     slow.announce(6)  # the same window: not linked
     assert slow.poll() is not None and slow._copy is None
@@ -343,11 +295,11 @@ def test_a_heartbeat_with_a_copy_records_it_and_bills_up_to_when_it_was_taken(al
 
     GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
     credits_grant(organization=alice, amount=100_000)
-    attempt, _ = _started(alice)
+    attempt, _ = start_placed(alice)
     started = timezone.now() - timedelta(seconds=300)
     Attempt.objects.filter(pk=attempt.pk).update(started_at=started)
-    names = [checkpoint_pack(attempt.job_id, attempt.pk, 0, _checkpoint(tmp_path / f"c{i}", i + 1))
-             for i in (0, 1)]
+    names = [checkpoint_pack(attempt.job_id, attempt.pk, 0,
+                             write_checkpoint(tmp_path / f"c{i}", i + 1)) for i in (0, 1)]
     taken = started + timedelta(seconds=100)
     verdict = attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token,
                                 copied=Taken(names[0], taken))

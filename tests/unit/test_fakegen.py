@@ -18,10 +18,12 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from workers.agent.progress import checkpoint_step  # noqa: E402
 from workers.fakegen.video import read_y4m_info, render_y4m, validate_y4m  # noqa: E402
 
 PROGRESS_RE = re.compile(r"^PROGRESS (?P<frac>[01]\.\d{4}) step=(?P<step>\d+)/(?P<steps>\d+)$")
-FAST = ["--run-seconds", "0.4", "--progress-interval", "0.05"]
+FAST_STEP_S = 0.05
+FAST = ["--run-seconds", "0.4", "--progress-interval", str(FAST_STEP_S)]
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -128,14 +130,15 @@ def test_sigterm_checkpoints_and_rerun_resumes(tmp_path: Path, killer: list) -> 
     proc.send_signal(signal.SIGTERM)
     rest, _ = proc.communicate(timeout=10)
     assert proc.returncode == 75
-    assert rest.splitlines()[-1] == f"CHECKPOINT {tmp_path / 'ck' / 'fakegen-checkpoint.json'}"
+    last, announced = rest.splitlines()[-1].rsplit(" ", 1)
+    assert last == f"CHECKPOINT {tmp_path / 'ck' / 'fakegen-checkpoint.json'}"
     assert not (tmp_path / "o.y4m").exists()
 
     resumed = run_fakegen(*args)
     assert resumed.returncode == 0, resumed.stderr
     lines = resumed.stdout.splitlines()
     resume_step = int(lines[1].removeprefix("RESUME "))
-    assert 6 <= resume_step < 30
+    assert 6 <= resume_step < 30 and checkpoint_step(announced) == resume_step
     steps = progress(resumed.stdout)
     assert steps[0][1] == resume_step and steps[-1] == (1.0, 30, 30)
     assert len(steps) - 1 == 30 - resume_step  # only the remaining steps were computed
@@ -159,7 +162,10 @@ def test_periodic_checkpoints(tmp_path: Path) -> None:
         "--checkpoint-dir", str(ckdir), "--checkpoint-every", "0.1",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert done.stdout.count("CHECKPOINT ") >= 2
+    steps = [checkpoint_step(line.split(" ", 1)[1]) for line in done.stdout.splitlines()
+             if line.startswith("CHECKPOINT ")]
+    every = round(0.1 / FAST_STEP_S)  # the steps an interval spans: each multiple of them
+    assert len(steps) >= 2 and steps == list(range(every, every * (len(steps) + 1), every))
     assert not (ckdir / "fakegen-checkpoint.json").exists()  # removed after success
 
 
@@ -261,7 +267,7 @@ def test_gpusched_dirs_from_environment(tmp_path: Path) -> None:
     )
     done = run_fakegen("--prompt", "x", *FAST, env=env)
     assert done.returncode == 0, done.stderr
-    assert f"CHECKPOINT {tmp_path / 'ck' / 'fakegen-checkpoint.json'}" in done.stdout
+    assert f"CHECKPOINT {tmp_path / 'ck' / 'fakegen-checkpoint.json'} step=" in done.stdout
     assert validate_y4m(tmp_path / "video.y4m")
 
 

@@ -101,7 +101,9 @@ class Runner:
         s = self.settings
         step_seconds = s.run_seconds / self.steps
         started = time.monotonic()
-        last_checkpoint, every = started, s.checkpoint_every
+        # at whole multiples of the steps the interval spans, as a distributed trainer
+        # checkpoints every N steps: a gang's ranks checkpoint the same steps
+        every = max(1, round(s.checkpoint_every / step_seconds)) if s.checkpoint_every else 0
         first = self.step
         self._progress()
         while True:
@@ -113,10 +115,8 @@ class Runner:
             time.sleep(max(0.0, deadline - time.monotonic()))
             self.step += 1
             self._progress()
-            now = time.monotonic()
-            if s.checkpoint_every and s.checkpoint_dir and now - last_checkpoint >= every:
+            if every and s.checkpoint_dir and self.step % every == 0 and self.step < self.steps:
                 self._save_checkpoint()
-                last_checkpoint = now
 
     def _progress(self) -> None:
         if self.settings.noise:
@@ -147,7 +147,7 @@ class Runner:
         assert self.settings.checkpoint_dir is not None
         state = checkpoint.Checkpoint(self.step, self.steps, self.settings.fingerprint)
         path = checkpoint.save(self.settings.checkpoint_dir, state)
-        emit(f"CHECKPOINT {path}")
+        emit(f"CHECKPOINT {path} step={self.step}")
 
     def _checkpoint_and_exit(self) -> int:
         # A second SIGTERM must not interrupt the checkpoint write.

@@ -56,10 +56,22 @@ def latest_cut(copies: list[Copy], nodes: int | None = None) -> tuple[int, list[
 def step_kept_at(attempt_id: int, step: int) -> datetime | None:
     """When a gang's work up to `step` was kept: once every node of the attempt copied that
     step while it ran, the earliest of their moments (what is billed as kept); else None."""
-    taken = list(StoredCheckpoint.objects.filter(
-        attempt_id=attempt_id, step=step, taken_at__isnull=False).values_list(
-        "taken_at", flat=True))
+    taken = list(_ran(attempt_id).filter(step=step).values_list("taken_at", flat=True))
     return min(taken) if len(taken) == _spans([attempt_id]).get(attempt_id, 1) else None
+
+
+def whole_step(attempt_id: int) -> int | None:
+    """The latest step every node of a gang copied while it ran (what a resume reads unless
+    every node made a copy at the stop)."""
+    nodes = _spans([attempt_id]).get(attempt_id, 1)
+    return _ran(attempt_id).values("step").annotate(n=Count("pk")).filter(n=nodes).order_by(
+        "-step").values_list("step", flat=True).first()
+
+
+def _ran(attempt_id: int) -> QuerySet[StoredCheckpoint]:
+    """The attempt's copies made while it ran, of announced steps."""
+    return StoredCheckpoint.objects.filter(attempt_id=attempt_id, step__isnull=False,
+                                           taken_at__isnull=False)
 
 
 def superseded(copies: list[Copy]) -> list[Copy]:

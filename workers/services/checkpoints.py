@@ -33,7 +33,7 @@ from django.db.models import Count
 
 from jobs.models import AttemptRank, Job, StoredCheckpoint
 from jobs.states import TERMINAL
-from workers.services.checkpoint_cuts import copies_of, step_kept_at, superseded
+from workers.services.checkpoint_cuts import copies_of, step_kept_at, superseded, whole_step
 
 log = logging.getLogger(__name__)
 MARKER = ".gpusched-stored"  # in a checkpoint directory: the copy it matches
@@ -109,7 +109,9 @@ def checkpoint_record(*, job_id: int, attempt_id: int, rank: int, name: str,
     else:
         ran = mine.filter(step__isnull=False)
         kept = ran.exclude(step=step).order_by("-step").values_list("pk", flat=True)
-        replaced = ran.exclude(pk__in=list(kept[:KEPT_STEPS - 1]))
+        # and the step every node copied, until another is: the gang's resume
+        replaced = ran.exclude(pk__in=list(kept[:KEPT_STEPS - 1])).exclude(
+            step=whole_step(attempt_id))
     earlier = [n for n in replaced.values_list("name", flat=True) if n != name]
     replaced.delete()
     StoredCheckpoint.objects.create(job_id=job_id, attempt_id=attempt_id, rank=rank,

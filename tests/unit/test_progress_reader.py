@@ -1,0 +1,23 @@
+"""The agent reads the binary's protocol lines (docs/fakegen.md) as they come."""
+
+import io
+
+from workers.agent.progress import ProgressReader, checkpoint_step
+
+
+def test_a_checkpoints_step_is_read_from_its_line():
+    assert checkpoint_step("/work/ck/state.json step=40") == 40
+    assert checkpoint_step("/work/my ckpt/state.json step=7") == 7  # a path with a space
+    assert checkpoint_step("/work/ck/state.json") is None
+    assert checkpoint_step("/work/ck/step=x") is None
+    assert checkpoint_step("/work/ck/state.json step=-1") is None
+
+
+def test_each_checkpoint_is_heard_as_its_line_is_read():
+    heard: list[int | None] = []
+    lines = "PROGRESS 0.2500 step=1/4\nCHECKPOINT /ck/a step=1\nnoise\nCHECKPOINT /ck/b\n"
+    reader = ProgressReader(io.StringIO(lines), heard.append)
+    reader.start()
+    reader.join(timeout=5)
+    assert heard == [1, None] and reader.progress == 0.25
+    assert reader.take_checkpointed() and not reader.take_checkpointed()
