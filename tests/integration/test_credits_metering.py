@@ -137,13 +137,28 @@ def test_a_preempted_attempt_pays_only_what_it_checkpointed(funded):
     assert_ledger_consistent()
 
 
-def test_a_victim_that_checkpoints_as_it_stops_pays_its_whole_run(funded):
+def test_a_victim_that_checkpoints_as_it_stops_pays_its_whole_run(funded, settings):
+    settings.GPUSCHED_STORE_CHECKPOINTS = False  # the work root every node shares holds it
     attempt = _running(funded, gpus=1, checkpointable=True)
     _timeline(attempt, started_ago=300, checkpoint_ago=250)
     transition(Job.objects.get(pk=attempt.job_id), JobState.PREEMPTING, reason="test")
     job = attempt_finish(attempt_id=attempt.pk, token=attempt.token,
                          result=AttemptResult("PREEMPTED", 75))  # checkpointed on SIGTERM
     assert job.state == "QUEUED" and _posted(job) == _billed(attempt) >= 300
+
+
+def test_a_victim_whose_checkpoint_at_the_stop_was_not_stored_pays_what_it_kept_before(
+        funded, settings):
+    """Its nodes' disks are their own: the checkpoint it wrote on SIGTERM, which could not
+    be copied to storage, is no work a retry elsewhere resumes from."""
+    settings.GPUSCHED_STORE_CHECKPOINTS = True
+    attempt = _running(funded, gpus=1, checkpointable=True)
+    _timeline(attempt, started_ago=300, checkpoint_ago=250)  # 50 s kept
+    transition(Job.objects.get(pk=attempt.job_id), JobState.PREEMPTING, reason="test")
+    job = attempt_finish(attempt_id=attempt.pk, token=attempt.token,
+                         result=AttemptResult("PREEMPTED", 75, checkpoint=""))
+    assert job.state == "QUEUED" and _posted(job) == _kept(attempt)
+    assert 50 <= _posted(job) <= 51
 
 
 def test_checkpoints_post_at_most_once_a_meter_interval(funded, settings):

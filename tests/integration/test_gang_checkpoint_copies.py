@@ -102,13 +102,15 @@ def test_a_node_keeps_its_last_steps_and_the_step_every_node_copied(gang, tmp_pa
         (0, 50), (1, 50), (1, 60)]
 
 
-def test_a_gang_whose_stop_copies_are_not_all_stored_resumes_from_its_whole_step(
+def test_a_gang_whose_stop_copies_are_not_all_stored_resumes_from_and_pays_its_whole_step(
         gang, tmp_path):
     for rank in (0, 1):
         _beat(gang, rank, _copy(gang, rank, 10, 100, tmp_path))
     # at the stop rank 0 stores its checkpoint, rank 1's node cannot
     at_stop = checkpoint_pack(gang.job_id, gang.pk, 0, write_checkpoint(tmp_path / "s", 12))
     stop_gang(gang, {0: at_stop})
+    # it pays the work its step kept, not its whole run: its stop copy is half a checkpoint
+    assert _kept(gang) == (100, cost(gang.credits_per_hour, 100))
     again = Attempt.objects.get(job=gang.job_id, ended_at__isnull=True)
     resumed = attempt_start(attempt_id=again.pk, token=again.token).checkpoint
     assert resumed != at_stop and StoredCheckpoint.objects.get(name=resumed).step == 10

@@ -216,7 +216,7 @@ def test_a_node_removes_what_jobs_that_ended_left_in_its_work_root(alice, tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"job-{running.job_id}", "job-notes"]
 
 
-def test_each_node_of_a_gang_frees_its_gpus_before_it_copies(alice):
+def test_each_node_of_a_gang_frees_its_gpus_before_it_copies(alice, tmp_path):
     """The next round sees only the nodes still holding theirs; a stale token frees none."""
     from jobs.scheduler.snapshot import load_snapshot
     from workers.services.ranks import rank_free_gpus
@@ -238,10 +238,12 @@ def test_each_node_of_a_gang_frees_its_gpus_before_it_copies(alice):
     assert attempt_free_gpus(attempt_id=gang.pk, token=gang.token)
     assert held() == [] and not GpuBinding.objects.filter(released_at__isnull=True).exists()
     # the copies done, the reports come as before
+    copies = [checkpoint_pack(gang.job_id, gang.pk, r, write_checkpoint(tmp_path / f"{r}", 3))
+              for r in (0, 1)]
     rank_finish(attempt_id=gang.pk, token=gang.token, rank=1,
-                result=AttemptResult("PREEMPTED", 75))
+                result=AttemptResult("PREEMPTED", 75, checkpoint=copies[1]))
     job = attempt_finish(attempt_id=gang.pk, token=gang.token,
-                         result=AttemptResult("PREEMPTED", 75))
+                         result=AttemptResult("PREEMPTED", 75, checkpoint=copies[0]))
     gang.refresh_from_db()
     assert job.state == "QUEUED" and gang.last_checkpoint_at == gang.gpus_freed_at
 

@@ -29,7 +29,7 @@ from jobs.services.storable import storable
 from jobs.states import JobState
 from jobs.transitions import transition
 from workers.agent.outcome import EXIT_CHECKPOINTED
-from workers.services.checkpoint_cuts import resume_copies
+from workers.services.checkpoint_cuts import resume_copies, stop_copies_whole
 from workers.services.checkpoints import Taken, checkpoint_record, copy_record
 
 log = logging.getLogger(__name__)
@@ -224,9 +224,11 @@ _BILLED_TO_THE_END = frozenset({Outcome.SUCCEEDED, Outcome.TIMED_OUT, Outcome.CA
 def _end_attempt(attempt_id: int, token: int, result: AttemptResult) -> Attempt:
     now = timezone.now()
     fields = {}
-    if result.outcome == Outcome.PREEMPTED and result.exit_code == EXIT_CHECKPOINTED:
-        # it wrote one as it stopped: nothing was lost up to its end, or up to when it freed
-        # its GPUs to copy that checkpoint (the copy is not GPU time)
+    if (result.outcome == Outcome.PREEMPTED and result.exit_code == EXIT_CHECKPOINTED
+            and stop_copies_whole(attempt_id, result.checkpoint)):
+        # it wrote one as it stopped, which its next nodes will have: nothing was lost up to
+        # its end, or up to when it freed its GPUs to copy that checkpoint (the copy is not
+        # GPU time); else what its copies made while it ran kept
         fields["last_checkpoint_at"] = Coalesce("gpus_freed_at", Value(now))
     ended = Attempt.objects.filter(pk=attempt_id, token=token, ended_at__isnull=True).update(
         status=AttemptStatus.ENDED, ended_at=now, outcome=result.outcome,

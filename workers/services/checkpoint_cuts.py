@@ -16,6 +16,7 @@ from collections import defaultdict
 from datetime import datetime
 from typing import NamedTuple
 
+from django.conf import settings
 from django.db.models import Count, QuerySet
 
 from jobs.models import Attempt, StoredCheckpoint
@@ -58,6 +59,17 @@ def step_kept_at(attempt_id: int, step: int) -> datetime | None:
     step while it ran, the earliest of their moments (what is billed as kept); else None."""
     taken = list(_ran(attempt_id).filter(step=step).values_list("taken_at", flat=True))
     return min(taken) if len(taken) == _spans([attempt_id]).get(attempt_id, 1) else None
+
+
+def stop_copies_whole(attempt_id: int, own: str) -> bool:
+    """Whether the attempt's checkpoint written at its stop is one a retry on any nodes
+    resumes from: every node's copy stored (rank 0's is `own`, not yet recorded), or copies
+    are not made (every node shares the work root)."""
+    if not settings.GPUSCHED_STORE_CHECKPOINTS:
+        return True
+    others = _spans([attempt_id]).get(attempt_id, 1) - 1
+    return bool(own) and StoredCheckpoint.objects.filter(
+        attempt_id=attempt_id, rank__gt=0, step__isnull=True).count() == others
 
 
 def whole_step(attempt_id: int) -> int | None:
