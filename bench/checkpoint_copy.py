@@ -8,9 +8,12 @@ the least a copy costs there), measured in the same run.
 Storage is Django's file system storage under a scratch directory on the same disk, so the
 figures are the packing's own cost; object storage adds its network's. Each measure runs
 until its writes are on disk (sync), and the plain copy goes first in every other round.
-The preemptor of a victim that stores its checkpoint waits for the store (its GPUs free up
-at the victim's report, docs/nodes.md "Checkpoints"); the resumed attempt waits for the
-unpack. Prints each size's medians and the ratios to the plain copy.
+A victim's preemptor does not wait for the store (the victim frees its GPUs first,
+docs/nodes.md "Checkpoints"), but its lease and the job's next attempt do; the resumed
+attempt waits for the unpack. A copy made while the binary runs starts by hard-linking the
+directory's files as the binary announces the checkpoint, in the thread that reads its
+output (`link`, the product's own call): what the announcement costs the node. Prints each
+size's medians and the ratios to the plain copy.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import django  # noqa: E402
 
 django.setup()
 
+from workers.agent.checkpoint_copies import RunningCopies  # noqa: E402
 from workers.services.checkpoints import checkpoint_pack, checkpoint_unpack  # noqa: E402
 
 BLOCK = os.urandom(1 << 20)  # tar does not compress: the bytes' content does not matter
@@ -56,7 +60,7 @@ def timed(work) -> float:
     return time.perf_counter() - started
 
 
-def one_round(mib: int, files: int, n: int) -> tuple[float, float, float]:
+def one_round(mib: int, files: int, n: int) -> tuple[float, float, float, float]:
     source = SCRATCH / f"node-a-{n}" / "checkpoint"
     write_checkpoint(source, mib, files)
     names: list[str] = []
@@ -64,13 +68,16 @@ def one_round(mib: int, files: int, n: int) -> tuple[float, float, float]:
     if copy_first:
         copy = timed(lambda: shutil.copytree(source, SCRATCH / f"node-c-{n}" / "checkpoint"))
     store = timed(lambda: names.append(checkpoint_pack(1, n, 0, source)))
+    running = RunningCopies(1, n, 0, source, every_s=0, gang=False)
+    link = timed(lambda: running.announce(1))
+    running.close()  # drops the linked files unread
     resume = timed(lambda: checkpoint_unpack(names[0], SCRATCH / f"node-b-{n}" / "checkpoint"))
     if not copy_first:
         copy = timed(lambda: shutil.copytree(source, SCRATCH / f"node-c-{n}" / "checkpoint"))
     for node in "abc":
         shutil.rmtree(SCRATCH / f"node-{node}-{n}")
     shutil.rmtree(SCRATCH / "media")
-    return store, resume, copy
+    return store, resume, copy, link
 
 
 def main() -> None:
@@ -81,14 +88,16 @@ def main() -> None:
     args = parser.parse_args()
     print(f"scratch {SCRATCH}; {args.files} files a checkpoint; medians of {args.rounds}")
     print(f"{'MiB':>6} {'store s':>8} {'MB/s':>7} {'resume s':>9} {'MB/s':>7} "
-          f"{'copy s':>7} {'store/copy':>10} {'resume/copy':>11}")
+          f"{'copy s':>7} {'store/copy':>10} {'resume/copy':>11} {'link ms':>8}")
     try:
         for mib in (int(m) for m in args.mib.split(",")):
             rounds = [one_round(mib, args.files, n) for n in range(args.rounds)]
-            store, resume, copy = (statistics.median(r[i] for r in rounds) for i in range(3))
+            store, resume, copy, link = (statistics.median(r[i] for r in rounds)
+                                         for i in range(4))
             mb = mib * 1.048576
             print(f"{mib:>6} {store:>8.2f} {mb / store:>7.0f} {resume:>9.2f} {mb / resume:>7.0f} "
-                  f"{copy:>7.2f} {store / copy:>10.2f} {resume / copy:>11.2f}")
+                  f"{copy:>7.2f} {store / copy:>10.2f} {resume / copy:>11.2f} "
+                  f"{link * 1000:>8.1f}")
     finally:
         shutil.rmtree(SCRATCH, ignore_errors=True)
 

@@ -24,8 +24,9 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from django.conf import settings
 from django.utils import timezone
@@ -106,6 +107,14 @@ def store_checkpoint(claim: AttemptClaim, paths: AttemptPaths) -> str:
         return ""
 
 
+class _Linked(NamedTuple):
+    """A checkpoint's files, hard-linked where the copy reads them."""
+
+    path: Path
+    at: datetime
+    step: int | None
+
+
 class RunningCopies:
     """One node's copies of an attempt's checkpoints while it runs: announce() as the binary
     announces one (from the thread that reads its output), poll() once a heartbeat, close()
@@ -118,7 +127,7 @@ class RunningCopies:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-copy")
         self._lock = threading.Lock()  # announce() runs in the reader's thread
         self._copy: Future[Taken] | None = None
-        self._waiting: Taken | None = None  # linked (its name: the snapshot), not yet copying
+        self._waiting: _Linked | None = None  # linked, not yet copying
         self._window = -1  # the clock's window of the last checkpoint linked
         self._linked = 0
         self._closed = False  # the reader may read a last line after close()
@@ -142,7 +151,7 @@ class RunningCopies:
                 return
             self._window = window
             if self._waiting is not None:
-                shutil.rmtree(self._waiting.name, ignore_errors=True)
+                shutil.rmtree(self._waiting.path, ignore_errors=True)
             self._waiting = linked
 
     def poll(self) -> Taken | None:
@@ -163,14 +172,14 @@ class RunningCopies:
         with self._lock:
             self._closed = True
             if self._waiting is not None:
-                shutil.rmtree(self._waiting.name, ignore_errors=True)
+                shutil.rmtree(self._waiting.path, ignore_errors=True)
                 self._waiting = None
             found = self._take(kept=False) if self._copy is not None else None
         if found:
             checkpoint_discard(found.name)
         self._pool.shutdown(wait=True)
 
-    def _link(self, step: int | None) -> Taken | None:
+    def _link(self, step: int | None) -> _Linked | None:
         """Hard-link the directory's files into a sibling directory: an instant, and the
         copy reads them while the binary writes its next checkpoint by rename."""
         self._linked += 1
@@ -184,14 +193,13 @@ class RunningCopies:
                         exc_info=True)
             shutil.rmtree(snapshot, ignore_errors=True)
             return None
-        return Taken(str(snapshot), timezone.now(), step)
+        return _Linked(snapshot, timezone.now(), step)
 
-    def _pack(self, linked: Taken) -> Taken:
-        snapshot = Path(linked.name)
+    def _pack(self, linked: _Linked) -> Taken:
         try:
-            name = checkpoint_pack(self.job_id, self.attempt_id, self.rank, snapshot)
+            name = checkpoint_pack(self.job_id, self.attempt_id, self.rank, linked.path)
         finally:
-            shutil.rmtree(snapshot, ignore_errors=True)
+            shutil.rmtree(linked.path, ignore_errors=True)
         return Taken(name, linked.at, linked.step)
 
     def _take(self, kept: bool = True) -> Taken | None:
