@@ -39,6 +39,29 @@ def _own_roots(group: ProcessGroup, *names: str) -> dict[str, str]:
 
 
 @pytest.fixture
+def own_disks():
+    """Fast leases, and copies while a job runs at most once a second (`_own_roots` gives
+    each node a disk of its own)."""
+    purge_broker_and_cache()
+    group = ProcessGroup(GPUSCHED_LEASE_SECONDS="3", GPUSCHED_HEARTBEAT_SECONDS="0.5",
+                         GPUSCHED_NODE_STALE_SECONDS="3", GPUSCHED_RETRY_BACKOFF_S="0.5",
+                         GPUSCHED_METER_INTERVAL_S="1", GPUSCHED_KILL_GRACE_S="1")
+    yield group
+    group.stop_all()
+
+
+def _paying(org) -> None:
+    """The job's GPUs have a price, and the organization the credits."""
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
+    credits_grant(organization=org, amount=100_000)
+
+
+def _paid(attempt: Attempt) -> int:
+    return sum(Transfer.objects.filter(attempt=attempt, kind="POST").values_list(
+        "amount", flat=True))
+
+
+@pytest.fixture
 def fast_leases():
     group = ProcessGroup(GPUSCHED_LEASE_SECONDS="3", GPUSCHED_HEARTBEAT_SECONDS="0.5",
                          GPUSCHED_NODE_STALE_SECONDS="3", GPUSCHED_RETRY_BACKOFF_S="0.5")
@@ -77,88 +100,69 @@ def test_a_job_on_a_killed_node_runs_again_on_another(alice, fast_leases):
     assert_ledger_consistent()
 
 
-def test_a_job_on_a_killed_node_resumes_elsewhere_from_its_last_copied_checkpoint(alice):
+def test_a_job_on_a_killed_node_resumes_elsewhere_from_its_last_copied_checkpoint(
+        alice, own_disks):
     """Each node has a work root of its own, as nodes with local disks do: what the killed
     node copied while the job ran is what the next node resumes from, and what was billed."""
-    group = ProcessGroup(GPUSCHED_LEASE_SECONDS="3", GPUSCHED_HEARTBEAT_SECONDS="0.5",
-                         GPUSCHED_NODE_STALE_SECONDS="3", GPUSCHED_RETRY_BACKOFF_S="0.5",
-                         GPUSCHED_METER_INTERVAL_S="1")
-    try:
-        purge_broker_and_cache()
-        roots = _own_roots(group, "doomed", "spare")
-        doomed, spare = (f"{n}-{uuid.uuid4().hex[:6]}" for n in ("doomed", "spare"))
-        doomed_proc = group.node(doomed, 2, GPUSCHED_WORK_ROOT=roots["doomed"])
-        wait_for(lambda: Node.objects.filter(name=doomed).exists(), 60, "the first node")
-        group.scheduler()
-        GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
-        credits_grant(organization=alice, amount=100_000)
-        job = make_job(alice, gpus=2, run_seconds=30, progress_interval=0.25,
-                       checkpoint_every=1)
-        wait_for(lambda: Job.objects.get(pk=job.pk).state == "RUNNING", 60, "the job to run")
-        first = Attempt.objects.get(job=job)
-        wait_for(lambda: _kept_s(first) >= 9, 60, "a copied checkpoint 9 s into the run")
-        group.kill(doomed_proc)
-        kept = _kept_s(first)
-        [copy] = StoredCheckpoint.objects.filter(job=job)
-        assert copy.attempt_id == first.pk
-        group.node(spare, 2, GPUSCHED_WORK_ROOT=roots["spare"])
-        wait_for(lambda: Attempt.objects.filter(job=job).count() == 2, 60, "a second attempt")
-        second = Attempt.objects.filter(job=job).latest("id")
-        assert second.node.name == spare
-        wait_for(lambda: Attempt.objects.get(pk=second.pk).progress > 0, 30, "a heartbeat")
-        # from the copy, not from 0: linked 9 s in, less the binary's start and the second
-        # between its checkpoints, it holds over 6 s of the 30
-        assert Attempt.objects.get(pk=second.pk).progress >= 6 / 30
-        first.refresh_from_db()
-        assert first.outcome == Attempt.Outcome.LOST
-        paid = sum(Transfer.objects.filter(attempt=first, kind="POST").values_list(
-            "amount", flat=True))
-        assert paid == cost(first.credits_per_hour, kept) > 0  # the kept work, no more
-        wait_for(lambda: Job.objects.get(pk=job.pk).state == "SUCCEEDED", 90, "the job to end")
-        assert_ledger_consistent()
-    finally:
-        group.stop_all()
+    group = own_disks
+    roots = _own_roots(group, "doomed", "spare")
+    doomed, spare = (f"{n}-{uuid.uuid4().hex[:6]}" for n in ("doomed", "spare"))
+    doomed_proc = group.node(doomed, 2, GPUSCHED_WORK_ROOT=roots["doomed"])
+    wait_for(lambda: Node.objects.filter(name=doomed).exists(), 60, "the first node")
+    group.scheduler()
+    _paying(alice)
+    job = make_job(alice, gpus=2, run_seconds=30, progress_interval=0.25, checkpoint_every=1)
+    wait_for(lambda: Job.objects.get(pk=job.pk).state == "RUNNING", 60, "the job to run")
+    first = Attempt.objects.get(job=job)
+    wait_for(lambda: _kept_s(first) >= 9, 60, "a copied checkpoint 9 s into the run")
+    group.kill(doomed_proc)
+    kept = _kept_s(first)
+    [copy] = StoredCheckpoint.objects.filter(job=job)
+    assert copy.attempt_id == first.pk
+    group.node(spare, 2, GPUSCHED_WORK_ROOT=roots["spare"])
+    wait_for(lambda: Attempt.objects.filter(job=job).count() == 2, 60, "a second attempt")
+    second = Attempt.objects.filter(job=job).latest("id")
+    assert second.node.name == spare
+    wait_for(lambda: Attempt.objects.get(pk=second.pk).progress > 0, 30, "a heartbeat")
+    # from the copy, not from 0: linked 9 s in, less the binary's start and the second
+    # between its checkpoints, it holds over 6 s of the 30
+    assert Attempt.objects.get(pk=second.pk).progress >= 6 / 30
+    first.refresh_from_db()
+    assert first.outcome == Attempt.Outcome.LOST
+    assert _paid(first) == cost(first.credits_per_hour, kept) > 0  # the kept work, no more
+    wait_for(lambda: Job.objects.get(pk=job.pk).state == "SUCCEEDED", 90, "the job to end")
+    assert_ledger_consistent()
 
 
-def test_a_gang_that_loses_a_node_resumes_from_the_last_step_every_node_copied(alice):
-    group = ProcessGroup(GPUSCHED_LEASE_SECONDS="3", GPUSCHED_HEARTBEAT_SECONDS="0.5",
-                         GPUSCHED_NODE_STALE_SECONDS="3", GPUSCHED_RETRY_BACKOFF_S="0.5",
-                         GPUSCHED_METER_INTERVAL_S="1", GPUSCHED_KILL_GRACE_S="1")
-    try:
-        purge_broker_and_cache()
-        tag = uuid.uuid4().hex[:6]
-        names = [f"g{i}-{tag}" for i in range(3)]
-        roots = _own_roots(group, *names)
-        workers = {n: group.node(n, 2, island="r1", GPUSCHED_WORK_ROOT=roots[n])
-                   for n in names[:2]}
-        wait_for(lambda: Node.objects.filter(name__in=names).count() == 2, 60, "the nodes")
-        group.scheduler()
-        GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
-        credits_grant(organization=alice, amount=100_000)
-        job = make_job(alice, gpus=4, run_seconds=30, progress_interval=0.25,
-                       checkpoint_every=1)
-        wait_for(lambda: Job.objects.get(pk=job.pk).state == "RUNNING", 60, "the gang to run")
-        first = Attempt.objects.get(job=job)
-        wait_for(lambda: _kept_s(first) >= 9, 60, "a step both nodes copied, 9 s in")
-        group.kill(workers[AttemptRank.objects.get(attempt=first).node.name])
-        wait_for(lambda: Attempt.objects.get(pk=first.pk).outcome == "LOST", 30, "the loss")
-        kept = _kept_s(first)
-        cut = resume_copies(job.pk, nodes=2)
-        assert sorted(cut) == [0, 1] and len(
-            set(StoredCheckpoint.objects.filter(name__in=cut.values()).values_list(
-                "step", flat=True))) == 1
-        group.node(names[2], 2, island="r1", GPUSCHED_WORK_ROOT=roots[names[2]])
-        wait_for(lambda: Attempt.objects.filter(job=job).count() == 2, 60, "a second attempt")
-        second = Attempt.objects.filter(job=job).latest("id")
-        wait_for(lambda: Attempt.objects.get(pk=second.pk).progress > 0, 30, "a heartbeat")
-        # both nodes resumed from that step, over 6 s of the 30 in (as for one node, above)
-        wait_for(lambda: all(f"attempt {second.pk} resumes from {name}" in _said(group)
-                             for name in cut.values()), 30, "both nodes to resume")
-        assert Attempt.objects.get(pk=second.pk).progress >= 6 / 30
-        paid = sum(Transfer.objects.filter(attempt=first, kind="POST").values_list(
-            "amount", flat=True))
-        assert paid == cost(first.credits_per_hour, kept) > 0  # the kept work, no more
-        wait_for(lambda: Job.objects.get(pk=job.pk).state == "SUCCEEDED", 90, "the job to end")
-        assert_ledger_consistent()
-    finally:
-        group.stop_all()
+def test_a_gang_that_loses_a_node_resumes_from_the_last_step_every_node_copied(
+        alice, own_disks):
+    group = own_disks
+    tag = uuid.uuid4().hex[:6]
+    names = [f"g{i}-{tag}" for i in range(3)]
+    roots = _own_roots(group, *names)
+    workers = {n: group.node(n, 2, island="r1", GPUSCHED_WORK_ROOT=roots[n])
+               for n in names[:2]}
+    wait_for(lambda: Node.objects.filter(name__in=names).count() == 2, 60, "the nodes")
+    group.scheduler()
+    _paying(alice)
+    job = make_job(alice, gpus=4, run_seconds=30, progress_interval=0.25, checkpoint_every=1)
+    wait_for(lambda: Job.objects.get(pk=job.pk).state == "RUNNING", 60, "the gang to run")
+    first = Attempt.objects.get(job=job)
+    wait_for(lambda: _kept_s(first) >= 9, 60, "a step both nodes copied, 9 s in")
+    group.kill(workers[AttemptRank.objects.get(attempt=first).node.name])
+    wait_for(lambda: Attempt.objects.get(pk=first.pk).outcome == "LOST", 30, "the loss")
+    kept = _kept_s(first)
+    cut = resume_copies(job.pk, nodes=2)
+    assert sorted(cut) == [0, 1] and len(set(StoredCheckpoint.objects.filter(
+        name__in=cut.values()).values_list("step", flat=True))) == 1
+    group.node(names[2], 2, island="r1", GPUSCHED_WORK_ROOT=roots[names[2]])
+    wait_for(lambda: Attempt.objects.filter(job=job).count() == 2, 60, "a second attempt")
+    second = Attempt.objects.filter(job=job).latest("id")
+    wait_for(lambda: Attempt.objects.get(pk=second.pk).progress > 0, 30, "a heartbeat")
+    # both nodes resumed from that step, over 6 s of the 30 in (as for one node, above)
+    wait_for(lambda: all(f"attempt {second.pk} resumes from {name}" in _said(group)
+                         for name in cut.values()), 30, "both nodes to resume")
+    assert Attempt.objects.get(pk=second.pk).progress >= 6 / 30
+    assert _paid(first) == cost(first.credits_per_hour, kept) > 0  # the kept work, no more
+    wait_for(lambda: Job.objects.get(pk=job.pk).state == "SUCCEEDED", 90, "the job to end")
+    assert_ledger_consistent()
