@@ -16,7 +16,7 @@ from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import default_storage
 from django.db import transaction
-from django.db.models import Value
+from django.db.models import Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -165,7 +165,9 @@ def copy_kept(attempt_id: int, rank: int, copy: Taken) -> None:
 def _work_kept(attempt_id: int, at: datetime) -> None:
     """The attempt's work up to `at` is in a checkpoint a retry resumes from: a preemption
     or a loss from now on bills up to there, and its credits are posted."""
-    Attempt.objects.filter(pk=attempt_id).update(last_checkpoint_at=at)
+    Attempt.objects.filter(pk=attempt_id).filter(  # never back: a copy may finish late
+        Q(last_checkpoint_at__isnull=True) | Q(last_checkpoint_at__lt=at)).update(
+        last_checkpoint_at=at)
     meter_attempt(attempt_id, until=at, every_s=settings.GPUSCHED_METER_INTERVAL_S)
 
 

@@ -102,7 +102,7 @@ def checkpoint_record(*, job_id: int, attempt_id: int, rank: int, name: str,
     if not name:
         return
     mine = StoredCheckpoint.objects.filter(attempt_id=attempt_id, rank=rank)
-    if rank == 0 and not AttemptRank.objects.filter(attempt_id=attempt_id).exists():
+    if _on_one_node(attempt_id, rank):
         replaced = mine
     elif taken_at is None:
         replaced = mine.filter(step__isnull=True)
@@ -136,9 +136,13 @@ def copy_record(*, job_id: int, attempt_id: int, rank: int, copy: Taken) -> date
     copied the step, the earliest of their moments (None until then)."""
     checkpoint_record(job_id=job_id, attempt_id=attempt_id, rank=rank, name=copy.name,
                       step=copy.step, taken_at=copy.at)
-    if rank == 0 and not AttemptRank.objects.filter(attempt_id=attempt_id).exists():
+    if _on_one_node(attempt_id, rank):
         return copy.at
     return step_kept_at(attempt_id, copy.step) if copy.step is not None else None
+
+
+def _on_one_node(attempt_id: int, rank: int) -> bool:
+    return rank == 0 and not AttemptRank.objects.filter(attempt_id=attempt_id).exists()
 
 
 def checkpoint_discard(name: str) -> None:
