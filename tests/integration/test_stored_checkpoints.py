@@ -51,7 +51,27 @@ def storage(settings, tmp_path):
     settings.GPUSCHED_STORE_CHECKPOINTS = True
 
 
-def test_a_copy_lands_whole_in_another_nodes_directory(tmp_path):
+@pytest.fixture(params=["local", "stream"])
+def any_storage(request, settings):
+    """File system storage, whose tars are unpacked by the kernel, or one read as a stream
+    (object storage's way: no local path)."""
+    if request.param == "stream":
+        settings.STORAGES = {**settings.STORAGES, "default": {
+            "BACKEND": "django.core.files.storage.InMemoryStorage"}}
+    return request.param
+
+
+def _tar(*members: tuple[tarfile.TarInfo, bytes]) -> str:
+    """A tar of these members in storage; its name."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        for member, data in members:
+            member.size = len(data)
+            tar.addfile(member, io.BytesIO(data))
+    return default_storage.save("checkpoints/job-7-made.tar", ContentFile(out.getvalue()))
+
+
+def test_a_copy_lands_whole_in_another_nodes_directory(tmp_path, any_storage):
     here = write_checkpoint(tmp_path / "n1" / "checkpoint", step=3)
     name = checkpoint_pack(7, 70, 0, here)
     assert name.startswith("checkpoints/job-7-attempt-70-rank-0") and default_storage.exists(name)
@@ -74,20 +94,32 @@ def test_nothing_is_stored_for_an_empty_directory_or_when_copying_is_off(tmp_pat
     assert checkpoint_pack(7, 70, 0, write_checkpoint(empty, step=1)) == ""
 
 
-def test_a_copy_that_cannot_be_read_leaves_the_directory_empty(tmp_path):
+def test_a_copy_that_cannot_be_read_leaves_the_directory_empty(tmp_path, any_storage):
     there = write_checkpoint(tmp_path / "checkpoint", step=2)
     assert not checkpoint_unpack("checkpoints/job-7-gone.tar", there)
     assert files_of(there) == {}
     # a tar whose names reach outside the directory is refused whole
-    evil = io.BytesIO()
-    with tarfile.open(fileobj=evil, mode="w") as tar:
-        data = b"outside"
-        member = tarfile.TarInfo("../escaped.txt")
-        member.size = len(data)
-        tar.addfile(member, io.BytesIO(data))
-    name = default_storage.save("checkpoints/job-7-evil.tar", ContentFile(evil.getvalue()))
+    name = _tar((tarfile.TarInfo("../escaped.txt"), b"outside"))
     assert not checkpoint_unpack(name, there)
     assert not (tmp_path / "escaped.txt").exists() and files_of(there) == {}
+    # so is one that links outside, and one cut short inside a file
+    link = tarfile.TarInfo("escape")
+    link.type, link.linkname = tarfile.SYMTYPE, "/etc"
+    assert not checkpoint_unpack(_tar((link, b"")), there) and files_of(there) == {}
+    whole = default_storage.open(_tar((tarfile.TarInfo("big.bin"), bytes(4096)))).read()
+    cut = default_storage.save("checkpoints/job-7-cut.tar", ContentFile(whole[:2048]))
+    assert not checkpoint_unpack(cut, there) and files_of(there) == {}
+
+
+def test_folders_and_links_inside_the_directory_are_put_back(tmp_path, any_storage):
+    folder = tarfile.TarInfo("shards")
+    folder.type, folder.mode = tarfile.DIRTYPE, 0o755
+    link = tarfile.TarInfo("latest")
+    link.type, link.linkname = tarfile.SYMTYPE, "shards/0.bin"
+    there = tmp_path / "checkpoint"
+    assert checkpoint_unpack(_tar((folder, b""), (tarfile.TarInfo("shards/0.bin"), b"w" * 99),
+                                  (link, b"")), there)
+    assert (there / "latest").is_symlink() and (there / "latest").read_bytes() == b"w" * 99
 
 
 def _preempted(attempt: Attempt, checkpoint: str) -> Job:

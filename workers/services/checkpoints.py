@@ -34,6 +34,7 @@ from django.db.models import Count
 from jobs.models import AttemptRank, Job, StoredCheckpoint
 from jobs.states import TERMINAL
 from workers.services.checkpoint_cuts import copies_of, step_kept_at, superseded, whole_step
+from workers.services.checkpoint_tar import unpack_tar
 
 log = logging.getLogger(__name__)
 MARKER = ".gpusched-stored"  # in a checkpoint directory: the copy it matches
@@ -81,8 +82,7 @@ def checkpoint_unpack(name: str, directory: Path) -> bool:
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     try:
-        with default_storage.open(name, "rb") as fh, tarfile.open(fileobj=fh, mode="r|") as tar:
-            tar.extractall(directory, filter="data")  # names inside stay inside
+        unpack_tar(name, directory)  # names inside stay inside
     except Exception:  # any storage backend's error: the attempt still runs
         log.exception("stored checkpoint %s could not be read; starting without it", name)
         shutil.rmtree(directory, ignore_errors=True)
