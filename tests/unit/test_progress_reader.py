@@ -21,3 +21,13 @@ def test_each_checkpoint_is_heard_as_its_line_is_read():
     reader.join(timeout=5)
     assert heard == [1, None] and reader.progress == 0.25
     assert reader.take_checkpointed() and not reader.take_checkpointed()
+
+
+def test_a_listener_that_fails_does_not_stop_the_reading():
+    def fails(step: int | None) -> None:
+        raise RuntimeError("storage gone")
+
+    reader = ProgressReader(io.StringIO("CHECKPOINT /ck/a step=1\nPROGRESS 0.5000\n"), fails)
+    reader.start()
+    reader.join(timeout=5)
+    assert reader.progress == 0.5

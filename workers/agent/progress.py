@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import IO
+
+log = logging.getLogger(__name__)
 
 
 class ProgressReader(threading.Thread):
@@ -39,8 +42,18 @@ class ProgressReader(threading.Thread):
                         continue
                 elif word == "CHECKPOINT":
                     self._checkpoints += 1
-            if word == "CHECKPOINT" and self.on_checkpoint is not None:
-                self.on_checkpoint(checkpoint_step(rest))
+            if word == "CHECKPOINT":
+                self._hear(checkpoint_step(rest))
+
+    def _hear(self, step: int | None) -> None:
+        """A listener's failure must not stop the reading: the binary would look hung."""
+        listener = self.on_checkpoint
+        if listener is None:
+            return
+        try:
+            listener(step)
+        except Exception:
+            log.exception("a checkpoint's listener failed")
 
     def take_checkpointed(self) -> bool:
         """True once per batch of checkpoints seen since the last call."""
