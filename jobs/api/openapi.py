@@ -116,6 +116,13 @@ PLACEMENT = _nullable({"type": "array", "items": _obj({"rank": INT, "node": STR,
                       "description":
     "Where the job holds GPUs, while it does (SCHEDULED, RUNNING, PREEMPTING): one entry a "
     "node, rank 0 first; a gang larger than a node spans nodes of one island. Null otherwise."})
+CHECKPOINT = _nullable({
+    **_obj({"attempt": INT, "nodes": INT, "step": _nullable(INT), "taken_at": _nullable(TIME)}),
+    "description":
+    "What a retry of the job would resume from now, on any nodes: the stored checkpoint of "
+    "`attempt`, one copy for each of its `nodes` (a gang's all of one step). `step`: the "
+    "binary's, if it announced one; `taken_at`: when it was copied while the job ran, null "
+    "for the one written as it stopped. Null while there is none, and once the job ended."})
 JOB = _obj({
     "id": INT, "organization": STR, "project": STR,
     "state": STATE, "version": INT, "prompt": STR,
@@ -124,7 +131,7 @@ JOB = _obj({
     "min_gpu_memory_mb": INT, "region": STR, "time_limit_s": INT, "checkpointable": BOOL,
     "preemptible": BOOL, "urgency_s": INT, "created_at": TIME, "started_at": _nullable(TIME),
     "finished_at": _nullable(TIME), "preemptions": INT, "pending": PENDING,
-    "placement": PLACEMENT,
+    "placement": PLACEMENT, "checkpoint": CHECKPOINT,
     "result": ANY_OBJECT, "output_url": _nullable(STR), "error_code": STR, "error": STR})
 JOB_CREDITS = _obj({"held": INT, "spent": INT, "refunded": INT})
 JOB_DETAIL = {**JOB, "properties": {**JOB["properties"], "credits": JOB_CREDITS},

@@ -14,7 +14,8 @@ from jobs.scheduler.positions import QueuePosition, places_of
 from jobs.services.outputs import output_path
 from jobs.services.placements import placements_of
 from jobs.services.relaxations import relaxation
-from jobs.states import LIVE, JobState
+from jobs.states import LIVE, TERMINAL, JobState
+from workers.services.checkpoint_cuts import resume_points
 
 
 class JobSubmitSerializer(serializers.Serializer):
@@ -53,6 +54,7 @@ class JobSerializer(serializers.ModelSerializer):
     organization = serializers.CharField(source="organization.slug")
     pending = serializers.SerializerMethodField()
     placement = serializers.SerializerMethodField()
+    checkpoint = serializers.SerializerMethodField()
     output_url = serializers.SerializerMethodField()
 
     class Meta:
@@ -61,7 +63,8 @@ class JobSerializer(serializers.ModelSerializer):
             "id", "organization", "project", "state", "version", "prompt", "params", "gpus",
             "min_gpus", "gpu_types", "min_gpu_memory_mb", "region", "time_limit_s",
             "checkpointable", "preemptible", "created_at", "started_at", "finished_at",
-            "urgency_s", "preemptions", "pending", "placement", "result", "output_url",
+            "urgency_s", "preemptions", "pending", "placement", "checkpoint", "result",
+            "output_url",
             "error_code", "error",
         ]
 
@@ -83,6 +86,19 @@ class JobSerializer(serializers.ModelSerializer):
         if placements is None:
             placements = placements_of([job.pk])
         return placements.get(job.pk)
+
+    def get_checkpoint(self, job: Job) -> dict | None:
+        """What a retry of the job would resume from now (checkpoint_cuts.resume_points)."""
+        if job.state in TERMINAL:
+            return None
+        points = self.context.get("checkpoints")  # a page's, read at once
+        if points is None:
+            points = resume_points([job.pk])
+        point = points.get(job.pk)
+        if point is None:
+            return None
+        taken = point["taken_at"]
+        return {**point, "taken_at": None if taken is None else _TIME.to_representation(taken)}
 
     def get_output_url(self, job: Job) -> str | None:
         return output_path(job)

@@ -267,3 +267,39 @@ def test_a_job_shows_where_it_holds_gpus_while_it_does(api):
     attempt_finish(attempt_id=attempt.pk, token=attempt.token,
                    result=AttemptResult("FAILED", 1, "", None, "exit_1"))
     assert api.get(f"/api/v1/jobs/{gang}").json()["placement"] is None
+
+
+def test_a_job_shows_what_a_retry_would_resume_from(api):
+    from datetime import datetime, timedelta
+
+    from jobs.models import Attempt
+    from jobs.scheduler.tick import scheduler_tick_run
+    from tests.support.factories import make_node
+    from workers.services.attempts import (
+        AttemptResult,
+        attempt_finish,
+        attempt_heartbeat,
+        attempt_start,
+    )
+    from workers.services.checkpoints import Taken
+
+    make_node("n1", gpus=2)
+    job_id = api.post("/api/v1/jobs", {"prompt": "x", "gpus": 2}, format="json").json()["id"]
+    scheduler_tick_run()
+    assert api.get(f"/api/v1/jobs/{job_id}").json()["checkpoint"] is None  # none yet
+    attempt = Attempt.objects.get(job_id=job_id)
+    attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    taken = timezone.now() - timedelta(seconds=5)
+    attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token,
+                      copied=Taken("checkpoints/job-x.tar", taken, step=7))
+    point = api.get(f"/api/v1/jobs/{job_id}").json()["checkpoint"]
+    assert point == {"attempt": attempt.pk, "nodes": 1, "step": 7,
+                     "taken_at": point["taken_at"]}
+    assert datetime.fromisoformat(point["taken_at"].replace("Z", "+00:00")) == taken
+    listed = {j["id"]: j["checkpoint"] for j in api.get("/api/v1/jobs").json()["results"]}
+    assert listed == {job_id: point}
+    api.post(f"/api/v1/jobs/{job_id}/cancel")
+    assert api.get(f"/api/v1/jobs/{job_id}").json()["checkpoint"] == point  # still stopping
+    attempt_finish(attempt_id=attempt.pk, token=attempt.token,
+                   result=AttemptResult("CANCELLED", -15))
+    assert api.get(f"/api/v1/jobs/{job_id}").json()["checkpoint"] is None  # it ended

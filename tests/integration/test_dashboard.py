@@ -3,11 +3,13 @@ each runs, and nothing of other organizations."""
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
 from jobs.models import Attempt, Membership
 from jobs.scheduler.tick import scheduler_tick_run
 from tests.support.factories import make_job, make_node, run_placed_job
 from workers.services.attempts import attempt_heartbeat, attempt_start
+from workers.services.checkpoints import checkpoint_record
 
 pytestmark = pytest.mark.django_db
 
@@ -58,13 +60,21 @@ def test_the_list_reads_a_fixed_number_of_queries(member, alice,
         assert member.get("/dashboard/").status_code == 200
 
 
-def test_a_gangs_page_shows_every_node_it_runs_on(member, alice):
+def test_a_gangs_page_shows_every_node_it_runs_on_and_what_it_resumes_from(member, alice):
     for name in ("n1", "n2"):
         make_node(name, gpus=2, island="r1")
     job = make_job(alice, gpus=4)
     scheduler_tick_run()
     detail = member.get(f"/dashboard/jobs/{job.pk}").content.decode()
     assert "n1<br>n2" in detail and "0, 1<br>0, 1" in detail
+    assert "A retry resumes" not in detail  # nothing copied yet
+    attempt = Attempt.objects.get(job=job)
+    for rank in (0, 1):  # both nodes copied step 12 while it ran
+        checkpoint_record(job_id=job.pk, attempt_id=attempt.pk, rank=rank,
+                          name=f"checkpoints/x-{rank}.tar", step=12, taken_at=timezone.now())
+    detail = member.get(f"/dashboard/jobs/{job.pk}").content.decode()
+    assert f"checkpoint of attempt\n{attempt.pk} at step 12," in detail
+    assert "(all 2 nodes)" in detail
 
 
 def test_another_organizations_job_is_a_404(member, bob):

@@ -4,17 +4,19 @@ answers of real calls, refusals included, are what it says."""
 import pytest
 from django.conf import settings
 from django.urls import URLPattern, get_resolver
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from credits.models import GpuPrice
 from credits.services.grants import credits_grant
 from jobs.api.serializers import JobSubmitSerializer
-from jobs.models import Tier
+from jobs.models import Attempt, Tier
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.tenancy import api_key_issue, organization_create
 from jobs.transitions import AMENDABLE
 from tests.support.factories import make_node
 from tests.support.openapi import conforms
+from workers.services.checkpoints import checkpoint_record
 
 pytestmark = pytest.mark.django_db
 
@@ -119,9 +121,14 @@ def test_a_placed_gangs_answers_are_what_the_document_says(document, api):
     job_id = api.post("/api/v1/jobs", {"prompt": "a crane", "gpus": 4}, format="json").json()[
         "id"]
     scheduler_tick_run()
+    attempt = Attempt.objects.get(job_id=job_id)
+    for rank in (0, 1):  # both nodes copied step 12 while it ran
+        checkpoint_record(job_id=job_id, attempt_id=attempt.pk, rank=rank,
+                          name=f"checkpoints/x-{rank}.tar", step=12, taken_at=timezone.now())
     detail = api.get(f"/api/v1/jobs/{job_id}")
     assert detail.json()["placement"] == [{"rank": 0, "node": "n1", "gpus": [0, 1]},
                                           {"rank": 1, "node": "n2", "gpus": [0, 1]}]
+    assert detail.json()["checkpoint"]["nodes"] == 2
     _check(document, detail, "/api/v1/jobs/{job_id}", "get", 200)
     _check(document, api.get("/api/v1/jobs"), "/api/v1/jobs", "get", 200)
 

@@ -39,13 +39,32 @@ def resume_copies(job_id: int, nodes: int) -> dict[int, str]:
     return {c.rank: c.name for c in found[1]} if found else {}
 
 
-def latest_cut(copies: list[Copy], nodes: int | None = None) -> tuple[int, list[Copy]] | None:
+def resume_points(job_ids: list[int]) -> dict[int, dict]:
+    """job id -> what a retry of the job would resume from now, for the jobs among
+    `job_ids` that hold a cut: `{attempt, nodes, step, taken_at}` (`step`: the binary's, if
+    it announced one; `taken_at`: when the files were taken while it ran, None for the
+    checkpoint written at its stop). Two queries for a page of jobs."""
+    copies = copies_of(job_ids)
+    spans = _spans([c.attempt_id for job in copies.values() for c in job])
+    points = {}
+    for job_id, job in copies.items():
+        found = latest_cut(job, spans=spans)
+        if found is not None:
+            attempt_id, cut = found
+            taken = [c.taken_at for c in cut if c.taken_at is not None]
+            points[job_id] = {"attempt": attempt_id, "nodes": len(cut), "step": cut[0].step,
+                              "taken_at": min(taken) if len(taken) == len(cut) else None}
+    return points
+
+
+def latest_cut(copies: list[Copy], nodes: int | None = None,
+               spans: dict[int, int] | None = None) -> tuple[int, list[Copy]] | None:
     """The latest attempt among `copies` (one job's) that has a cut (on `nodes` nodes, if
-    given), and its cut."""
+    given), and its cut; `spans`, the nodes of each attempt, if read already."""
     by_attempt: dict[int, list[Copy]] = defaultdict(list)
     for c in copies:
         by_attempt[c.attempt_id].append(c)
-    spans = _spans(list(by_attempt))
+    spans = spans if spans is not None else _spans(list(by_attempt))
     for attempt_id in sorted(by_attempt, reverse=True):
         span = spans.get(attempt_id, 1)
         cut = _cut_of(by_attempt[attempt_id], span)
