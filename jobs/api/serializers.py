@@ -14,8 +14,8 @@ from jobs.scheduler.positions import QueuePosition, places_of
 from jobs.services.outputs import output_path
 from jobs.services.placements import placements_of
 from jobs.services.relaxations import relaxation
-from jobs.states import LIVE, TERMINAL, JobState
-from workers.services.checkpoint_cuts import resume_points
+from jobs.states import LIVE, JobState
+from workers.services.checkpoint_cuts import may_resume, resume_points
 
 
 class JobSubmitSerializer(serializers.Serializer):
@@ -89,7 +89,7 @@ class JobSerializer(serializers.ModelSerializer):
 
     def get_checkpoint(self, job: Job) -> dict | None:
         """What a retry of the job would resume from now (checkpoint_cuts.resume_points)."""
-        if job.state in TERMINAL:
+        if not may_resume(job):
             return None
         points = self.context.get("checkpoints")  # a page's, read at once
         if points is None:

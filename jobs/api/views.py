@@ -27,8 +27,8 @@ from jobs.services.outputs import output_response
 from jobs.services.placements import placements_of
 from jobs.services.submission import JobSpec, job_submit_once
 from jobs.services.webhooks import url_refusal
-from jobs.states import LIVE, TERMINAL
-from workers.services.checkpoint_cuts import resume_points
+from jobs.states import LIVE
+from workers.services.checkpoint_cuts import may_resume, resume_points
 
 
 def _idempotency_key(request) -> str:
@@ -71,10 +71,10 @@ class JobListCreate(APIView):
             jobs = jobs.filter(state=query.validated_data["state"])
         page, following = page_of(jobs, query.validated_data, request, "/api/v1/jobs")
         held = [job.pk for job in page if job.state in LIVE]
-        unended = [job.pk for job in page if job.state not in TERMINAL]
+        ran = [job.pk for job in page if may_resume(job)]
         serialized = JobSerializer(page, many=True, context={
             "positions": places_of(page), "placements": placements_of(held),
-            "checkpoints": resume_points(unended)})
+            "checkpoints": resume_points(ran)})
         return Response({"results": serialized.data, "next": following})
 
 

@@ -69,6 +69,7 @@ def test_a_gangs_page_shows_every_node_it_runs_on_and_what_it_resumes_from(membe
     assert "n1<br>n2" in detail and "0, 1<br>0, 1" in detail
     assert "A retry resumes" not in detail  # nothing copied yet
     attempt = Attempt.objects.get(job=job)
+    attempt_start(attempt_id=attempt.pk, token=attempt.token)
     for rank in (0, 1):  # both nodes copied step 12 while it ran
         checkpoint_record(job_id=job.pk, attempt_id=attempt.pk, rank=rank,
                           name=f"checkpoints/x-{rank}.tar", step=12, taken_at=timezone.now())

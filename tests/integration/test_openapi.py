@@ -16,6 +16,7 @@ from jobs.services.tenancy import api_key_issue, organization_create
 from jobs.transitions import AMENDABLE
 from tests.support.factories import make_node
 from tests.support.openapi import conforms
+from workers.services.attempts import attempt_start
 from workers.services.checkpoints import checkpoint_record
 
 pytestmark = pytest.mark.django_db
@@ -122,6 +123,7 @@ def test_a_placed_gangs_answers_are_what_the_document_says(document, api):
         "id"]
     scheduler_tick_run()
     attempt = Attempt.objects.get(job_id=job_id)
+    attempt_start(attempt_id=attempt.pk, token=attempt.token)
     for rank in (0, 1):  # both nodes copied step 12 while it ran
         checkpoint_record(job_id=job_id, attempt_id=attempt.pk, rank=rank,
                           name=f"checkpoints/x-{rank}.tar", step=12, taken_at=timezone.now())

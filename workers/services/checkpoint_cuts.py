@@ -19,7 +19,8 @@ from typing import NamedTuple
 from django.conf import settings
 from django.db.models import Count, QuerySet
 
-from jobs.models import Attempt, StoredCheckpoint
+from jobs.models import Attempt, Job, StoredCheckpoint
+from jobs.states import TERMINAL
 
 
 class Copy(NamedTuple):
@@ -39,11 +40,18 @@ def resume_copies(job_id: int, nodes: int) -> dict[int, str]:
     return {c.rank: c.name for c in found[1]} if found else {}
 
 
+def may_resume(job: Job) -> bool:
+    """Whether the job can hold copies a retry reads: it ran, and it has not ended."""
+    return job.started_at is not None and job.state not in TERMINAL
+
+
 def resume_points(job_ids: list[int]) -> dict[int, dict]:
     """job id -> what a retry of the job would resume from now, for the jobs among
     `job_ids` that hold a cut: `{attempt, nodes, step, taken_at}` (`step`: the binary's, if
     it announced one; `taken_at`: when the files were taken while it ran, None for the
-    checkpoint written at its stop). Two queries for a page of jobs."""
+    checkpoint written at its stop). Two queries for a page of jobs, none for no jobs."""
+    if not job_ids:
+        return {}
     copies = copies_of(job_ids)
     spans = _spans([c.attempt_id for job in copies.values() for c in job])
     points = {}
