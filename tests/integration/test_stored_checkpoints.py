@@ -351,3 +351,17 @@ def test_a_heartbeat_with_a_copy_records_it_and_bills_up_to_when_it_was_taken(al
     stale = attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token + 1,
                               copied=Taken("checkpoints/job-0-x.tar", taken))
     assert stale.action == "stale" and StoredCheckpoint.objects.count() == 1
+
+
+def test_what_a_killed_agent_left_beside_a_checkpoint_goes_before_the_next_run(tmp_path):
+    from workers.agent.checkpoint_copies import clear_leftovers
+
+    directory = write_checkpoint(tmp_path / "job-7" / "checkpoint", step=3)
+    for left in (".checkpoint-copy-4", ".checkpoint-copy-12"):  # links a copy was reading
+        write_checkpoint(tmp_path / "job-7" / left, step=2)
+    (tmp_path / "job-7" / ".checkpoint.tar").write_bytes(b"half a tar")
+    ranks = write_checkpoint(tmp_path / "job-7" / "checkpoint-rank-1", step=3)  # another's
+    clear_leftovers(directory)
+    assert sorted(p.name for p in directory.parent.iterdir()) == [
+        "checkpoint", "checkpoint-rank-1"]
+    assert files_of(directory) == files_of(ranks)  # the checkpoints themselves stay

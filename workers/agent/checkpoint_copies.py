@@ -44,6 +44,7 @@ from workers.services.checkpoints import (
     checkpoint_discard,
     checkpoint_pack,
     checkpoint_unpack,
+    packing_path,
 )
 from workers.services.ranks import rank_free_gpus, rank_heartbeat
 
@@ -81,10 +82,25 @@ def keeping_the_lease(claim: AttemptClaim, copy: Callable[[], T]) -> T:
 
 def resume_from(claim: AttemptClaim, paths: AttemptPaths) -> None:
     """The stored copy of this node's checkpoint, in place before the binary starts."""
+    clear_leftovers(paths.checkpoint_dir)
     if claim.checkpoint and keeping_the_lease(
             claim, lambda: checkpoint_unpack(claim.checkpoint, paths.checkpoint_dir)):
         log.info("attempt %s resumes from %s", claim.attempt_id, claim.checkpoint,
                  extra={"attempt_id": claim.attempt_id, "job_id": claim.job_id})
+
+
+def clear_leftovers(directory: Path) -> None:
+    """What an agent killed while it copied left beside the checkpoint directory: the links
+    of a copy and a tar being packed, each as large as a checkpoint, which nothing else
+    removes before the job ends."""
+    for linked in directory.parent.glob(_snapshot(directory, "*").name):
+        shutil.rmtree(linked, ignore_errors=True)
+    packing_path(directory).unlink(missing_ok=True)
+
+
+def _snapshot(directory: Path, n: int | str) -> Path:
+    """Where the n-th checkpoint linked for a copy is linked ("*": any of them)."""
+    return directory.with_name(f".{directory.name}-copy-{n}")
 
 
 def store_checkpoint(claim: AttemptClaim, paths: AttemptPaths) -> str:
@@ -183,7 +199,7 @@ class RunningCopies:
         """Hard-link the directory's files into a sibling directory: an instant, and the
         copy reads them while the binary writes its next checkpoint by rename."""
         self._linked += 1
-        snapshot = self.directory.with_name(f".{self.directory.name}-copy-{self._linked}")
+        snapshot = _snapshot(self.directory, self._linked)
         shutil.rmtree(snapshot, ignore_errors=True)
         try:
             shutil.copytree(self.directory, snapshot, copy_function=os.link,

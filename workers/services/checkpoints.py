@@ -51,13 +51,19 @@ class _Made(File):
         return self.file.name
 
 
+def packing_path(directory: Path) -> Path:
+    """Where a directory's tar is packed before it goes into storage: beside it, on the
+    checkpoint's own disk."""
+    return directory.with_name(f".{directory.name}.tar")
+
+
 def checkpoint_pack(job_id: int, attempt_id: int, rank: int, directory: Path) -> str:
     """Copy a node's checkpoint directory to storage; the copy's name, or "" when copying is
     off or the directory holds nothing."""
     files = [p for p in directory.iterdir() if p.name != MARKER] if directory.is_dir() else []
     if not settings.GPUSCHED_STORE_CHECKPOINTS or not files:
         return ""
-    tar_path = directory.with_name(f".{directory.name}.tar")  # on the checkpoint's own disk
+    tar_path = packing_path(directory)
     try:
         with tarfile.open(tar_path, "w") as tar:
             for path in sorted(files):
