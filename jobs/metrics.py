@@ -9,13 +9,15 @@ in the cache, shared by every web process.
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from collections.abc import Iterable
 
 from django.core.cache import cache
 from django.db.models import Count, Sum
+from django.utils import timezone
 
 from credits.models import Account
-from jobs.models import AttemptRank, GpuBinding, Job
+from jobs.models import Attempt, AttemptRank, AttemptStatus, GpuBinding, Job
 from jobs.scheduler.backlog import BACKLOG_KEY
 from jobs.states import TERMINAL, JobState
 from workers.models import Gpu
@@ -76,6 +78,10 @@ def _metrics() -> Iterable[tuple[str, str, str, list[Sample]]]:
     yield ("gpusched_gangs_across_nodes", "gauge",
            "Live attempts whose gang spans nodes (docs/nodes.md).",
            [({}, spanning.distinct().count())])
+    yield ("gpusched_work_at_risk_gpu_seconds", "gauge",
+           "GPU-seconds of running jobs' work that no checkpoint they stored keeps: what "
+           "losing their nodes now would throw away, by tier (docs/nodes.md, Checkpoints).",
+           _work_at_risk())
     gpus = Gpu.objects.values_list("node__gpu_type", "node__state", "health")
     yield ("gpusched_gpus", "gauge", "GPUs of the fleet, by type, node state and health.",
            [({"gpu_type": g, "node_state": s, "health": h}, n)
@@ -86,6 +92,18 @@ def _metrics() -> Iterable[tuple[str, str, str, list[Sample]]]:
            "Requests refused (429, or 402 for credits) since the cache was last emptied, by "
            "code.",
            [({"code": c}, cache.get(_REFUSED_KEY.format(c), 0)) for c in REFUSAL_CODES])
+
+
+def _work_at_risk() -> list[Sample]:
+    now = timezone.now()
+    running = Attempt.objects.filter(
+        status=AttemptStatus.RUNNING, ended_at__isnull=True, gpus_freed_at__isnull=True,
+        started_at__isnull=False).values_list(
+        "job__organization__tier__name", "job__gpus", "started_at", "last_checkpoint_at")
+    risk: dict[str, float] = defaultdict(float)
+    for tier, gpus, started, kept in running:
+        risk[tier] += gpus * max(0.0, (now - max(started, kept or started)).total_seconds())
+    return [({"tier": t}, round(v, 1)) for t, v in sorted(risk.items())]
 
 
 def _ledger() -> Iterable[tuple[str, str, str, list[Sample]]]:

@@ -94,3 +94,24 @@ def test_metrics_show_the_ledgers_totals(alice, bob, client):
             m["gpusched_credits_spent", ""]) == (6_000, 600, 0)
     assert "gpusched_credits_expired" not in {name for name, _ in m}
     assert m["gpusched_requests_refused_total", '{code="insufficient_credits"}'] == 1
+
+
+def test_metrics_show_the_running_work_no_checkpoint_keeps(alice, client):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from jobs.models import Attempt
+    from workers.services.attempts import attempt_heartbeat, attempt_start
+
+    make_node("n1", gpus=2)
+    job = make_job(alice, gpus=2)
+    scheduler_tick_run()
+    assert _scrape(client).get(("gpusched_work_at_risk_gpu_seconds", '{tier="paid"}')) is None
+    attempt = Attempt.objects.get(job=job)
+    attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    Attempt.objects.filter(pk=attempt.pk).update(
+        started_at=timezone.now() - timedelta(seconds=100))
+    assert 200 <= _scrape(client)["gpusched_work_at_risk_gpu_seconds", '{tier="paid"}'] < 210
+    attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token, checkpointed=True)
+    assert _scrape(client)["gpusched_work_at_risk_gpu_seconds", '{tier="paid"}'] < 10
