@@ -15,7 +15,7 @@ from jobs.services.outputs import output_path
 from jobs.services.placements import placements_of
 from jobs.services.relaxations import relaxation
 from jobs.states import LIVE, JobState
-from workers.services.checkpoint_cuts import may_resume, resume_points
+from workers.services.checkpoint_cuts import resume_point
 
 
 class JobSubmitSerializer(serializers.Serializer):
@@ -89,12 +89,8 @@ class JobSerializer(serializers.ModelSerializer):
 
     def get_checkpoint(self, job: Job) -> dict | None:
         """What a retry of the job would resume from now (checkpoint_cuts.resume_points)."""
-        if not may_resume(job):
-            return None
         points = self.context.get("checkpoints")  # a page's, read at once
-        if points is None:
-            points = resume_points([job.pk])
-        point = points.get(job.pk)
+        point = resume_point(job) if points is None else points.get(job.pk)
         if point is None:
             return None
         taken = point["taken_at"]

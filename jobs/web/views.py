@@ -20,7 +20,7 @@ from jobs.services.errors import ServiceError
 from jobs.services.outputs import output_response
 from jobs.services.relaxations import relaxation
 from jobs.states import TERMINAL
-from workers.services.checkpoint_cuts import may_resume, resume_points
+from workers.services.checkpoint_cuts import resume_point
 
 RECENT = 100  # jobs listed, newest first
 REFRESH_S = 5  # a page showing a job that has not ended reloads itself this often
@@ -70,8 +70,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
                   {"job": job, "events": job.events.all(),
                    "attempts": job.attempts.prefetch_related("ranks__node"),
                    "cancellable": job.state not in TERMINAL, "credits": job_credits(job),
-                   "resumes_from": resume_points([job.pk]).get(job.pk) if may_resume(
-                       job) else None,
+                   "resumes_from": resume_point(job),
                    "relaxation": _relaxation_words(job),
                    "transfers": job_transfers(job), "refresh_s": _refresh(job)})
 

@@ -45,6 +45,11 @@ def may_resume(job: Job) -> bool:
     return job.started_at is not None and job.state not in TERMINAL
 
 
+def resume_point(job: Job) -> dict | None:
+    """What a retry of the job would resume from now (resume_points), or None."""
+    return resume_points([job.pk]).get(job.pk) if may_resume(job) else None
+
+
 def resume_points(job_ids: list[int]) -> dict[int, dict]:
     """job id -> what a retry of the job would resume from now, for the jobs among
     `job_ids` that hold a cut: `{attempt, nodes, step, taken_at}` (`step`: the binary's, if
