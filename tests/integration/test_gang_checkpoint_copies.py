@@ -1,7 +1,10 @@
 """A gang's nodes copy their checkpoints while it runs: its work counts as kept, billed and
 resumed from, only at a step every node copied (workers/services/checkpoint_cuts.py)."""
 
+from collections.abc import Iterator
 from datetime import timedelta
+from functools import partial
+from itertools import count
 
 import pytest
 from django.core.files.storage import default_storage
@@ -12,6 +15,7 @@ from credits.services.grants import credits_grant
 from credits.services.pricing import cost
 from jobs.models import Attempt, StoredCheckpoint
 from tests.support.checkpoints import start_placed, stop_gang, wait_until, write_checkpoint
+from tests.support.threads import race
 from workers.agent.checkpoint_copies import RunningCopies
 from workers.services.attempts import attempt_heartbeat, attempt_start
 from workers.services.checkpoint_cuts import resume_copies
@@ -132,3 +136,18 @@ def test_a_gang_node_copies_only_steps_and_marks_no_directory_while_it_runs(tmp_
     assert found[-1].step == 4 and "-rank-1" in found[-1].name
     assert not (directory / MARKER).exists()  # its peers may resume from an earlier step
     copies.close()
+
+
+def test_nodes_that_record_one_step_at_once_keep_it_once(gang, tmp_path):
+    """Without the attempt's row locked each might see the other's copy missing, and the
+    step would never count; or both might see it whole and post twice."""
+    for step in (10, 20, 30):
+        copies = {r: _copy(gang, r, step, step * 10 + r, tmp_path) for r in (0, 1)}
+        race(partial(_beat_next, gang, count(), copies), 2)
+        assert _kept(gang) == (step * 10, cost(gang.credits_per_hour, step * 10))
+
+
+def _beat_next(gang: Attempt, ranks: Iterator[int], copies: dict[int, Taken]) -> None:
+    """The next rank's heartbeat with its copy (each racing thread takes one rank)."""
+    rank = next(ranks)
+    assert _beat(gang, rank, copies[rank]) == "continue"
