@@ -90,7 +90,7 @@ def step_kept_at(attempt_id: int, step: int) -> datetime | None:
     """When a gang's work up to `step` was kept: once every node of the attempt copied that
     step while it ran, the earliest of their moments (what is billed as kept); else None."""
     taken = list(_ran(attempt_id).filter(step=step).values_list("taken_at", flat=True))
-    return min(taken) if len(taken) == _spans([attempt_id]).get(attempt_id, 1) else None
+    return min(taken) if len(taken) == nodes_of(attempt_id) else None
 
 
 def stop_copies_whole(attempt_id: int, own: str) -> bool:
@@ -99,7 +99,7 @@ def stop_copies_whole(attempt_id: int, own: str) -> bool:
     are not made (every node shares the work root)."""
     if not settings.GPUSCHED_STORE_CHECKPOINTS:
         return True
-    others = _spans([attempt_id]).get(attempt_id, 1) - 1
+    others = nodes_of(attempt_id) - 1
     return bool(own) and StoredCheckpoint.objects.filter(
         attempt_id=attempt_id, rank__gt=0, step__isnull=True).count() == others
 
@@ -107,7 +107,7 @@ def stop_copies_whole(attempt_id: int, own: str) -> bool:
 def whole_step(attempt_id: int) -> int | None:
     """The latest step every node of a gang copied while it ran (what a resume reads unless
     every node made a copy at the stop)."""
-    nodes = _spans([attempt_id]).get(attempt_id, 1)
+    nodes = nodes_of(attempt_id)
     return _ran(attempt_id).values("step").annotate(n=Count("pk")).filter(n=nodes).order_by(
         "-step").values_list("step", flat=True).first()
 
@@ -156,6 +156,11 @@ def _cut_of(copies: list[Copy], nodes: int) -> list[Copy]:
             by_step[c.step].append(c)
     whole = [step for step, cs in by_step.items() if len(cs) == nodes]
     return by_step[max(whole)] if whole else []
+
+
+def nodes_of(attempt_id: int) -> int:
+    """How many nodes the attempt runs on: its own and its ranks'."""
+    return _spans([attempt_id]).get(attempt_id, 1)
 
 
 def _spans(attempt_ids: list[int]) -> dict[int, int]:

@@ -31,9 +31,15 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 from django.db.models import Count
 
-from jobs.models import AttemptRank, Job, StoredCheckpoint
+from jobs.models import Job, StoredCheckpoint
 from jobs.states import TERMINAL
-from workers.services.checkpoint_cuts import copies_of, step_kept_at, superseded, whole_step
+from workers.services.checkpoint_cuts import (
+    copies_of,
+    nodes_of,
+    step_kept_at,
+    superseded,
+    whole_step,
+)
 from workers.services.checkpoint_tar import unpack_tar
 
 log = logging.getLogger(__name__)
@@ -148,7 +154,7 @@ def copy_record(*, job_id: int, attempt_id: int, rank: int, copy: Taken) -> date
 
 
 def _on_one_node(attempt_id: int, rank: int) -> bool:
-    return rank == 0 and not AttemptRank.objects.filter(attempt_id=attempt_id).exists()
+    return rank == 0 and nodes_of(attempt_id) == 1
 
 
 def checkpoint_discard(name: str) -> None:
