@@ -1,7 +1,7 @@
 """What an ideal scheduler could give one tier of the text-to-video workload.
 
-    python bench/ideal_bound.py --tier paid --load 1.5 [--seeds 0,1,2,3,4] [--free-floor 0.1]
-    python bench/ideal_bound.py --tier enterprise --load 3
+    python bench/ideal_bound.py --tier paid --load 1.5 [--seeds 0,1,2,3,4] [--floor free=0.1]
+    python bench/ideal_bound.py --tier enterprise --load 3 [--floor paid=0 --floor free=0.1]
 
 One pool of divisible GPUs, higher tiers served on arrival, lower tiers at their floors
 (`jobs/sim/ideal.py` says exactly how, and why every choice favours the tier). Prints the
@@ -30,13 +30,16 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--gpus", type=int, default=512, help="the fleet's GPUs (64 x 8)")
     ap.add_argument("--horizon", type=float, default=3600.0)
-    ap.add_argument("--free-floor", type=float, default=None,
-                    help="free's floor instead of the default tier's (e.g. its measured share)")
+    ap.add_argument("--floor", action="append", default=[], metavar="TIER=SHARE",
+                    help="a tier's floor instead of the default (e.g. free's measured share)")
     args = ap.parse_args()
     tiers = default_tiers()
     floors = {n: t.guaranteed_share for n, t in tiers.items()}
-    if args.free_floor is not None:
-        floors["free"] = args.free_floor
+    for item in args.floor:
+        name, _, share = item.partition("=")
+        if name not in floors:
+            ap.error(f"--floor {item}: no tier {name!r}")
+        floors[name] = float(share)
     priority = {n: t.priority for n, t in tiers.items()}
     print(f"ideal pool of {args.gpus} GPUs, tier {args.tier}, load {args.load}, floors "
           + ", ".join(f"{n} {f:.0%}" for n, f in floors.items()))
