@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -144,6 +145,48 @@ def test_sigterm_checkpoints_and_rerun_resumes(tmp_path: Path, killer: list) -> 
     assert len(steps) - 1 == 30 - resume_step  # only the remaining steps were computed
     assert validate_y4m(tmp_path / "o.y4m")
     assert not (tmp_path / "ck" / "fakegen-checkpoint.json").exists()
+
+
+def _gang_rank(tmp_path: Path, rank: int, port: int, *extra: str) -> subprocess.Popen:
+    env = _env(NNODES="2", NODE_RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    return start_fakegen("--prompt", "gang", "--output", str(tmp_path / f"o{rank}.y4m"),
+                         "--checkpoint-dir", str(tmp_path / f"ck{rank}"), "--run-seconds", "20",
+                         "--progress-interval", "0.05", *extra, env=env)
+
+
+def _stop_step(proc: subprocess.Popen) -> tuple[int | None, str]:
+    """The step a stopped rank announced its checkpoint with, and its stderr."""
+    rest, err = proc.communicate(timeout=15)
+    assert proc.returncode == 75
+    return checkpoint_step(rest.splitlines()[-1].split(" ", 1)[1]), err
+
+
+def _free_port() -> int:
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        return s.getsockname()[1]
+
+
+def test_a_gangs_ranks_stopped_apart_checkpoint_one_step(tmp_path: Path, killer: list) -> None:
+    port = _free_port()
+    ranks = [_gang_rank(tmp_path, rank, port) for rank in (0, 1)]
+    killer.extend(ranks)
+    read_until(ranks[1], lambda line: line.startswith("PROGRESS"))
+    ranks[1].send_signal(signal.SIGTERM)  # first, and rank 0 goes on for a while
+    lines = read_until(ranks[0], lambda line: line.endswith("step=10/400"))
+    ranks[0].send_signal(signal.SIGTERM)
+    steps = [_stop_step(proc)[0] for proc in ranks]
+    assert steps[0] == steps[1]
+    assert steps[0] is not None and steps[0] >= 10, lines
+
+
+def test_a_rank_no_peer_answers_stops_at_its_own_step(tmp_path: Path, killer: list) -> None:
+    alone = _gang_rank(tmp_path, 1, _free_port(), "--stop-wait", "0.3")
+    killer.append(alone)
+    lines = read_until(alone, lambda line: line.endswith("step=3/400"))
+    alone.send_signal(signal.SIGTERM)
+    step, err = _stop_step(alone)
+    assert step is not None and 3 <= step < 10, lines
+    assert "no stop step agreed" in err
 
 
 def test_sigterm_without_checkpoint_dir_exits_143(tmp_path: Path, killer: list) -> None:

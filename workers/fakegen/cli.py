@@ -16,6 +16,7 @@ from types import FrameType
 
 from workers.fakegen import checkpoint, video
 from workers.fakegen.config import Settings, parse_settings
+from workers.fakegen.stop_agreement import StopAgreement
 
 EXIT_OK = 0
 EXIT_CRASH = 1
@@ -62,6 +63,8 @@ class Runner:
         # Only the compute phase is interruptible; once output is being written, finishing
         # is cheaper than redoing the whole job, so a late SIGTERM is ignored.
         self.interruptible = True
+        self.agreement = StopAgreement(settings.gang, settings.stop_wait_s) if (
+            settings.gang and settings.checkpoint_dir) else None
 
     def run(self) -> int:
         cuda = os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>")
@@ -71,6 +74,8 @@ class Runner:
         # Resume before handling SIGTERM: an early SIGTERM must not overwrite a good
         # checkpoint with step 0 (until then it simply kills us, leaving the file intact).
         self.step = self._resume_step()
+        if self.agreement is not None:
+            self.agreement.listen()
         signal.signal(signal.SIGTERM, self._on_sigterm)
         try:
             self._compute()
@@ -155,8 +160,16 @@ class Runner:
         if self.settings.checkpoint_dir is None:
             print("fakegen: SIGTERM without --checkpoint-dir; progress lost", file=sys.stderr)
             return EXIT_SIGTERM_LOST
+        if self.agreement is not None:
+            self._compute_up_to(self.agreement.agree(self.step))
         self._save_checkpoint()
         return EXIT_PREEMPTED
+
+    def _compute_up_to(self, step: int) -> None:
+        """A rank behind the gang's stop step computes the steps it lacks."""
+        left = max(0, min(step, self.steps) - self.step)
+        time.sleep(left * self.settings.run_seconds / self.steps)
+        self.step += left
 
     def _finish(self) -> int:
         s = self.settings

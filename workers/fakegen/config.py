@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from workers.fakegen.stop_agreement import Gang
+
 FAIL_MODES = ("none", "crash", "hang", "oom", "corrupt")
 MAX_SIDE = 4096
 _Parse = Callable[[str], float]
@@ -35,6 +37,8 @@ class Settings:
     progress_interval: float
     checkpoint_every: float
     noise: bool = False
+    gang: Gang | None = None  # a gang spanning nodes: its ranks agree on their stop step
+    stop_wait_s: float = 5.0
 
     @property
     def frames(self) -> int:
@@ -170,6 +174,13 @@ def _option_table() -> list[tuple[str, str, str | None, Callable[[str], object],
             "also checkpoint every N seconds of compute (0: only on SIGTERM)",
         ),
         (
+            "--stop-wait",
+            "FAKEGEN_STOP_WAIT",
+            "5",
+            _number(float, 0.0, False),
+            "in a gang spanning nodes, seconds a stopping rank waits for the gang's stop step",
+        ),
+        (
             "--noise",
             "FAKEGEN_NOISE",
             "0",
@@ -247,4 +258,18 @@ def parse_settings(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Se
         progress_interval=args.progress_interval,
         checkpoint_every=args.checkpoint_every,
         noise=args.noise,
+        gang=_gang(environ),
+        stop_wait_s=args.stop_wait,
     )
+
+
+def _gang(environ: Mapping[str, str]) -> Gang | None:
+    """Where a gang spanning nodes meets, from the variables torchrun-style launchers read
+    (docs/fakegen.md); None on one node."""
+    try:
+        nodes, rank = int(environ.get("NNODES", "1")), int(environ.get("NODE_RANK", "0"))
+        port = int(environ.get("MASTER_PORT", "0"))
+    except ValueError:
+        return None
+    address = environ.get("MASTER_ADDR", "")
+    return Gang(rank, nodes, address, port) if nodes > 1 and address and port else None
