@@ -19,7 +19,7 @@ class StoredCheckpoint(models.Model):
                                 related_name="stored_checkpoints")
     rank = models.PositiveSmallIntegerField(default=0)
     name = models.CharField(max_length=255)  # the storage name of the tar
-    # the binary's step, announced with the checkpoint; none for a copy made at the stop
+    # the binary's step, announced with the checkpoint (at the stop too), if it names one
     step = models.PositiveBigIntegerField(null=True, blank=True)
     # when the copy's files were taken (linked) while the binary ran; none at the stop
     taken_at = models.DateTimeField(null=True, blank=True)
@@ -28,12 +28,14 @@ class StoredCheckpoint(models.Model):
     class Meta:
         ordering = ["job_id", "rank", "-attempt_id"]
         constraints = [
-            models.UniqueConstraint(fields=["attempt", "rank", "step"], name="one_copy_per_step"),
+            models.UniqueConstraint(fields=["attempt", "rank", "step"], name="one_copy_per_step",
+                                    condition=models.Q(taken_at__isnull=False)),
             models.UniqueConstraint(fields=["attempt", "rank"], name="one_stop_copy_per_rank",
-                                    condition=models.Q(step__isnull=True)),
+                                    condition=models.Q(taken_at__isnull=True)),
         ]
         indexes = [models.Index(fields=["job", "rank", "-attempt"], name="latest_copy_idx")]
 
     def __str__(self) -> str:
         at = f", step {self.step}" if self.step is not None else ""
+        at += "" if self.taken_at else ", at its stop"
         return f"checkpoint of job {self.job_id}, attempt {self.attempt_id}, rank {self.rank}{at}"

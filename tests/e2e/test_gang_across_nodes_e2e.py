@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from jobs.models import Attempt, AttemptRank, GpuBinding, Job, Tier
+from jobs.models import Attempt, AttemptRank, GpuBinding, Job, StoredCheckpoint, Tier
 from jobs.services.tenancy import organization_create
 from tests.support.broker import purge_broker_and_cache
 from tests.support.factories import make_job
@@ -94,6 +94,9 @@ def test_a_gang_preempted_on_both_nodes_makes_way_for_another_and_resumes(bob, f
     first = Attempt.objects.filter(job=victim).earliest("id")
     assert (first.outcome, first.exit_code, first.preempted_for_id) == ("PREEMPTED", 75,
                                                                         urgent.pk)
+    # its nodes, told to stop a heartbeat apart, wrote their checkpoints at one step
+    steps = list(StoredCheckpoint.objects.filter(attempt=first).values_list("step", flat=True))
+    assert len(steps) == 2 and steps[0] == steps[1] is not None
     # the GPUs freed on both nodes went to the preemptor, as one gang
     taken = Attempt.objects.get(job=urgent)
     assert {taken.node.name, AttemptRank.objects.get(attempt=taken).node.name} == set(

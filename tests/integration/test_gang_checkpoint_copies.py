@@ -2,6 +2,7 @@
 resumed from, only at a step every node copied (workers/services/checkpoint_cuts.py)."""
 
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from functools import partial
 from itertools import count
@@ -14,10 +15,17 @@ from credits.models import GpuPrice
 from credits.services.grants import credits_grant
 from credits.services.pricing import cost
 from jobs.models import Attempt, StoredCheckpoint
-from tests.support.checkpoints import start_placed, stop_gang, wait_until, write_checkpoint
+from tests.support.checkpoints import (
+    files_of,
+    start_placed,
+    stop_gang,
+    wait_until,
+    write_checkpoint,
+)
 from tests.support.threads import race
-from workers.agent.checkpoint_copies import RunningCopies
-from workers.services.attempts import attempt_heartbeat, attempt_start
+from workers.agent.checkpoint_copies import RunningCopies, resume_from
+from workers.agent.command import AttemptPaths
+from workers.services.attempts import AttemptClaim, attempt_heartbeat, attempt_start
 from workers.services.checkpoint_cuts import resume_copies
 from workers.services.checkpoints import MARKER, Taken, checkpoint_pack, checkpoints_sweep
 from workers.services.ranks import rank_heartbeat, rank_start
@@ -122,6 +130,44 @@ def test_a_gang_whose_stop_copies_are_not_all_stored_resumes_from_and_pays_its_w
         StoredCheckpoint.objects.get(rank=1, step=10).name)
 
 
+def _stopped_at(gang: Attempt, steps: dict[int, int], tmp_path) -> dict[int, str]:
+    """Stop the gang, its nodes storing the checkpoints they wrote at `steps`; their names."""
+    names = {r: checkpoint_pack(gang.job_id, gang.pk, r, write_checkpoint(
+        tmp_path / f"stop-{r}", step)) for r, step in steps.items()}
+    stop_gang(gang, names, steps)
+    return names
+
+
+def _resumed(gang: Attempt) -> list[str]:
+    again = Attempt.objects.get(job=gang.job_id, ended_at__isnull=True)
+    return [attempt_start(attempt_id=again.pk, token=again.token).checkpoint,
+            rank_start(attempt_id=again.pk, token=again.token, rank=1).checkpoint]
+
+
+def test_a_gang_whose_stop_copies_are_of_different_steps_resumes_from_its_whole_step(
+        gang, tmp_path):
+    for rank in (0, 1):
+        _beat(gang, rank, _copy(gang, rank, 10, 100, tmp_path))
+    _stopped_at(gang, {0: 12, 1: 13}, tmp_path)  # ranks that did not agree where to stop
+    assert _kept(gang) == (100, cost(gang.credits_per_hour, 100))
+    assert _resumed(gang) == list(StoredCheckpoint.objects.filter(step=10).order_by(
+        "rank").values_list("name", flat=True))
+
+
+def test_a_gang_whose_stop_copies_are_of_one_step_resumes_from_them_and_pays_its_run(
+        gang, tmp_path):
+    for rank in (0, 1):
+        _beat(gang, rank, _copy(gang, rank, 10, 100, tmp_path))
+    # stopped right after it copied step 10: the stop copies are of that step too
+    names = _stopped_at(gang, {0: 10, 1: 10}, tmp_path)
+    gang.refresh_from_db()
+    assert _kept(gang) == ((gang.ended_at - gang.started_at).total_seconds(),
+                           cost(gang.credits_per_hour, (gang.ended_at - gang.started_at
+                                                        ).total_seconds()))
+    assert _resumed(gang) == [names[0], names[1]]
+    assert StoredCheckpoint.objects.filter(step=10).count() == 4
+
+
 def test_a_gang_node_copies_only_steps_and_marks_no_directory_while_it_runs(tmp_path):
     directory = write_checkpoint(tmp_path / "job-8" / "checkpoint-rank-1", step=4)
     (directory / MARKER).write_text("checkpoints/job-8-attempt-1-rank-1.tar")
@@ -151,3 +197,18 @@ def _beat_next(gang: Attempt, ranks: Iterator[int], copies: dict[int, Taken]) ->
     """The next rank's heartbeat with its copy (each racing thread takes one rank)."""
     rank = next(ranks)
     assert _beat(gang, rank, copies[rank]) == "continue"
+
+
+def test_a_gang_with_no_cut_starts_afresh_where_a_node_holds_an_old_checkpoint(tmp_path):
+    claim = AttemptClaim(attempt_id=9, token=1, job_id=7, node="n2", gpu_indices=(0,),
+                         gpu_uuids=("",), prompt="x", params={}, time_limit_s=60,
+                         node_rank=1, nodes=("n1", "n2"))
+    paths = AttemptPaths.under(tmp_path, job_id=7, attempt_id=9, suffix=".y4m", rank=1)
+    write_checkpoint(paths.checkpoint_dir, step=3)  # its share of an earlier attempt's step
+    resume_from(claim, paths)
+    assert files_of(paths.checkpoint_dir) == {}  # else it alone would resume, at step 3
+    # a job on one node keeps what its node holds: the latest state it had there
+    alone = AttemptPaths.under(tmp_path, job_id=7, attempt_id=9, suffix=".y4m")
+    write_checkpoint(alone.checkpoint_dir, step=3)
+    resume_from(replace(claim, node_rank=0, nodes=("n1",)), alone)
+    assert files_of(alone.checkpoint_dir) != {}

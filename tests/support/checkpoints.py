@@ -38,16 +38,19 @@ def start_placed(org, gpus: int = 2) -> tuple[Attempt, AttemptClaim]:
     return attempt, attempt_start(attempt_id=attempt.pk, token=attempt.token)
 
 
-def stop_gang(gang: Attempt, names: dict[int, str]) -> None:
+def stop_gang(gang: Attempt, names: dict[int, str], steps: dict[int, int] | None = None
+              ) -> None:
     """Stop a two-node gang (its rank 1 started if it was not), each rank reporting its
-    copy (`names`, "" where none was stored), and place the next attempt."""
+    copy (`names`, "" where none was stored) and the step it announced it with (`steps`,
+    none by default), and place the next attempt."""
+    steps = steps or {}
     if gang.ranks.filter(rank=1, started_at__isnull=True).exists():
         rank_start(attempt_id=gang.pk, token=gang.token, rank=1)
     assert attempt_stop_and_requeue(gang, reason="test", grace_s=30)
-    rank_finish(attempt_id=gang.pk, token=gang.token, rank=1,
-                result=AttemptResult("PREEMPTED", 75, checkpoint=names.get(1, "")))
-    attempt_finish(attempt_id=gang.pk, token=gang.token,
-                   result=AttemptResult("PREEMPTED", 75, checkpoint=names.get(0, "")))
+    rank_finish(attempt_id=gang.pk, token=gang.token, rank=1, result=AttemptResult(
+        "PREEMPTED", 75, checkpoint=names.get(1, ""), checkpoint_step=steps.get(1)))
+    attempt_finish(attempt_id=gang.pk, token=gang.token, result=AttemptResult(
+        "PREEMPTED", 75, checkpoint=names.get(0, ""), checkpoint_step=steps.get(0)))
     scheduler_tick_run()
 
 

@@ -31,3 +31,13 @@ def test_a_listener_that_fails_does_not_stop_the_reading():
     reader.start()
     reader.join(timeout=5)
     assert reader.progress == 0.5
+
+
+def test_the_step_a_binary_stopped_at_is_that_of_a_checkpoint_announced_after_the_ask():
+    lines = "CHECKPOINT /ck/a step=4\nCHECKPOINT /ck/b step=6\n"
+    reader = ProgressReader(io.StringIO(lines))
+    reader.start()
+    reader.join(timeout=5)
+    assert reader.checkpoints_heard() == 2
+    assert reader.step_since(1) == 6  # asked to stop after the first: it wrote step 6 then
+    assert reader.step_since(2) is None  # nothing announced since the ask: no step known

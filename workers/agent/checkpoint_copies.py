@@ -81,8 +81,13 @@ def keeping_the_lease(claim: AttemptClaim, copy: Callable[[], T]) -> T:
 
 
 def resume_from(claim: AttemptClaim, paths: AttemptPaths) -> None:
-    """The stored copy of this node's checkpoint, in place before the binary starts."""
+    """The stored copy of this node's checkpoint, in place before the binary starts. A gang
+    with no cut to resume from starts afresh on every node: what one node's directory holds
+    from an earlier attempt would resume that node alone, from where it was."""
     clear_leftovers(paths.checkpoint_dir)
+    if not claim.checkpoint and len(claim.nodes) > 1 and settings.GPUSCHED_STORE_CHECKPOINTS:
+        shutil.rmtree(paths.checkpoint_dir, ignore_errors=True)
+        paths.checkpoint_dir.mkdir(parents=True)
     if claim.checkpoint and keeping_the_lease(
             claim, lambda: checkpoint_unpack(claim.checkpoint, paths.checkpoint_dir)):
         log.info("attempt %s resumes from %s", claim.attempt_id, claim.checkpoint,

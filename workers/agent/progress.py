@@ -23,6 +23,7 @@ class ProgressReader(threading.Thread):
         self.progress: float | None = None
         self._checkpoints = 0
         self._reported_checkpoints = 0
+        self._last_step: int | None = None
         self._lock = threading.Lock()
         self._last_line = time.monotonic()
 
@@ -42,8 +43,9 @@ class ProgressReader(threading.Thread):
                         continue
                 elif word == "CHECKPOINT":
                     self._checkpoints += 1
+                    self._last_step = checkpoint_step(rest)
             if word == "CHECKPOINT":
-                self._hear(checkpoint_step(rest))
+                self._hear(self._last_step)
 
     def _hear(self, step: int | None) -> None:
         """A listener's failure must not stop the reading: the binary would look hung."""
@@ -54,6 +56,16 @@ class ProgressReader(threading.Thread):
             listener(step)
         except Exception:
             log.exception("a checkpoint's listener failed")
+
+    def checkpoints_heard(self) -> int:
+        with self._lock:
+            return self._checkpoints
+
+    def step_since(self, heard: int) -> int | None:
+        """The step of the latest checkpoint, if one was announced after the first `heard`
+        (the one a binary writes as it stops, for `heard` counted when it was asked to)."""
+        with self._lock:
+            return self._last_step if self._checkpoints > heard else None
 
     def take_checkpointed(self) -> bool:
         """True once per batch of checkpoints seen since the last call."""

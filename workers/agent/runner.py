@@ -57,6 +57,7 @@ RANK_POLL_S = 0.25  # how often rank 0 looks whether its gang's other ranks have
 class Supervision:
     stop: str = ""  # "preempt", "cancel", "timeout", "hung" or "stale" once asked to stop
     kill_at: float | None = None  # monotonic time of SIGKILL if still alive
+    heard_at_stop: int = 0  # checkpoints the binary had announced when asked to stop
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
@@ -64,10 +65,12 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
         os.killpg(proc.pid, sig)  # the binary and every child it started
 
 
-def _ask_to_stop(proc: subprocess.Popen, sup: Supervision, why: str, grace_s: float) -> None:
+def _ask_to_stop(proc: subprocess.Popen, sup: Supervision, reader: ProgressReader, why: str,
+                 grace_s: float) -> None:
     if sup.stop:
         return
     sup.stop, sup.kill_at = why, time.monotonic() + grace_s
+    sup.heard_at_stop = reader.checkpoints_heard()
     log.info("stopping pid %s (%s), SIGKILL in %.0fs", proc.pid, why, grace_s,
              extra={"pid": proc.pid, "stop": why})
     _signal_group(proc, signal.SIGTERM)
@@ -89,11 +92,11 @@ def _supervise(proc: subprocess.Popen, claim: AttemptClaim, reader: ProgressRead
             sup.stop = "stale"
             _signal_group(proc, signal.SIGKILL)
         elif verdict.action in ("preempt", "cancel"):
-            _ask_to_stop(proc, sup, verdict.action, verdict.deadline_s)
+            _ask_to_stop(proc, sup, reader, verdict.action, verdict.deadline_s)
         if time.monotonic() >= deadline:
-            _ask_to_stop(proc, sup, "timeout", settings.GPUSCHED_KILL_GRACE_S)
+            _ask_to_stop(proc, sup, reader, "timeout", settings.GPUSCHED_KILL_GRACE_S)
         if reader.silent_for() >= settings.GPUSCHED_HANG_TIMEOUT_S:
-            _ask_to_stop(proc, sup, "hung", settings.GPUSCHED_KILL_GRACE_S)
+            _ask_to_stop(proc, sup, reader, "hung", settings.GPUSCHED_KILL_GRACE_S)
         if sup.kill_at is not None and time.monotonic() >= sup.kill_at:
             _signal_group(proc, signal.SIGKILL)
 
@@ -218,7 +221,9 @@ def _run(claim: AttemptClaim) -> str:
         _await_ranks(claim, sup)
     return _report(claim, paths, AttemptResult(outcome, proc.returncode, stderr,
                                         paths.output if outcome == "SUCCEEDED" else None,
-                                        error_code, checkpoint))
+                                        error_code, checkpoint,
+                                        reader.step_since(sup.heard_at_stop) if checkpoint
+                                        else None))
 
 
 def _await_ranks(claim: AttemptClaim, sup: Supervision) -> None:

@@ -207,6 +207,7 @@ class AttemptResult:
     output_path: Path | None = None
     error_code: str = ""
     checkpoint: str = ""  # the stored copy of the node's checkpoint, if it stopped to resume
+    checkpoint_step: int | None = None  # the step the binary announced it with, if any
 
 
 _JOB_STATE_FOR = {
@@ -227,7 +228,7 @@ def _end_attempt(attempt_id: int, token: int, result: AttemptResult) -> Attempt:
     now = timezone.now()
     fields = {}
     if (result.outcome == Outcome.PREEMPTED and result.exit_code == EXIT_CHECKPOINTED
-            and stop_copies_whole(attempt_id, result.checkpoint)):
+            and stop_copies_whole(attempt_id, result.checkpoint, result.checkpoint_step)):
         # it wrote one as it stopped, which its next nodes will have: nothing was lost up to
         # its end, or up to when it freed its GPUs to copy that checkpoint (the copy is not
         # GPU time); else what its copies made while it ran kept
@@ -264,7 +265,8 @@ def attempt_finish(*, attempt_id: int, token: int, result: AttemptResult) -> Job
     with transaction.atomic():
         attempt = _end_attempt(attempt_id, token, result)
         job = Job.objects.get(pk=attempt.job_id)
-        checkpoint_record(job_id=job.pk, attempt_id=attempt.pk, rank=0, name=result.checkpoint)
+        checkpoint_record(job_id=job.pk, attempt_id=attempt.pk, rank=0, name=result.checkpoint,
+                          step=result.checkpoint_step)
         target = _JOB_STATE_FOR[result.outcome]
         if result.outcome == Outcome.PREEMPTED and job.state == JobState.RUNNING:
             target = JobState.FAILED  # exited with "resumable" although nobody asked it to stop

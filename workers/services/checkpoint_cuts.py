@@ -2,11 +2,12 @@
 
 A resume reads one attempt's copies, one for each of its nodes, all of one moment of the
 binary, or none: the cut. For a job on one node that is its latest copy. For a gang it is
-the copies its nodes made at the stop, when every node made one (the binary's checkpoint on
-SIGTERM, which a gang's ranks write together), else the copies of the latest step that every
-node copied while it ran. Ranks from different attempts, or from different steps, would
-resume at different points, and a rank without a copy would start from the beginning while
-its peers go on; and a job the scheduler places on another number of nodes starts afresh,
+the copies its nodes made at the stop, when every node made one and they name one step
+(the binary's checkpoint on SIGTERM, which a gang's ranks write at a step they agree on;
+none named, they are taken as one), else the copies of the latest step that every node
+copied while it ran. Ranks from different attempts, or from different steps, would resume
+at different points, and a rank without a copy would start from the beginning while its
+peers go on; and a job the scheduler places on another number of nodes starts afresh,
 since half a gang's state is no checkpoint.
 """
 
@@ -93,15 +94,16 @@ def step_kept_at(attempt_id: int, step: int) -> datetime | None:
     return min(taken) if len(taken) == nodes_of(attempt_id) else None
 
 
-def stop_copies_whole(attempt_id: int, own: str) -> bool:
+def stop_copies_whole(attempt_id: int, own: str, own_step: int | None = None) -> bool:
     """Whether the attempt's checkpoint written at its stop is one a retry on any nodes
-    resumes from: every node's copy stored (rank 0's is `own`, not yet recorded), or copies
-    are not made (every node shares the work root)."""
+    resumes from: every node's copy stored, all of one step (rank 0's is `own`, of
+    `own_step`, not yet recorded), or copies are not made (every node shares the work
+    root)."""
     if not settings.GPUSCHED_STORE_CHECKPOINTS:
         return True
-    others = nodes_of(attempt_id) - 1
-    return bool(own) and StoredCheckpoint.objects.filter(
-        attempt_id=attempt_id, rank__gt=0, step__isnull=True).count() == others
+    steps = list(StoredCheckpoint.objects.filter(
+        attempt_id=attempt_id, rank__gt=0, taken_at__isnull=True).values_list("step", flat=True))
+    return bool(own) and len(steps) == nodes_of(attempt_id) - 1 and set(steps) <= {own_step}
 
 
 def whole_step(attempt_id: int) -> int | None:
@@ -148,7 +150,7 @@ def _cut_of(copies: list[Copy], nodes: int) -> list[Copy]:
     if nodes == 1:
         return copies[:1]  # a job on one node keeps one copy an attempt
     at_stop = [c for c in copies if c.taken_at is None]
-    if len(at_stop) == nodes:
+    if len(at_stop) == nodes and len({c.step for c in at_stop}) == 1:
         return at_stop
     by_step: dict[int, list[Copy]] = defaultdict(list)
     for c in copies:

@@ -108,18 +108,19 @@ def checkpoint_record(*, job_id: int, attempt_id: int, rank: int, name: str,
                       step: int | None = None, taken_at: datetime | None = None) -> None:
     """Record a node's copy; called under the attempt's token by its report (a copy made at
     the stop) or, for a copy made while it runs, its heartbeat (`taken_at`, when its files
-    were taken, and the `step` the binary announced). A job on one node keeps its latest
-    copy; a gang's node keeps its copy made at the stop and those of the last KEPT_STEPS
-    steps it copied (checkpoint_cuts.py). What a copy replaces goes once this commits."""
+    were taken); `step`, the one the binary announced with it, if any. A job on one node
+    keeps its latest copy; a gang's node keeps its copy made at the stop and those of the
+    last KEPT_STEPS steps it copied (checkpoint_cuts.py). What a copy replaces goes once
+    this commits."""
     if not name:
         return
     mine = StoredCheckpoint.objects.filter(attempt_id=attempt_id, rank=rank)
     if _on_one_node(attempt_id, rank):
         replaced = mine
     elif taken_at is None:
-        replaced = mine.filter(step__isnull=True)
+        replaced = mine.filter(taken_at__isnull=True)
     else:
-        ran = mine.filter(step__isnull=False)
+        ran = mine.filter(taken_at__isnull=False)
         kept = ran.exclude(step=step).order_by("-step").values_list("pk", flat=True)
         # and the step every node copied, until another is: the gang's resume
         replaced = ran.exclude(pk__in=list(kept[:KEPT_STEPS - 1])).exclude(

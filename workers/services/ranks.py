@@ -86,7 +86,7 @@ def rank_finish(*, attempt_id: int, token: int, rank: int, result: AttemptResult
             raise StaleAttempt(f"rank {rank} of attempt {attempt_id} already ended")
         job_id = Attempt.objects.filter(pk=attempt_id).values_list("job_id", flat=True).get()
         checkpoint_record(job_id=job_id, attempt_id=attempt_id, rank=rank,
-                          name=result.checkpoint)
+                          name=result.checkpoint, step=result.checkpoint_step)
         # a gang asked to stop ends as rank 0 reports: a rank that dies as its peers stop
         # (a collective call failing) must not turn a preemption into a failure
         stopping = Attempt.objects.filter(pk=attempt_id).exclude(stop_requested="").exists()
