@@ -88,8 +88,11 @@ class ProcessGroup:
 
     def node(self, name: str, gpus: int, gpu_type: str = "H100", island: str = "",
              **env: str) -> subprocess.Popen:
+        # every node runs on this host: a gang's ranks meet at its loopback address, whatever
+        # the host's name resolves to
         return self.manage(f"node-{name}", "gpu_node", "--name", name, "--gpus", str(gpus),
-                           "--gpu-type", gpu_type, "--island", island, **env)
+                           "--gpu-type", gpu_type, "--island", island, "--address", "127.0.0.1",
+                           **env)
 
     def kill(self, proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
         with contextlib.suppress(ProcessLookupError):
