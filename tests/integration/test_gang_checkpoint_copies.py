@@ -168,6 +168,21 @@ def test_a_gang_whose_stop_copies_are_of_one_step_resumes_from_them_and_pays_its
     assert StoredCheckpoint.objects.filter(step=10).count() == 4
 
 
+def test_a_gang_with_no_cut_starts_afresh_where_a_node_holds_an_old_checkpoint(tmp_path):
+    claim = AttemptClaim(attempt_id=9, token=1, job_id=7, node="n2", gpu_indices=(0,),
+                         gpu_uuids=("",), prompt="x", params={}, time_limit_s=60,
+                         node_rank=1, nodes=("n1", "n2"))
+    paths = AttemptPaths.under(tmp_path, job_id=7, attempt_id=9, suffix=".y4m", rank=1)
+    write_checkpoint(paths.checkpoint_dir, step=3)  # its share of an earlier attempt's step
+    resume_from(claim, paths)
+    assert files_of(paths.checkpoint_dir) == {}  # else it alone would resume, at step 3
+    # a job on one node keeps what its node holds: the latest state it had there
+    alone = AttemptPaths.under(tmp_path, job_id=7, attempt_id=9, suffix=".y4m")
+    write_checkpoint(alone.checkpoint_dir, step=3)
+    resume_from(replace(claim, node_rank=0, nodes=("n1",)), alone)
+    assert files_of(alone.checkpoint_dir) != {}
+
+
 def test_a_gang_node_copies_only_steps_and_marks_no_directory_while_it_runs(tmp_path):
     directory = write_checkpoint(tmp_path / "job-8" / "checkpoint-rank-1", step=4)
     (directory / MARKER).write_text("checkpoints/job-8-attempt-1-rank-1.tar")
@@ -198,17 +213,3 @@ def _beat_next(gang: Attempt, ranks: Iterator[int], copies: dict[int, Taken]) ->
     rank = next(ranks)
     assert _beat(gang, rank, copies[rank]) == "continue"
 
-
-def test_a_gang_with_no_cut_starts_afresh_where_a_node_holds_an_old_checkpoint(tmp_path):
-    claim = AttemptClaim(attempt_id=9, token=1, job_id=7, node="n2", gpu_indices=(0,),
-                         gpu_uuids=("",), prompt="x", params={}, time_limit_s=60,
-                         node_rank=1, nodes=("n1", "n2"))
-    paths = AttemptPaths.under(tmp_path, job_id=7, attempt_id=9, suffix=".y4m", rank=1)
-    write_checkpoint(paths.checkpoint_dir, step=3)  # its share of an earlier attempt's step
-    resume_from(claim, paths)
-    assert files_of(paths.checkpoint_dir) == {}  # else it alone would resume, at step 3
-    # a job on one node keeps what its node holds: the latest state it had there
-    alone = AttemptPaths.under(tmp_path, job_id=7, attempt_id=9, suffix=".y4m")
-    write_checkpoint(alone.checkpoint_dir, step=3)
-    resume_from(replace(claim, node_rank=0, nodes=("n1",)), alone)
-    assert files_of(alone.checkpoint_dir) != {}
