@@ -99,6 +99,10 @@ class ProcessGroup:
             os.killpg(proc.pid, sig)
         proc.wait(timeout=30)
 
+    def log_of(self, name: str) -> str:
+        """What the process started as `name` wrote so far (stdout and stderr, in order)."""
+        return next(log for n, _, log in self.procs if n == name).read_text(errors="replace")
+
     def logs(self) -> str:
         return "\n".join(f"--- {n} ---\n{log.read_text(errors='replace')[-3000:]}"
                          for n, _, log in self.procs)
