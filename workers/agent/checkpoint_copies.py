@@ -44,6 +44,7 @@ from workers.services.checkpoints import (
     checkpoint_discard,
     checkpoint_pack,
     checkpoint_unpack,
+    empty_directory,
     packing_path,
 )
 from workers.services.ranks import rank_free_gpus, rank_heartbeat
@@ -86,8 +87,7 @@ def resume_from(claim: AttemptClaim, paths: AttemptPaths) -> None:
     from an earlier attempt would resume that node alone, from where it was."""
     clear_leftovers(paths.checkpoint_dir)
     if not claim.checkpoint and len(claim.nodes) > 1 and settings.GPUSCHED_STORE_CHECKPOINTS:
-        shutil.rmtree(paths.checkpoint_dir, ignore_errors=True)
-        paths.checkpoint_dir.mkdir(parents=True)
+        empty_directory(paths.checkpoint_dir)
     if claim.checkpoint and keeping_the_lease(
             claim, lambda: checkpoint_unpack(claim.checkpoint, paths.checkpoint_dir)):
         log.info("attempt %s resumes from %s", claim.attempt_id, claim.checkpoint,

@@ -94,16 +94,22 @@ def step_kept_at(attempt_id: int, step: int) -> datetime | None:
     return min(taken) if len(taken) == nodes_of(attempt_id) else None
 
 
-def stop_copies_whole(attempt_id: int, own: str, own_step: int | None = None) -> bool:
+def stop_copies_whole(attempt_id: int, own: str, own_step: int | None) -> bool:
     """Whether the attempt's checkpoint written at its stop is one a retry on any nodes
     resumes from: every node's copy stored, all of one step (rank 0's is `own`, of
     `own_step`, not yet recorded), or copies are not made (every node shares the work
     root)."""
     if not settings.GPUSCHED_STORE_CHECKPOINTS:
         return True
-    steps = list(StoredCheckpoint.objects.filter(
-        attempt_id=attempt_id, rank__gt=0, taken_at__isnull=True).values_list("step", flat=True))
-    return bool(own) and len(steps) == nodes_of(attempt_id) - 1 and set(steps) <= {own_step}
+    others = StoredCheckpoint.objects.filter(
+        attempt_id=attempt_id, rank__gt=0, taken_at__isnull=True).values_list("step", flat=True)
+    return bool(own) and _whole_stop([own_step, *others], nodes_of(attempt_id))
+
+
+def _whole_stop(steps: list[int | None], nodes: int) -> bool:
+    """Whether copies made at a stop, of these steps, are a gang's cut: one a node, of one
+    step (None for all: a binary that names none)."""
+    return len(steps) == nodes and len(set(steps)) == 1
 
 
 def whole_step(attempt_id: int) -> int | None:
@@ -150,7 +156,7 @@ def _cut_of(copies: list[Copy], nodes: int) -> list[Copy]:
     if nodes == 1:
         return copies[:1]  # a job on one node keeps one copy an attempt
     at_stop = [c for c in copies if c.taken_at is None]
-    if len(at_stop) == nodes and len({c.step for c in at_stop}) == 1:
+    if _whole_stop([c.step for c in at_stop], nodes):
         return at_stop
     by_step: dict[int, list[Copy]] = defaultdict(list)
     for c in copies:

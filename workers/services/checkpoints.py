@@ -91,17 +91,21 @@ def checkpoint_unpack(name: str, directory: Path) -> bool:
     if not name or not settings.GPUSCHED_STORE_CHECKPOINTS or (
             marker.is_file() and marker.read_text() == name):
         return False
-    shutil.rmtree(directory, ignore_errors=True)
-    directory.mkdir(parents=True)
+    empty_directory(directory)
     try:
         unpack_tar(name, directory)  # names inside stay inside
     except Exception:  # any storage backend's error: the attempt still runs
         log.exception("stored checkpoint %s could not be read; starting without it", name)
-        shutil.rmtree(directory, ignore_errors=True)
-        directory.mkdir(parents=True)
+        empty_directory(directory)
         return False
     marker.write_text(name)
     return True
+
+
+def empty_directory(directory: Path) -> None:
+    """The checkpoint directory, there and empty: the binary starts from the beginning."""
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
 
 
 def checkpoint_record(*, job_id: int, attempt_id: int, rank: int, name: str,
