@@ -28,11 +28,12 @@ LIVE = frozenset({S.SCHEDULED, S.RUNNING, S.PREEMPTING})  # states that hold GPU
 ALLOWED: dict[JobState, frozenset[JobState]] = {
     S.QUEUED: frozenset({S.SCHEDULED, S.CANCELLED, S.DEAD}),
     S.SCHEDULED: frozenset({S.RUNNING, S.LOST, S.CANCELLED, S.FAILED, S.DEAD}),
-    S.RUNNING: frozenset(
-        {S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.CANCELLED, S.PREEMPTING, S.LOST, S.DEAD}
-    ),
+    # RETRY_WAIT: its attempt failed in a way another try may not (a crash, a hang)
+    S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.CANCELLED, S.PREEMPTING,
+                          S.LOST, S.RETRY_WAIT, S.DEAD}),
     # a victim may finish or fail during its grace period
-    S.PREEMPTING: frozenset({S.QUEUED, S.SUCCEEDED, S.FAILED, S.CANCELLED, S.LOST, S.DEAD}),
+    S.PREEMPTING: frozenset({S.QUEUED, S.SUCCEEDED, S.FAILED, S.CANCELLED, S.LOST,
+                             S.RETRY_WAIT, S.DEAD}),
     S.LOST: frozenset({S.RETRY_WAIT, S.DEAD}),
     S.RETRY_WAIT: frozenset({S.QUEUED, S.CANCELLED, S.DEAD}),
     S.SUCCEEDED: frozenset(),

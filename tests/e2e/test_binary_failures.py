@@ -1,4 +1,5 @@
-"""The black box misbehaves: each failure ends the job with the right code, GPUs freed."""
+"""The black box misbehaves: a failure another try may not repeat is retried and, past the
+retries, dead-lettered; one that would repeat ends the job; every code right, GPUs freed."""
 
 import uuid
 
@@ -13,19 +14,23 @@ from workers.models import Node
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 CASES = [
-    # (params, job state, attempt outcome, error code)
-    ({"fail": "crash"}, "FAILED", "FAILED", "exit_1"),
-    ({"fail": "oom"}, "FAILED", "OOM", "out_of_memory"),
-    ({"fail": "corrupt"}, "FAILED", "FAILED", "corrupt_output"),
-    ({"fail": "hang"}, "FAILED", "FAILED", "hung"),
-    ({"run_seconds": 30}, "TIMED_OUT", "TIMED_OUT", "time_limit"),
+    # (params, job state, error code, attempt outcomes, error codes of the retried tries)
+    ({"fail": "crash", "fail_tries": 1}, "SUCCEEDED", "", ["FAILED", "SUCCEEDED"], ["exit_1"]),
+    ({"fail": "crash"}, "DEAD", "retries_exhausted", ["FAILED", "FAILED"], ["exit_1"]),
+    ({"fail": "oom"}, "FAILED", "out_of_memory", ["OOM"], []),  # no GPU has more memory
+    ({"fail": "corrupt"}, "DEAD", "retries_exhausted", ["FAILED", "FAILED"],
+     ["corrupt_output"]),
+    ({"fail": "hang"}, "DEAD", "retries_exhausted", ["FAILED", "FAILED"], ["hung"]),
+    ({"fail": "bogus"}, "FAILED", "exit_2", ["FAILED"], []),  # a bad parameter: usage error
+    ({"run_seconds": 30}, "TIMED_OUT", "time_limit", ["TIMED_OUT"], []),
 ]
 
 
-def test_crash_oom_corrupt_hang_and_timeout(alice):
+def test_crash_oom_corrupt_hang_bad_input_and_timeout(alice):
     purge_broker_and_cache()
     group = ProcessGroup(GPUSCHED_HEARTBEAT_SECONDS="0.5", GPUSCHED_HANG_TIMEOUT_S="2",
-                         GPUSCHED_KILL_GRACE_S="1")
+                         GPUSCHED_KILL_GRACE_S="1", GPUSCHED_MAX_RETRIES="1",
+                         GPUSCHED_RETRY_BACKOFF_S="0.2")
     try:
         name = f"fail-{uuid.uuid4().hex[:6]}"
         group.node(name, len(CASES))
@@ -38,9 +43,13 @@ def test_crash_oom_corrupt_hang_and_timeout(alice):
                                             ).count() == len(CASES), 90, "every job to end")
     finally:
         group.stop_all()
-    for job, (params, state, outcome, code) in zip(jobs, CASES, strict=True):
+    for job, (params, state, code, outcomes, retried) in zip(jobs, CASES, strict=True):
         job.refresh_from_db()
-        attempt = Attempt.objects.get(job=job)
-        assert (job.state, attempt.outcome, job.error_code) == (state, outcome, code), params
+        tries = Attempt.objects.filter(job=job).order_by("pk")
+        events = job.events.filter(to_state="RETRY_WAIT")
+        assert (job.state, job.error_code) == (state, code), params
+        assert [a.outcome for a in tries] == outcomes, params
+        assert sorted({e.data["error_code"] for e in events}) == retried, params
     assert not GpuBinding.objects.filter(released_at__isnull=True).exists()
-    assert "out of memory" in Job.objects.get(pk=jobs[1].pk).error
+    assert "out of memory" in Job.objects.get(pk=jobs[2].pk).error
+    assert "SimulatedCrash" in Job.objects.get(pk=jobs[1].pk).error  # the last try's stderr

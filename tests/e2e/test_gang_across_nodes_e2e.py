@@ -1,4 +1,4 @@
-"""A gang spanning two node workers: it runs as one, a crash on either node fails it and
+"""A gang spanning two node workers: it runs as one, a crash on either node ends its try and
 stops the other, and kill -9 of either node loses it whole, to run again elsewhere."""
 
 import uuid
@@ -51,13 +51,16 @@ def test_a_gang_runs_on_both_nodes_and_succeeds(alice, fleet):
     assert not GpuBinding.objects.filter(released_at__isnull=True).exists()
 
 
-def test_a_crash_on_the_second_node_fails_the_gang_and_stops_the_first(alice, fleet):
+def test_a_crash_on_the_second_node_ends_each_try_and_stops_the_first(alice, fleet):
     job = make_job(alice, gpus=4, run_seconds=30, progress_interval=0.25, fail="crash",
                    fail_rank=1, fail_at=0.05)
-    wait_for(lambda: _state(job) == "FAILED", 90, "the gang to fail")
+    wait_for(lambda: _state(job) == "DEAD", 90, "the gang's tries to be spent")
     job.refresh_from_db()
-    assert job.error_code == "exit_1" and "[rank 1 of the gang" in job.error
-    assert AttemptRank.objects.get(attempt__job=job).outcome == "FAILED"
+    assert job.error_code == "retries_exhausted" and "[rank 1 of the gang" in job.error
+    tries = Attempt.objects.filter(job=job)
+    assert tries.count() == 4 and {a.outcome for a in tries} == {"FAILED"}  # 3 retries
+    assert set(AttemptRank.objects.filter(attempt__job=job).values_list("outcome", flat=True)
+               ) == {"FAILED"}
     wait_for(lambda: not binaries_under(fleet.work_root), 15, "rank 0's binary to be stopped")
     assert not GpuBinding.objects.filter(released_at__isnull=True).exists()
 

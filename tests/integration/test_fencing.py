@@ -62,10 +62,10 @@ def test_a_reaped_attempt_is_fenced_off_and_its_job_runs_again(scheduled, settin
 def test_finishing_frees_the_gpus_exactly_once(scheduled):
     attempt_start(attempt_id=scheduled.pk, token=scheduled.token)
     attempt_finish(attempt_id=scheduled.pk, token=scheduled.token,
-                   result=AttemptResult("FAILED", 1, "boom", None, "exit_1"))
+                   result=AttemptResult("FAILED", 2, "usage: bad", None, "exit_2"))
     assert not GpuBinding.objects.filter(released_at__isnull=True).exists()
     job = Job.objects.get(pk=scheduled.job_id)
-    assert (job.state, job.error_code) == ("FAILED", "exit_1")
+    assert (job.state, job.error_code) == ("FAILED", "exit_2")
     with pytest.raises(StaleAttempt):
         attempt_finish(attempt_id=scheduled.pk, token=scheduled.token,
                        result=AttemptResult("SUCCEEDED", 0))

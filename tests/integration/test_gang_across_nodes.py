@@ -131,8 +131,9 @@ def test_a_failing_rank_ends_the_gang_and_frees_every_node(gang):
     assert rank_finish(attempt_id=gang.pk, token=gang.token, rank=1, result=FAILED) == "FAILED"
     gang.refresh_from_db()
     job = gang.job
-    assert gang.outcome == "FAILED" and job.state == "FAILED" and job.error_code == "exit_3"
-    assert "[rank 1 of the gang, on n2, ended it]" in job.error
+    assert gang.outcome == "FAILED" and job.state == "RETRY_WAIT"  # a crash is tried again
+    assert job.events.get(to_state="RETRY_WAIT").data["error_code"] == "exit_3"
+    assert "[rank 1 of the gang, on n2, ended it]" in gang.stderr_tail
     assert not _live_bindings()
     # rank 0, still running, is told to stop and can report nothing
     assert attempt_heartbeat(attempt_id=gang.pk, token=gang.token).action == "stale"

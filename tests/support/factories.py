@@ -56,9 +56,9 @@ def run_placed_job(job: Job, *, ran_for_s: float, outcome: str = "SUCCEEDED",
         started_at=timezone.now() - timedelta(seconds=ran_for_s))
     if checkpointed:
         attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token, checkpointed=True)
-    failed = outcome != "SUCCEEDED"
+    failed = outcome != "SUCCEEDED"  # by a bad input (exit 2): it ends the job, no retry
     attempt_finish(attempt_id=attempt.pk, token=attempt.token,
-                   result=AttemptResult(outcome, 1 if failed else 0, "", None,
-                                        "exit_1" if failed else ""))
+                   result=AttemptResult(outcome, 2 if failed else 0, "", None,
+                                        "exit_2" if failed else ""))
     attempt.refresh_from_db()
     return attempt

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from workers.agent.command import AttemptPaths, build_argv, build_env
-from workers.agent.outcome import classify
+from workers.agent.outcome import classify, retryable
 
 
 def _paths():
@@ -70,3 +70,20 @@ def test_exits_are_classified():
     assert _classify(exit_code=-15, stop="cancel") == ("CANCELLED", "cancelled")
     assert _classify(exit_code=-15, stop="timeout") == ("TIMED_OUT", "time_limit")
     assert _classify(exit_code=-15, stop="hung") == ("FAILED", "hung")
+
+
+def _retryable(**kw):
+    return retryable(**{**dict(outcome="FAILED", error_code="", exit_code=None), **kw})
+
+
+def test_a_crash_a_hang_and_a_broken_output_are_retried_a_bad_input_is_not():
+    assert _retryable(error_code="exit_1", exit_code=1)
+    assert _retryable(error_code="exit_-11", exit_code=-11)  # SIGSEGV
+    assert _retryable(error_code="exit_75", exit_code=75)  # EX_TEMPFAIL, unasked
+    assert _retryable(error_code="hung", exit_code=-15)
+    assert _retryable(error_code="corrupt_output", exit_code=0)
+    for code in (2, 64, 65, 78):  # usage, EX_USAGE, EX_DATAERR, EX_CONFIG
+        assert not _retryable(error_code=f"exit_{code}", exit_code=code)
+    assert not _retryable(outcome="OOM", error_code="out_of_memory", exit_code=137)
+    assert not _retryable(outcome="TIMED_OUT", error_code="time_limit", exit_code=-15)
+    assert not _retryable(outcome="CANCELLED", error_code="cancelled", exit_code=-15)

@@ -243,6 +243,13 @@ def test_a_failure_named_for_one_rank_of_a_gang_happens_there_only(tmp_path: Pat
     assert run_fakegen(*args, env=_env(GPUSCHED_NODE_RANK="1")).returncode == 1
 
 
+def test_a_failure_for_the_first_tries_stops_on_the_retry_after_them(tmp_path: Path) -> None:
+    args = ("--prompt", "x", "--output", str(tmp_path / "o.y4m"), *FAST, "--fail", "crash",
+            "--fail-tries", "2")
+    assert [run_fakegen(*args, env=_env(GPUSCHED_RETRY=str(retry))).returncode
+            for retry in (0, 1, 2)] == [1, 1, 0]
+
+
 def test_noise_interleaves_bytes_that_are_not_utf8(tmp_path: Path) -> None:
     out = tmp_path / "o.y4m"
     done = subprocess.run(_cmd("--prompt", "x", "--output", str(out), *FAST, "--noise", "1"),

@@ -57,14 +57,15 @@ def build_argv(template: str, *, prompt: str, seed: int, paths: AttemptPaths) ->
 
 def build_env(*, gpu_indices: tuple[int, ...], gpu_uuids: tuple[str, ...] = (),
               paths: AttemptPaths, attempt_id: int, job_id: int, node_rank: int = 0,
-              nodes: tuple[str, ...] = (), rendezvous: tuple[str, int] = ("", 29500)
-              ) -> dict[str, str]:
+              nodes: tuple[str, ...] = (), rendezvous: tuple[str, int] = ("", 29500),
+              retry: int = 0) -> dict[str, str]:
     env = dict(os.environ)
     env.update(visible_devices(gpu_indices, gpu_uuids))
     env.update(gang_env(node_rank, nodes, rendezvous))
     env.update({
         "GPUSCHED_JOB_ID": str(job_id),
         "GPUSCHED_ATTEMPT_ID": str(attempt_id),
+        "GPUSCHED_RETRY": str(retry),
         "GPUSCHED_WORK_DIR": str(paths.work_dir),
         "GPUSCHED_CHECKPOINT_DIR": str(paths.checkpoint_dir),
         "GPUSCHED_OUTPUT_PATH": str(paths.output),

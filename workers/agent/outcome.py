@@ -6,6 +6,11 @@ EXIT_OK = 0
 EXIT_CHECKPOINTED = 75  # EX_TEMPFAIL: stopped on SIGTERM after writing a checkpoint
 EXIT_OOM_KILLED = 137  # 128 + SIGKILL, what the kernel's OOM killer leaves
 OOM_MARKERS = ("out of memory", "cuda error: out of memory", "outofmemoryerror")
+# exits by which a binary says its input or setup is wrong, which a second try repeats:
+# 2, a command-line misuse (argparse, shells), and the sysexits.h codes but EX_TEMPFAIL
+PERMANENT_EXITS = frozenset({2, *range(64, 79)}) - {EXIT_CHECKPOINTED}
+# failures another try may not repeat: the binary hung, or wrote a broken output
+RETRYABLE_CODES = frozenset({"hung", "corrupt_output"})
 
 
 def classify(*, exit_code: int | None, stderr_tail: str, stop: str,
@@ -29,3 +34,15 @@ def classify(*, exit_code: int | None, stderr_tail: str, stop: str,
     if exit_code in (EXIT_OOM_KILLED, -9) or any(m in lowered for m in OOM_MARKERS):
         return "OOM", "out_of_memory"
     return "FAILED", f"exit_{exit_code}"
+
+
+def retryable(*, outcome: str, error_code: str, exit_code: int | None) -> bool:
+    """Whether another try of a failed run may succeed: a crash, a hang or a broken output
+    may be the node's or the moment's (a GPU fault, a network blip in a collective), unless
+    the binary said by its exit status that its input is at fault. An OOM is not: the same
+    GPUs run out again (services/retries.py moves it to bigger ones where it may)."""
+    if outcome != "FAILED":
+        return False
+    if error_code in RETRYABLE_CODES:
+        return True
+    return error_code.startswith("exit_") and exit_code not in PERMANENT_EXITS

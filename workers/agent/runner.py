@@ -152,7 +152,7 @@ def _launch(claim: AttemptClaim, paths: AttemptPaths) -> subprocess.Popen:
     env = build_env(gpu_indices=claim.gpu_indices, gpu_uuids=claim.gpu_uuids, paths=paths,
                     attempt_id=claim.attempt_id, job_id=claim.job_id,
                     node_rank=claim.node_rank, nodes=claim.nodes,
-                    rendezvous=claim.rendezvous)
+                    rendezvous=claim.rendezvous, retry=claim.retry)
     with paths.stderr.open("wb") as err:
         # own session = own process group, so a kill reaches the binary's children too
         # bytes that are not UTF-8 are read as U+FFFD: a reader that stopped at them would

@@ -160,6 +160,13 @@ def _option_table() -> list[tuple[str, str, str | None, Callable[[str], object],
             "node rank of a gang (GPUSCHED_NODE_RANK) where the failure happens (-1: every one)",
         ),
         (
+            "--fail-tries",
+            "FAKEGEN_FAIL_TRIES",
+            "0",
+            _int,
+            "fail only on the job's first N tries (GPUSCHED_RETRY below N; 0: on every one)",
+        ),
+        (
             "--progress-interval",
             "FAKEGEN_PROGRESS_INTERVAL",
             "0.5",
@@ -242,7 +249,9 @@ def parse_settings(argv: Sequence[str] | None, environ: Mapping[str, str]) -> Se
     base = args.work_dir if args.work_dir is not None else Path.cwd()
     width, height = args.resolution
     node_rank = _int(environ.get("GPUSCHED_NODE_RANK") or "0")
-    fails_here = args.fail_rank < 0 or args.fail_rank == node_rank
+    retry = _int(environ.get("GPUSCHED_RETRY") or "0")
+    fails_here = (args.fail_rank < 0 or args.fail_rank == node_rank) and (
+        args.fail_tries <= 0 or retry < args.fail_tries)
     return Settings(
         prompt=args.prompt,
         output=base / args.output,

@@ -26,11 +26,12 @@ from jobs.models import Attempt, AttemptStatus, Job
 from jobs.scheduler.trigger import request_tick
 from jobs.services.release import release_attempt, release_gpus
 from jobs.services.storable import storable
-from jobs.states import JobState
+from jobs.states import LIVE, JobState
 from jobs.transitions import transition
 from workers.agent.outcome import EXIT_CHECKPOINTED
 from workers.services.checkpoint_cuts import resume_copies, stop_copies_whole
 from workers.services.checkpoints import Taken, checkpoint_record, copy_record
+from workers.services.retries import retry_failed
 
 log = logging.getLogger(__name__)
 Outcome = Attempt.Outcome
@@ -55,6 +56,7 @@ class AttemptClaim:
     nodes: tuple[str, ...] = ()  # every node of the gang, in rank order
     rendezvous: tuple[str, int] = ("", 0)  # where a gang spanning nodes meets (rank 0's)
     checkpoint: str = ""  # the stored copy of this node's checkpoint to resume from
+    retry: int = 0  # 0 on the job's first try, n on its n-th retry after a failure or loss
 
 
 @dataclass(frozen=True)
@@ -97,7 +99,8 @@ def claim_for(attempt: Attempt, token: int, *, node_rank: int, node_id: int,
                         gpu_uuids=_bound_uuids(attempt, node_id, gpu_indices),
                         prompt=job.prompt, params=job.params, time_limit_s=limit,
                         node_rank=node_rank, nodes=nodes, rendezvous=rendezvous(attempt),
-                        checkpoint=resume_copies(job.pk, len(nodes)).get(node_rank, ""))
+                        checkpoint=resume_copies(job.pk, len(nodes)).get(node_rank, ""),
+                        retry=job.retries)
 
 
 def rendezvous(attempt: Attempt) -> tuple[str, int]:
@@ -276,7 +279,12 @@ def attempt_finish(*, attempt_id: int, token: int, result: AttemptResult) -> Job
         # the whole run, or what its last checkpoint kept (a job that ends FAILED is refunded)
         meter_attempt(attempt.pk, until=attempt.ended_at if result.outcome in _BILLED_TO_THE_END
                       else attempt.last_checkpoint_at)
-        transition(job, target, attempt=attempt, reason=f"attempt {result.outcome.lower()}, "
-                   f"exit {result.exit_code}", **fields)
+        # a failure another try may not repeat: the job waits for it (or is dead-lettered)
+        retried = target == JobState.FAILED and job.state in LIVE and retry_failed(
+            job, attempt, outcome=result.outcome, error_code=fields["error_code"],
+            exit_code=result.exit_code, error=fields["error"])
+        if not retried:
+            transition(job, target, attempt=attempt, reason=f"attempt {result.outcome.lower()}"
+                       f", exit {result.exit_code}", **fields)
         transaction.on_commit(request_tick)
     return job

@@ -1,7 +1,5 @@
-"""Attempts whose lease ran out are LOST; their GPUs are freed and the job waits to retry.
-
-A job lost more than GPUSCHED_MAX_RETRIES times is dead-lettered (DEAD), so one poison
-job cannot take node after node down; retries back off exponentially. A job whose client
+"""Attempts whose lease ran out are LOST; their GPUs are freed and the job waits to retry,
+backing off, or is dead-lettered once its retries are spent (retries.py). A job whose client
 asked to cancel it while it ran is CANCELLED instead: the cancel must not be lost with
 its node.
 """
@@ -9,9 +7,8 @@ its node.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 
@@ -20,13 +17,9 @@ from jobs.models import Attempt, AttemptRank, AttemptStatus, Job
 from jobs.services.release import release_attempt
 from jobs.states import LIVE, JobState
 from jobs.transitions import TransitionError, transition
+from workers.services.retries import retry_or_dead_letter
 
 log = logging.getLogger(__name__)
-
-
-def retry_delay(retries: int) -> timedelta:
-    """Backoff before retry number `retries` + 1: base, 2×base, 4×base … capped at 10 min."""
-    return timedelta(seconds=min(600.0, settings.GPUSCHED_RETRY_BACKOFF_S * 2**retries))
 
 
 def _settle_lost(job: Job, attempt: Attempt, now: datetime) -> None:
@@ -35,14 +28,7 @@ def _settle_lost(job: Job, attempt: Attempt, now: datetime) -> None:
                    reason="cancelled; its node stopped answering", error_code="cancelled")
         return
     transition(job, JobState.LOST, attempt=attempt, reason="lease expired")
-    if job.retries >= settings.GPUSCHED_MAX_RETRIES:
-        transition(job, JobState.DEAD, attempt=attempt, finished_at=now,
-                   reason=f"lost {job.retries + 1} times", error_code="retries_exhausted",
-                   error=f"the job's attempts were lost {job.retries + 1} times")
-        return
-    transition(job, JobState.RETRY_WAIT, attempt=attempt, retries=job.retries + 1,
-               retry_at=now + retry_delay(job.retries),
-               reason=f"retry {job.retries + 1} of {settings.GPUSCHED_MAX_RETRIES}")
+    retry_or_dead_letter(job, attempt, now, why="its node stopped answering (lease expired)")
 
 
 def _reap_one(attempt_id: int, now: datetime) -> bool:
@@ -88,7 +74,9 @@ def release_due_retries(*, now: datetime) -> int:
     for job in Job.objects.filter(state=JobState.RETRY_WAIT, retry_at__lte=now):
         try:
             transition(job, JobState.QUEUED, reason="retrying", enqueued_at=now,
-                       pending_code="new", pending_reason="re-queued after its node was lost")
+                       pending_code="new",
+                       pending_reason=f"waiting again after a lost or failed attempt "
+                                      f"(retry {job.retries})")
             released += 1
         except TransitionError as exc:
             log.warning("releasing job %s: %s", job.pk, exc)

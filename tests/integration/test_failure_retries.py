@@ -1,0 +1,148 @@
+"""A failure another try may not repeat (a crash, a hang, a broken output) sends the job back
+to the queue after a backoff, to resume from its checkpoint; one that would repeat (a bad
+input, an OOM on the biggest GPUs it may use) ends it; past its retries it is dead-lettered.
+A report that comes twice, or from a stale attempt, retries nothing twice."""
+
+import pytest
+from django.utils import timezone
+
+from jobs.models import Attempt, GpuBinding, Job
+from jobs.scheduler.tick import scheduler_tick_run
+from jobs.services.submission import JobSpec, job_submit
+from tests.support.factories import make_job, make_node
+from workers.agent.discovery import configured_gpus
+from workers.services.attempts import (
+    AttemptResult,
+    StaleAttempt,
+    attempt_finish,
+    attempt_start,
+    claim_for,
+)
+from workers.services.nodes import node_register
+from workers.services.reaper import release_due_retries
+from workers.services.retries import retry_delay
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CRASH = AttemptResult("FAILED", 1, "Traceback: boom", None, "exit_1")
+OOM = AttemptResult("OOM", 1, "CUDA out of memory", None, "out_of_memory")
+
+
+@pytest.fixture(autouse=True)
+def retries(settings):
+    settings.GPUSCHED_MAX_RETRIES = 2
+    settings.GPUSCHED_RETRY_BACKOFF_S = 0
+
+
+def _started(job: Job) -> Attempt:
+    scheduler_tick_run()
+    attempt = Attempt.objects.get(job=job, ended_at__isnull=True)
+    attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    return attempt
+
+
+def _fail(attempt: Attempt, result: AttemptResult = CRASH) -> Job:
+    return attempt_finish(attempt_id=attempt.pk, token=attempt.token, result=result)
+
+
+def test_a_crash_retries_after_a_backoff_and_the_retry_knows_it_is_one(alice, settings):
+    settings.GPUSCHED_RETRY_BACKOFF_S = 30
+    make_node(gpus=1)
+    job = make_job(alice)
+    before = timezone.now()
+    job = _fail(_started(job))
+    assert (job.state, job.retries, job.error_code) == ("RETRY_WAIT", 1, "")
+    assert job.retry_at >= before + retry_delay(0)
+    event = job.events.get(to_state="RETRY_WAIT")
+    assert event.data == {"error_code": "exit_1", "exit_code": 1}
+    assert "attempt failed: exit_1; retry 1 of 2" in event.reason
+    assert not GpuBinding.objects.filter(released_at__isnull=True).exists()
+    assert release_due_retries(now=timezone.now()) == 0  # its backoff is not over
+    assert release_due_retries(now=job.retry_at) == 1
+    retry = _started(Job.objects.get(pk=job.pk))
+    claim = claim_for(retry, retry.token, node_rank=0, node_id=retry.node_id,
+                      gpu_indices=retry.gpu_indices)
+    assert claim.retry == 1  # GPUSCHED_RETRY for the binary
+    assert Job.objects.get(pk=job.pk).state == "RUNNING"
+
+
+def test_a_job_that_keeps_failing_is_dead_lettered_with_the_last_cause(alice):
+    make_node(gpus=1)
+    job = make_job(alice)
+    for _ in range(2):
+        _fail(_started(job))
+        release_due_retries(now=timezone.now())
+    job = _fail(_started(job), AttemptResult("FAILED", None, "stuck", None, "hung"))
+    assert (job.state, job.error_code, job.retries) == ("DEAD", "retries_exhausted", 2)
+    assert "the last: attempt failed: hung" in job.error and "stuck" in job.error
+    assert Attempt.objects.filter(job=job).count() == 3
+
+
+@pytest.mark.parametrize("exit_code", [2, 64, 78])
+def test_a_binary_that_blames_its_input_fails_the_job_at_once(alice, exit_code):
+    make_node(gpus=1)
+    job = _fail(_started(make_job(alice)), AttemptResult(
+        "FAILED", exit_code, "usage: bad --fps", None, f"exit_{exit_code}"))
+    assert (job.state, job.error_code, job.retries) == ("FAILED", f"exit_{exit_code}", 0)
+
+
+def test_a_report_that_comes_twice_retries_once(alice):
+    make_node(gpus=1)
+    attempt = _started(make_job(alice))
+    _fail(attempt)
+    with pytest.raises(StaleAttempt):
+        _fail(attempt)
+    job = Job.objects.get(pk=attempt.job_id)
+    assert (job.state, job.retries) == ("RETRY_WAIT", 1)
+    assert job.events.filter(to_state="RETRY_WAIT").count() == 1
+
+
+def test_a_victim_that_crashes_while_it_stops_waits_to_retry(alice):
+    from jobs.services.requeue import job_requeue
+
+    make_node(gpus=1)
+    attempt = _started(make_job(alice))
+    job_requeue(job=Job.objects.get(pk=attempt.job_id), by="ops")
+    job = _fail(attempt)
+    assert (job.state, job.retries) == ("RETRY_WAIT", 1)
+
+
+def _node(name: str, gpu_type: str, memory_mb: int, gpus: int = 1, island: str = ""):
+    return node_register(name=name, gpu_type=gpu_type, island=island,
+                         gpus=configured_gpus(name, gpus, memory_mb))
+
+
+def test_an_oom_retries_on_gpus_with_more_memory_where_it_may_use_them(alice):
+    _node("small", "A100", 40_960)
+    _node("big", "H100", 81_920)
+    job = job_submit(organization=alice, spec=JobSpec(prompt="x", gpus=1, gpu_types=["A100",
+                                                                                      "H100"]))
+    attempt = _started(job)
+    assert attempt.node.name == "small"  # its first choice of type
+    job = _fail(attempt, OOM)
+    assert (job.state, job.min_gpu_memory_mb) == ("RETRY_WAIT", 40_961)
+    assert job.events.get(to_state="RETRY_WAIT").data["changed"] == {
+        "min_gpu_memory_mb": [0, 40_961]}
+    release_due_retries(now=timezone.now())
+    assert _started(Job.objects.get(pk=job.pk)).node.name == "big"
+
+
+@pytest.mark.parametrize("spec", [
+    {"gpu_types": ["A100"]},  # bigger GPUs exist, but not of a type it takes
+    {"gpus": 2},  # bigger GPUs exist, but no node or island of them holds it
+])
+def test_an_oom_with_no_bigger_gpus_it_could_use_fails_the_job(alice, spec):
+    _node("small", "A100", 40_960, gpus=2)
+    _node("big", "H100", 81_920, gpus=1)
+    attempt = _started(job_submit(organization=alice, spec=JobSpec(prompt="x", **{
+        "gpus": 1, **spec})))
+    job = _fail(attempt, OOM)
+    assert (job.state, job.error_code, job.min_gpu_memory_mb) == ("FAILED", "out_of_memory", 0)
+
+
+def test_a_gang_that_runs_out_of_memory_may_move_to_an_island_of_bigger_gpus(alice):
+    _node("small", "A100", 40_960, gpus=4)
+    for name in ("big1", "big2"):
+        _node(name, "H100", 81_920, gpus=2, island="i1")
+    job = _fail(_started(make_job(alice, gpus=4)), OOM)
+    assert (job.state, job.min_gpu_memory_mb) == ("RETRY_WAIT", 40_961)
