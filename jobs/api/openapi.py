@@ -130,7 +130,11 @@ JOB = _obj({
     "gpu_types": {"type": "array", "items": STR},
     "min_gpu_memory_mb": INT, "region": STR, "time_limit_s": INT, "checkpointable": BOOL,
     "preemptible": BOOL, "urgency_s": INT, "created_at": TIME, "started_at": _nullable(TIME),
-    "finished_at": _nullable(TIME), "preemptions": INT, "pending": PENDING,
+    "finished_at": _nullable(TIME), "preemptions": INT,
+    "retries": {**INT, "description": "Retries so far, after lost or failed attempts."},
+    "retry_at": {**_nullable(TIME), "description": "While RETRY_WAIT: when it waits in the "
+                 "queue again."},
+    "pending": PENDING,
     "placement": PLACEMENT, "checkpoint": CHECKPOINT,
     "result": ANY_OBJECT, "output_url": _nullable(STR), "error_code": STR, "error": STR})
 JOB_CREDITS = _obj({"held": INT, "spent": INT, "refunded": INT})
@@ -140,7 +144,9 @@ JOB_EVENT = _obj({
     "id": INT, "at": TIME, "from_state": {**STATE, "enum": ["", *JobState.values]},
     "to_state": STATE, "version": INT, "reason": STR, "attempt": _nullable(INT),
     "data": {**ANY_OBJECT, "description": "A change of the request: {changed: {field: "
-             "[old, new]}}; otherwise what the move recorded."}})
+             "[old, new]}}; a move to RETRY_WAIT after a failed attempt: {error_code, "
+             "exit_code} (and changed, when an OOM raised min_gpu_memory_mb); otherwise "
+             "what the move recorded."}})
 QUEUE_LINE = _obj({
     "of": _nullable(INT), "as_of": _nullable(TIME), "waiting": INT, "in_line": INT,
     "results": {"type": "array", "items": _obj({

@@ -56,6 +56,7 @@ class JobSerializer(serializers.ModelSerializer):
     placement = serializers.SerializerMethodField()
     checkpoint = serializers.SerializerMethodField()
     output_url = serializers.SerializerMethodField()
+    retry_at = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
@@ -63,9 +64,8 @@ class JobSerializer(serializers.ModelSerializer):
             "id", "organization", "project", "state", "version", "prompt", "params", "gpus",
             "min_gpus", "gpu_types", "min_gpu_memory_mb", "region", "time_limit_s",
             "checkpointable", "preemptible", "created_at", "started_at", "finished_at",
-            "urgency_s", "preemptions", "pending", "placement", "checkpoint", "result",
-            "output_url",
-            "error_code", "error",
+            "urgency_s", "preemptions", "retries", "retry_at", "pending", "placement",
+            "checkpoint", "result", "output_url", "error_code", "error",
         ]
 
     def get_pending(self, job: Job) -> dict | None:
@@ -78,6 +78,9 @@ class JobSerializer(serializers.ModelSerializer):
                 "estimated_start": job.estimated_start, "what_if": job.pending_what_if,
                 "relaxation": relaxation(job.pending_what_if, job.gpu_types),
                 "position": position_body(positions.get(job.pk))}
+
+    def get_retry_at(self, job: Job) -> datetime | None:
+        return job.retry_at if job.state == JobState.RETRY_WAIT else None
 
     def get_placement(self, job: Job) -> list[dict] | None:
         if job.state not in LIVE:

@@ -66,6 +66,21 @@ def test_a_crash_retries_after_a_backoff_and_the_retry_knows_it_is_one(alice, se
     assert Job.objects.get(pk=job.pk).state == "RUNNING"
 
 
+def test_the_api_shows_a_job_waiting_to_retry_and_why(alice, api, settings):
+    settings.GPUSCHED_RETRY_BACKOFF_S = 30
+    make_node(gpus=1)
+    job = _fail(_started(make_job(alice)))
+    body = api.get(f"/api/v1/jobs/{job.pk}").json()
+    assert (body["state"], body["retries"]) == ("RETRY_WAIT", 1)
+    assert body["retry_at"] == job.retry_at.isoformat().replace("+00:00", "Z")
+    events = api.get(f"/api/v1/jobs/{job.pk}/events").json()["results"]
+    assert events[0]["to_state"] == "RETRY_WAIT"
+    assert events[0]["data"] == {"error_code": "exit_1", "exit_code": 1}
+    release_due_retries(now=job.retry_at)
+    body = api.get(f"/api/v1/jobs/{job.pk}").json()
+    assert (body["state"], body["retries"], body["retry_at"]) == ("QUEUED", 1, None)
+
+
 def test_a_job_that_keeps_failing_is_dead_lettered_with_the_last_cause(alice):
     make_node(gpus=1)
     job = make_job(alice)
