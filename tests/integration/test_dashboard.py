@@ -51,6 +51,21 @@ def test_a_member_sees_why_jobs_wait_and_how_far_they_run(member, alice, bob):
     assert "RUNNING" in detail and "n1" in detail
 
 
+def test_a_member_sees_when_a_failed_job_tries_again(member, alice):
+    from workers.services.attempts import AttemptResult, attempt_finish
+
+    make_node("n1", gpus=1)
+    job = make_job(alice)
+    scheduler_tick_run()
+    attempt = Attempt.objects.get(job=job)
+    attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    attempt_finish(attempt_id=attempt.pk, token=attempt.token,
+                   result=AttemptResult("FAILED", 1, "boom", None, "exit_1"))
+    job.refresh_from_db()
+    page = member.get("/dashboard/").content.decode()
+    assert f"retry 1 queues at {timezone.localtime(job.retry_at):%H:%M:%S} UTC" in page
+
+
 def test_the_list_reads_a_fixed_number_of_queries(member, alice,
                                                   django_assert_max_num_queries):
     for _ in range(20):
