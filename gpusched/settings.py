@@ -55,6 +55,9 @@ try:
     GPUSCHED_MAX_TIME_LIMIT_S = env_int("GPUSCHED_MAX_TIME_LIMIT_S", 7 * 86400, minimum=1)
     GPUSCHED_MAX_RETRIES = env_int("GPUSCHED_MAX_RETRIES", 3)
     GPUSCHED_RETRY_BACKOFF_S = env_number("GPUSCHED_RETRY_BACKOFF_S", 5.0)
+    # a node where this many different jobs failed in a row is cordoned (0: never);
+    # workers/services/failing_nodes.py
+    GPUSCHED_CORDON_AFTER_FAILURES = env_int("GPUSCHED_CORDON_AFTER_FAILURES", 3)
     GPUSCHED_HANG_TIMEOUT_S = env_number("GPUSCHED_HANG_TIMEOUT_S", 300.0, minimum=1)
     GPUSCHED_KILL_GRACE_S = env_number("GPUSCHED_KILL_GRACE_S", 10.0, minimum=0)
     # a running attempt's checkpoints post credits at most this often (its end posts the rest)

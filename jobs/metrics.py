@@ -20,7 +20,7 @@ from credits.models import Account
 from jobs.models import Attempt, AttemptRank, AttemptStatus, GpuBinding, Job
 from jobs.scheduler.backlog import BACKLOG_KEY
 from jobs.states import TERMINAL, JobState
-from workers.models import Gpu
+from workers.models import Gpu, Node, NodeState
 
 LAST_TICK_KEY = "gpusched:last-tick"
 log = logging.getLogger(__name__)
@@ -86,6 +86,10 @@ def _metrics() -> Iterable[tuple[str, str, str, list[Sample]]]:
     yield ("gpusched_gpus", "gauge", "GPUs of the fleet, by type, node state and health.",
            [({"gpu_type": g, "node_state": s, "health": h}, n)
             for g, s, h, n in gpus.annotate(Count("id"))])
+    yield ("gpusched_nodes_cordoned_for_failures", "gauge",
+           "Nodes the scheduler cordoned because job after job failed there; an operator "
+           "returns them (docs/nodes.md, Failures and retries).",
+           [({}, Node.objects.filter(state=NodeState.CORDONED).exclude(state_reason="").count())])
     yield from _published()
     yield from _ledger()
     yield ("gpusched_requests_refused_total", "counter",

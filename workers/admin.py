@@ -30,13 +30,13 @@ class NodeAdmin(ChangedFieldsOnly):
     """Its agent registers a node and its heartbeats keep it; operators set where it stands
     (region, island, labels) and move it by the actions (cordon, drain, return)."""
 
-    list_display = ["name", "state", "gpu_type", "gpu_count", "live_attempts", "gpu_memory_mb",
-                    "region", "island", "last_heartbeat"]
+    list_display = ["name", "state", "state_reason", "gpu_type", "gpu_count", "live_attempts",
+                    "gpu_memory_mb", "region", "island", "last_heartbeat"]
     list_filter = ["state", "gpu_type", "region", "island"]
     search_fields = ["name"]
     inlines = [GpuInline]
     readonly_fields = ["name", "gpu_type", "gpu_count", "gpu_memory_mb", "state",
-                       "last_heartbeat", "registered_at"]
+                       "state_reason", "last_heartbeat", "registered_at"]
 
     def has_add_permission(self, request) -> bool:
         return False  # a node's agent registers it

@@ -24,6 +24,8 @@ class Node(models.Model):
     gpu_count = models.PositiveSmallIntegerField()
     gpu_memory_mb = models.PositiveIntegerField(default=0)
     state = models.CharField(max_length=10, choices=NodeState.choices, default=NodeState.ACTIVE)
+    state_reason = models.CharField(max_length=200, blank=True,
+                                    help_text="Why the scheduler took it out of service.")
     last_heartbeat = models.DateTimeField(null=True, blank=True)
     labels = models.JSONField(default=dict, blank=True)
     registered_at = models.DateTimeField(auto_now_add=True)

@@ -46,6 +46,10 @@ class Attempt(models.Model):
     outcome = models.CharField(max_length=10, choices=Outcome.choices, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
     stderr_tail = models.TextField(blank=True)
+    # the node whose binary failed it (a gang's failing rank's), for a failure another try
+    # may not repeat: where several jobs fail in a row, the node is suspect (failing_nodes.py)
+    failed_on = models.ForeignKey("workers.Node", null=True, blank=True,
+                                  on_delete=models.SET_NULL, related_name="+")
     # its price, fixed when it starts (its GPUs' type), and the credits it was billed so far
     credits_per_hour = models.PositiveIntegerField(default=0)
     credits_metered = models.BigIntegerField(default=0)

@@ -50,6 +50,7 @@ def test_metrics_show_the_queue_the_fleet_the_last_round_and_refusals(alice, api
     assert m["gpusched_running_gpus", '{tier="paid"}'] == 3
     assert m["gpusched_gpus", '{gpu_type="H100",health="HEALTHY",node_state="ACTIVE"}'] == 4
     assert m["gpusched_gangs_across_nodes", ""] == 0
+    assert m["gpusched_nodes_cordoned_for_failures", ""] == 0
     assert m["gpusched_tick_last_run_timestamp_seconds", ""] > 0
     assert m["gpusched_tick_policy_compiled", ""] == (1 if running_compiled() else 0)
     assert all(m["gpusched_tick_phase_seconds", f'{{phase="{p}"}}'] > 0

@@ -211,6 +211,7 @@ class AttemptResult:
     error_code: str = ""
     checkpoint: str = ""  # the stored copy of the node's checkpoint, if it stopped to resume
     checkpoint_step: int | None = None  # the step the binary announced it with, if any
+    rank: int = 0  # the node of the gang whose report this is (a failing rank's ends it)
 
 
 _JOB_STATE_FOR = {
@@ -282,7 +283,7 @@ def attempt_finish(*, attempt_id: int, token: int, result: AttemptResult) -> Job
         # a failure another try may not repeat: the job waits for it (or is dead-lettered)
         retried = target == JobState.FAILED and job.state in LIVE and retry_failed(
             job, attempt, outcome=result.outcome, error_code=fields["error_code"],
-            exit_code=result.exit_code, error=fields["error"])
+            exit_code=result.exit_code, error=fields["error"], rank=result.rank)
         if not retried:
             transition(job, target, attempt=attempt, reason=f"attempt {result.outcome.lower()}"
                        f", exit {result.exit_code}", **fields)

@@ -22,7 +22,7 @@ def node_cordon(node: Node) -> None:
 def node_return_to_service(node: Node) -> None:
     """A cordoned or drained node takes work again."""
     Node.objects.filter(pk=node.pk, state__in=[NodeState.CORDONED, NodeState.DRAINING]).update(
-        state=NodeState.ACTIVE)
+        state=NodeState.ACTIVE, state_reason="")
     transaction.on_commit(request_tick)
 
 

@@ -96,7 +96,7 @@ def rank_finish(*, attempt_id: int, token: int, rank: int, result: AttemptResult
             tail = f"{result.stderr_tail}\n[rank {rank} of the gang, on {node}, ended it]"
             attempt_finish(attempt_id=attempt_id, token=token,
                            result=dataclasses.replace(result, stderr_tail=tail,
-                                                      output_path=None))
+                                                      output_path=None, rank=rank))
     return result.outcome
 
 

@@ -18,6 +18,7 @@ from jobs.states import JobState
 from jobs.transitions import transition
 from workers.agent.outcome import retryable
 from workers.models import Node, NodeState
+from workers.services.failing_nodes import failing_node, note_failure
 
 
 def retry_delay(retries: int) -> timedelta:
@@ -43,12 +44,14 @@ def retry_or_dead_letter(job: Job, attempt: Attempt, now: datetime, *, why: str,
 
 
 def retry_failed(job: Job, attempt: Attempt, *, outcome: str, error_code: str,
-                 exit_code: int | None, error: str) -> bool:
-    """Retry a live job whose attempt failed, if another try may succeed (or dead-letter
-    it once its retries are spent); False where the failure ends it."""
+                 exit_code: int | None, error: str, rank: int = 0) -> bool:
+    """Retry a live job whose attempt failed (on the node of its gang's `rank`), if another
+    try may succeed (or dead-letter it once its retries are spent); False where the failure
+    ends it."""
     data = {"error_code": error_code, "exit_code": exit_code}
     why = f"attempt failed: {error_code}"
     if retryable(outcome=outcome, error_code=error_code, exit_code=exit_code):
+        note_failure(attempt, failing_node(attempt, rank))
         retry_or_dead_letter(job, attempt, attempt.ended_at, why=why, error=error, data=data)
         return True
     floor = _more_memory_floor(job, attempt) if outcome == Attempt.Outcome.OOM else None

@@ -1,0 +1,132 @@
+"""A node where the attempts of several jobs fail in a row, while others run jobs to their
+end, is cordoned before it spends every job's retries; one poison job, a success between,
+a failure everywhere, or failures that are the job's own (an OOM, a bad input) cordon
+nothing. A gang's failure is its failing node's."""
+
+import pytest
+
+from jobs.models import Attempt, Job
+from jobs.scheduler.tick import scheduler_tick_run
+from jobs.services.submission import JobSpec, job_submit
+from tests.support.factories import make_node
+from workers.models import Node
+from workers.services.attempts import AttemptResult, attempt_finish, attempt_start
+from workers.services.fleet import node_return_to_service
+from workers.services.ranks import rank_finish, rank_start
+from workers.services.reaper import release_due_retries
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CRASH = AttemptResult("FAILED", 1, "Xid 79: GPU has fallen off the bus", None, "exit_1")
+OK = AttemptResult("SUCCEEDED", 0)
+
+
+@pytest.fixture(autouse=True)
+def fleet(settings):
+    settings.GPUSCHED_CORDON_AFTER_FAILURES = 3
+    settings.GPUSCHED_MAX_RETRIES = 3
+    settings.GPUSCHED_RETRY_BACKOFF_S = 3600  # a failed job waits: it does not run again here
+    make_node("bad", gpus=1, gpu_type="H100")
+    make_node("good", gpus=1, gpu_type="A100")
+
+
+def _run(org, gpu_type: str, result: AttemptResult, job: Job | None = None) -> Job:
+    """Run a job (a new one on `gpu_type`, or `job` again) to `result`."""
+    job = job or job_submit(organization=org, spec=JobSpec(prompt="x", gpus=1,
+                                                           gpu_types=[gpu_type]))
+    if job.state == "RETRY_WAIT":
+        release_due_retries(now=job.retry_at)
+    scheduler_tick_run()
+    attempt = Attempt.objects.get(job=job, ended_at__isnull=True)
+    attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    return attempt_finish(attempt_id=attempt.pk, token=attempt.token, result=result)
+
+
+def _state(name: str) -> tuple[str, str]:
+    node = Node.objects.get(name=name)
+    return node.state, node.state_reason
+
+
+def test_a_node_that_fails_three_jobs_in_a_row_is_cordoned_and_returns_clean(alice, client):
+    failed = [_run(alice, "H100", CRASH)]
+    _run(alice, "A100", OK)  # the others are fine meanwhile
+    failed += [_run(alice, "H100", CRASH) for _ in range(2)]
+    state, reason = _state("bad")
+    assert state == "CORDONED"
+    assert reason == (f"the attempts of 3 jobs failed in a row here (jobs "
+                      f"{', '.join(str(j.pk) for j in failed)})")
+    assert _state("good") == ("ACTIVE", "")
+    assert "gpusched_nodes_cordoned_for_failures 1.0" in client.get("/metrics").content.decode()
+    assert set(Attempt.objects.filter(job__in=failed).values_list("failed_on__name",
+                                                                  flat=True)) == {"bad"}
+    node_return_to_service(Node.objects.get(name="bad"))
+    assert _state("bad") == ("ACTIVE", "")
+
+
+def test_one_poison_job_failing_again_and_again_cordons_nothing(alice):
+    job = _run(alice, "H100", CRASH)
+    _run(alice, "A100", OK)
+    for _ in range(3):
+        job = _run(alice, "H100", CRASH, job)
+    assert job.state == "DEAD" and _state("bad")[0] == "ACTIVE"
+
+
+def test_a_job_run_to_its_end_between_the_failures_clears_the_node(alice):
+    _run(alice, "H100", CRASH)
+    _run(alice, "A100", OK)
+    _run(alice, "H100", CRASH)
+    _run(alice, "H100", OK)
+    _run(alice, "H100", CRASH)
+    _run(alice, "A100", OK)
+    _run(alice, "H100", CRASH)
+    assert _state("bad")[0] == "ACTIVE"
+    _run(alice, "H100", CRASH)
+    assert _state("bad")[0] == "CORDONED"
+
+
+def test_failures_everywhere_are_not_the_nodes_fault(alice):
+    for _ in range(3):
+        _run(alice, "H100", CRASH)
+        _run(alice, "A100", CRASH)
+    assert _state("bad")[0] == _state("good")[0] == "ACTIVE"
+
+
+@pytest.mark.parametrize("result", [
+    AttemptResult("OOM", 137, "CUDA out of memory", None, "out_of_memory"),
+    AttemptResult("FAILED", 2, "usage: bad", None, "exit_2"),
+])
+def test_a_failure_that_is_the_jobs_own_does_not_count(alice, result):
+    _run(alice, "H100", result)
+    _run(alice, "A100", OK)
+    for _ in range(2):
+        _run(alice, "H100", result)
+    assert _state("bad")[0] == "ACTIVE"
+
+
+def test_the_setting_at_zero_cordons_nothing(alice, settings):
+    settings.GPUSCHED_CORDON_AFTER_FAILURES = 0
+    _run(alice, "H100", CRASH)
+    _run(alice, "A100", OK)
+    for _ in range(3):
+        _run(alice, "H100", CRASH)
+    assert _state("bad")[0] == "ACTIVE"
+
+
+def test_a_gang_that_fails_on_its_second_node_counts_against_that_node(alice):
+    for name in ("g1", "g2"):
+        make_node(name, gpus=1, gpu_type="L40", island="i1")
+    for i in range(3):
+        job = job_submit(organization=alice, spec=JobSpec(prompt="x", gpus=2,
+                                                          gpu_types=["L40"]))
+        scheduler_tick_run()
+        gang = Attempt.objects.get(job=job)
+        rank = gang.ranks.get()
+        attempt_start(attempt_id=gang.pk, token=gang.token)
+        rank_start(attempt_id=gang.pk, token=gang.token, rank=1)
+        rank_finish(attempt_id=gang.pk, token=gang.token, rank=1, result=CRASH)
+        if i == 0:
+            _run(alice, "A100", OK)
+    gangs = Attempt.objects.filter(ranks__isnull=False)
+    assert set(gangs.values_list("failed_on_id", flat=True)) == {rank.node_id}
+    assert Node.objects.get(pk=rank.node_id).state == "CORDONED"
+    assert Node.objects.get(pk=gang.node_id).state == "ACTIVE"
