@@ -132,6 +132,8 @@ JOB = _obj({
     "preemptible": BOOL, "urgency_s": INT, "created_at": TIME, "started_at": _nullable(TIME),
     "finished_at": _nullable(TIME), "preemptions": INT,
     "retries": {**INT, "description": "Retries so far, after lost or failed attempts."},
+    "max_retries": {**INT, "description": "The retries it may have; then it is "
+                    "dead-lettered."},
     "retry_at": {**_nullable(TIME), "description": "While RETRY_WAIT: when it waits in the "
                  "queue again."},
     "pending": PENDING,

@@ -16,6 +16,7 @@ from jobs.services.placements import placements_of
 from jobs.services.relaxations import relaxation
 from jobs.states import LIVE, JobState
 from workers.services.checkpoint_cuts import resume_point
+from workers.services.retries import retry_budget
 
 
 class JobSubmitSerializer(serializers.Serializer):
@@ -33,6 +34,8 @@ class JobSubmitSerializer(serializers.Serializer):
     preemptible = serializers.BooleanField(default=True)
     project = serializers.SlugField(required=False, default="")
     urgency_s = serializers.IntegerField(min_value=0, max_value=MAX_URGENCY_S, default=0)
+    max_retries = serializers.IntegerField(min_value=0, required=False, allow_null=True,
+                                           default=None)
 
     def validate_gpus(self, value: int) -> int:
         if value > settings.GPUSCHED_MAX_GPUS_PER_JOB:
@@ -57,6 +60,7 @@ class JobSerializer(serializers.ModelSerializer):
     checkpoint = serializers.SerializerMethodField()
     output_url = serializers.SerializerMethodField()
     retry_at = serializers.SerializerMethodField()
+    max_retries = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
@@ -64,7 +68,8 @@ class JobSerializer(serializers.ModelSerializer):
             "id", "organization", "project", "state", "version", "prompt", "params", "gpus",
             "min_gpus", "gpu_types", "min_gpu_memory_mb", "region", "time_limit_s",
             "checkpointable", "preemptible", "created_at", "started_at", "finished_at",
-            "urgency_s", "preemptions", "retries", "retry_at", "pending", "placement",
+            "urgency_s", "preemptions", "retries", "max_retries", "retry_at", "pending",
+            "placement",
             "checkpoint", "result", "output_url", "error_code", "error",
         ]
 
@@ -78,6 +83,9 @@ class JobSerializer(serializers.ModelSerializer):
                 "estimated_start": job.estimated_start, "what_if": job.pending_what_if,
                 "relaxation": relaxation(job.pending_what_if, job.gpu_types),
                 "position": position_body(positions.get(job.pk))}
+
+    def get_max_retries(self, job: Job) -> int:
+        return retry_budget(job)
 
     def get_retry_at(self, job: Job) -> datetime | None:
         return job.retry_at if job.state == JobState.RETRY_WAIT else None

@@ -41,7 +41,11 @@ class Job(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     preemptions = models.PositiveSmallIntegerField(default=0)
-    retries = models.PositiveSmallIntegerField(default=0, help_text="Attempts lost so far.")
+    retries = models.PositiveSmallIntegerField(
+        default=0, help_text="Retries so far, after lost or failed attempts.")
+    # the retries it may have, at most the service's; null: the service's
+    # (GPUSCHED_MAX_RETRIES, as it is when one is needed)
+    max_retries = models.PositiveSmallIntegerField(null=True, blank=True)
     retry_at = models.DateTimeField(null=True, blank=True, help_text="End of RETRY_WAIT.")
     # outcome
     output = models.FileField(upload_to="outputs/%Y/%m/%d/", blank=True)

@@ -34,6 +34,7 @@ class JobSpec:
     preemptible: bool = True
     project: str = ""
     urgency_s: int = 0  # ahead of the submitter's own jobs as if this much older
+    max_retries: int | None = None  # after lost or failed attempts; None: the service's
 
 
 def _project_for(org: Organization, name: str) -> Project:
@@ -66,6 +67,10 @@ def check_limits(spec: JobSpec) -> int:
     if not 0 <= spec.urgency_s <= MAX_URGENCY_S:
         raise ValidationFailed(f"urgency_s must be 0..{MAX_URGENCY_S}",
                                code="urgency_out_of_range", field="urgency_s")
+    if spec.max_retries is not None and not 0 <= spec.max_retries <= (
+            settings.GPUSCHED_MAX_RETRIES):
+        raise ValidationFailed(f"max_retries must be 0..{settings.GPUSCHED_MAX_RETRIES}",
+                               code="max_retries_out_of_range", field="max_retries")
     if spec.min_gpus is not None and not 1 <= spec.min_gpus <= spec.gpus:
         raise ValidationFailed(f"min_gpus must be 1..{spec.gpus} (gpus)",
                                code="min_gpus_out_of_range", field="min_gpus")
@@ -89,7 +94,8 @@ def spec_of(job: Job) -> JobSpec:
                    gpu_types=tuple(job.gpu_types), min_gpu_memory_mb=job.min_gpu_memory_mb,
                    region=job.region, time_limit_s=job.time_limit_s,
                    checkpointable=job.checkpointable, preemptible=job.preemptible,
-                   project=job.project.name, urgency_s=job.urgency_s)
+                   project=job.project.name, urgency_s=job.urgency_s,
+                   max_retries=job.max_retries)
 
 
 def job_submit(*, organization: Organization, spec: JobSpec, user=None,
@@ -137,6 +143,7 @@ def job_submit_once(*, organization: Organization, spec: JobSpec, user=None,
             checkpointable=spec.checkpointable,
             preemptible=spec.preemptible,
             urgency_s=spec.urgency_s,
+            max_retries=spec.max_retries,
             enqueued_at=timezone.now(),
             pending_code="new",
             pending_reason="waiting for the next scheduling round",
@@ -154,7 +161,7 @@ def _fingerprint(spec: JobSpec) -> str:
     fields = asdict(spec)
     # fields absent from requests made before they existed leave those requests' prints as
     # they were, so that a retry still finds its job
-    for name, default in (("min_gpus", None), ("urgency_s", 0)):
+    for name, default in (("min_gpus", None), ("urgency_s", 0), ("max_retries", None)):
         if fields[name] == default:
             del fields[name]
     text = json.dumps(fields, sort_keys=True, separators=(",", ":"))

@@ -19,7 +19,7 @@ from workers.services.attempts import (
     claim_for,
 )
 from workers.services.nodes import node_register
-from workers.services.reaper import release_due_retries
+from workers.services.reaper import reap_expired_attempts, release_due_retries
 from workers.services.retries import retry_delay
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -161,3 +161,30 @@ def test_a_gang_that_runs_out_of_memory_may_move_to_an_island_of_bigger_gpus(ali
         _node(name, "H100", 81_920, gpus=2, island="i1")
     job = _fail(_started(make_job(alice, gpus=4)), OOM)
     assert (job.state, job.min_gpu_memory_mb) == ("RETRY_WAIT", 40_961)
+
+
+def test_a_job_that_asks_for_no_retries_is_dead_lettered_at_its_first_failure_or_loss(
+        alice, api):
+    make_node(gpus=2)
+    response = api.post("/api/v1/jobs", {"prompt": "x", "max_retries": 0}, format="json")
+    crashed = Job.objects.get(pk=response.json()["id"])
+    lost = job_submit(organization=alice, spec=JobSpec(prompt="x", max_retries=0))
+    assert api.get(f"/api/v1/jobs/{crashed.pk}").json()["max_retries"] == 0
+    job = _fail(_started(crashed))
+    assert (job.state, job.error_code) == ("DEAD", "retries_exhausted")
+    attempt = _started(lost)
+    Attempt.objects.filter(pk=attempt.pk).update(lease_expires_at="2000-01-01T00:00:00Z")
+    reap_expired_attempts(now=timezone.now())
+    assert Job.objects.get(pk=lost.pk).state == "DEAD"
+
+
+def test_a_job_may_ask_for_fewer_retries_than_the_service_gives_not_more(alice, api):
+    default = api.post("/api/v1/jobs", {"prompt": "x"}, format="json").json()["id"]
+    assert api.get(f"/api/v1/jobs/{default}").json()["max_retries"] == 2  # the service's
+    response = api.post("/api/v1/jobs", {"prompt": "x", "max_retries": 3}, format="json")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "max_retries_out_of_range"
+    for bad in (-1, "many"):
+        response = api.post("/api/v1/jobs", {"prompt": "x", "max_retries": bad},
+                            format="json")
+        assert response.status_code == 400, bad

@@ -2,8 +2,9 @@
 job waits (RETRY_WAIT), backing off, and goes back to the queue to resume from its last
 checkpoint. That is so for a lost node (reaper.py), a crash, a hang or a broken output
 (workers/agent/outcome.py, `retryable`), and an OOM where GPUs with more memory could take
-the job. Past GPUSCHED_MAX_RETRIES the job is dead-lettered (DEAD), so one poison job cannot
-take node after node; a failure the binary blames on its input ends the job FAILED at once.
+the job. Past its retries (its `max_retries`, at most GPUSCHED_MAX_RETRIES) the job is
+dead-lettered (DEAD), so one poison job cannot take node after node; a failure the binary
+blames on its input ends the job FAILED at once.
 """
 
 from __future__ import annotations
@@ -26,12 +27,19 @@ def retry_delay(retries: int) -> timedelta:
     return timedelta(seconds=min(600.0, settings.GPUSCHED_RETRY_BACKOFF_S * 2**retries))
 
 
+def retry_budget(job: Job) -> int:
+    """The retries the job may have: its own number, at most the service's."""
+    most = settings.GPUSCHED_MAX_RETRIES
+    return most if job.max_retries is None else min(job.max_retries, most)
+
+
 def retry_or_dead_letter(job: Job, attempt: Attempt, now: datetime, *, why: str,
                          error: str = "", data: dict | None = None, **fields) -> None:
     """Send the job to wait for its next try, or to the dead letters once its retries are
     spent. `why` says what ended the attempt, `error` what it printed; `fields` change the
     job's request for the retry (written only if it retries)."""
-    if job.retries >= settings.GPUSCHED_MAX_RETRIES:
+    budget = retry_budget(job)
+    if job.retries >= budget:
         tries = job.retries + 1
         text = f"{tries} attempts ended without a result; the last: {why}"
         transition(job, JobState.DEAD, attempt=attempt, finished_at=now, data=data,
@@ -40,7 +48,7 @@ def retry_or_dead_letter(job: Job, attempt: Attempt, now: datetime, *, why: str,
         return
     transition(job, JobState.RETRY_WAIT, attempt=attempt, data=data, retries=job.retries + 1,
                retry_at=now + retry_delay(job.retries), **fields,
-               reason=f"{why}; retry {job.retries + 1} of {settings.GPUSCHED_MAX_RETRIES}")
+               reason=f"{why}; retry {job.retries + 1} of {budget}")
 
 
 def retry_failed(job: Job, attempt: Attempt, *, outcome: str, error_code: str,
