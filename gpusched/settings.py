@@ -58,6 +58,9 @@ try:
     # a node where this many different jobs failed in a row is cordoned (0: never);
     # workers/services/failing_nodes.py
     GPUSCHED_CORDON_AFTER_FAILURES = env_int("GPUSCHED_CORDON_AFTER_FAILURES", 3)
+    # a job's output is deleted this long after it ended (0: kept); jobs/services/outputs.py
+    GPUSCHED_OUTPUT_RETENTION_DAYS = env_number("GPUSCHED_OUTPUT_RETENTION_DAYS", 30.0,
+                                                minimum=0)
     GPUSCHED_HANG_TIMEOUT_S = env_number("GPUSCHED_HANG_TIMEOUT_S", 300.0, minimum=1)
     GPUSCHED_KILL_GRACE_S = env_number("GPUSCHED_KILL_GRACE_S", 10.0, minimum=0)
     # a running attempt's checkpoints post credits at most this often (its end posts the rest)
@@ -196,6 +199,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "workers.tasks.sweep_checkpoints",
         "schedule": 300.0,
         "options": {"expires": 600},
+    },
+    "outputs-expiry": {
+        "task": "jobs.tasks.expire_outputs",
+        "schedule": 3600.0,
+        "options": {"expires": 3600},
     },
     "webhooks-sweep": {
         "task": "jobs.tasks.sweep_webhooks",

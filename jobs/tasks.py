@@ -1,8 +1,10 @@
 """Celery tasks of the jobs app: thin wrappers over services."""
 
 from celery import shared_task
+from django.utils import timezone
 
 from jobs.scheduler.tick import scheduler_tick_run
+from jobs.services.outputs import expire_outputs as outputs_expire
 from jobs.services.webhooks import webhook_deliver, webhooks_sweep
 
 
@@ -22,3 +24,9 @@ def deliver_webhook(delivery_id: int) -> None:
 def sweep_webhooks() -> int:
     """Run by beat: send the notices that are due again, or whose first send was lost."""
     return webhooks_sweep()
+
+
+@shared_task(ignore_result=True)
+def expire_outputs() -> int:
+    """Run by beat: delete the outputs kept past their retention (jobs/services/outputs.py)."""
+    return outputs_expire(now=timezone.now())

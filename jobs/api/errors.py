@@ -62,6 +62,10 @@ def _encodable(data):
     return storable(data) if isinstance(data, str) else data
 
 
+def gone(code: str, message: str) -> Response:
+    return Response({"error": {"code": code, "message": message}}, status=status.HTTP_410_GONE)
+
+
 def not_found(message: str = "no such job") -> Response:
     return Response({"error": {"code": "not_found", "message": message}},
                     status=status.HTTP_404_NOT_FOUND)

@@ -214,6 +214,7 @@ def _answer(description: str, schema: str | None = None) -> dict:
 def _errors(*statuses: int) -> dict:
     meaning = {400: "invalid request", 401: "no or a bad API key", 402: "not enough credits, "
                "or past a budget", 404: "no such object in this organization", 409: "conflict",
+               410: "gone: the output was deleted past its retention",
                413: "request too large", 429: "refused for now: see Retry-After"}
     return {str(s): _answer(meaning[s], "Error") for s in (*statuses, 401)}
 
@@ -282,7 +283,7 @@ def _paths() -> dict:
                                   "content": {"application/octet-stream": {
                                       "schema": {"type": "string",
                                                  "contentMediaType": "application/octet-stream"}}}},
-                          **_errors(404, 429)}}},
+                          **_errors(404, 410, 429)}}},
         "/api/v1/jobs/{job_id}/cancel": {"post": {
             "operationId": "cancelJob", "parameters": [JOB_ID],
             "responses": {"202": _answer("cancelled, or stopping on its node", "Job"),

@@ -5,7 +5,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from credits.services.holds import job_credits
-from jobs.api.errors import not_found
+from jobs.api.errors import gone, not_found
 from jobs.api.openapi import openapi_document
 from jobs.api.paging import PageQuery, page_of
 from jobs.api.serializers import (
@@ -23,7 +23,7 @@ from jobs.scheduler.positions import in_line, places_of
 from jobs.services.amend import job_amend
 from jobs.services.cancellation import job_cancel
 from jobs.services.errors import Conflict, ValidationFailed
-from jobs.services.outputs import output_response
+from jobs.services.outputs import output_expired, output_response
 from jobs.services.placements import placements_of
 from jobs.services.submission import JobSpec, job_submit_once
 from jobs.services.webhooks import url_refusal
@@ -143,6 +143,9 @@ class JobOutput(APIView):
 
     def get(self, request, job_id: int):
         job = _jobs_of(request).filter(pk=job_id).first()
+        expired = output_expired(job) if job is not None else None
+        if expired:
+            return gone("output_expired", expired)
         response = output_response(job) if job is not None else None
         return response or not_found("no such job, or it has no output")
 

@@ -1,14 +1,24 @@
 """A job's output, handed only to its own organization: through the API with one of its keys,
 or the dashboard to one of its members. Storage paths are never published, since they name
-the job and could be guessed."""
+the job and could be guessed. Outputs are kept GPUSCHED_OUTPUT_RETENTION_DAYS after the job
+ends, then deleted (a video a client never fetched would fill the store); the job keeps its
+end, its result says when its output went."""
 
 from __future__ import annotations
 
+import logging
+from datetime import datetime, timedelta
 from pathlib import PurePosixPath
 
+from django.conf import settings
+from django.core.files.storage import default_storage
+from django.db import transaction
 from django.http import FileResponse
 
 from jobs.models import Job
+
+log = logging.getLogger(__name__)
+EXPIRE_BATCH = 500  # outputs deleted per sweep at most: a sweep stays short, the next goes on
 
 
 def output_path(job: Job) -> str | None:
@@ -22,3 +32,36 @@ def output_response(job: Job) -> FileResponse | None:
         return None
     return FileResponse(job.output.open("rb"), as_attachment=True,
                         filename=PurePosixPath(job.output.name).name)
+
+
+def output_expired(job: Job) -> str | None:
+    """Why the job's output is gone, if it expired."""
+    at = job.result.get("output_expired_at")
+    return f"the output was deleted at {at}, past its retention after the job ended" if (
+        at) else None
+
+
+def expire_outputs(*, now: datetime) -> int:
+    """Delete the outputs of jobs that ended more than the retention ago; returns how many.
+    The job forgets its output before the file goes: a failed delete leaves a file no job
+    names, never a job naming a file that is gone."""
+    days = settings.GPUSCHED_OUTPUT_RETENTION_DAYS
+    if days <= 0:
+        return 0
+    old = Job.objects.filter(finished_at__lt=now - timedelta(days=days)).exclude(output="")
+    expired = 0
+    for job_id, name, result in old.values_list("pk", "output", "result")[:EXPIRE_BATCH]:
+        with transaction.atomic():
+            if not Job.objects.filter(pk=job_id, output=name).update(
+                    output="", result={**result, "output_expired_at": now.isoformat()}):
+                continue
+            transaction.on_commit(lambda name=name: _delete(name))
+        expired += 1
+    return expired
+
+
+def _delete(name: str) -> None:
+    try:
+        default_storage.delete(name)
+    except OSError:
+        log.exception("deleting expired output %s", name)

@@ -65,3 +65,32 @@ def test_members_download_from_the_dashboard_and_others_do_not(done, alice, bob,
     assert b"".join(client.get(f"/dashboard/jobs/{done.pk}/output").streaming_content) == VIDEO
     client.force_login(ben)
     assert client.get(f"/dashboard/jobs/{done.pk}/output").status_code == 404
+
+
+def test_an_output_past_its_retention_is_deleted_and_the_api_says_so(done, api, settings,
+                                                                      alice):
+    from datetime import timedelta
+
+    from django.core.files.storage import default_storage
+
+    from jobs.models import Job
+    from jobs.services.outputs import expire_outputs
+
+    settings.GPUSCHED_OUTPUT_RETENTION_DAYS = 30
+    name = done.output.name
+    ended = done.finished_at
+    assert expire_outputs(now=ended + timedelta(days=29)) == 0
+    settings.GPUSCHED_OUTPUT_RETENTION_DAYS = 0  # kept for ever
+    assert expire_outputs(now=ended + timedelta(days=365)) == 0
+    settings.GPUSCHED_OUTPUT_RETENTION_DAYS = 30
+    now = ended + timedelta(days=31)
+    assert expire_outputs(now=now) == 1
+    assert not default_storage.exists(name)
+    job = Job.objects.get(pk=done.pk)
+    assert (job.state, job.output.name) == ("SUCCEEDED", "")
+    assert job.result["output_expired_at"] == now.isoformat()
+    body = api.get(f"/api/v1/jobs/{done.pk}").json()
+    assert body["output_url"] is None and body["result"]["output_expired_at"]
+    answer = api.get(f"/api/v1/jobs/{done.pk}/output")
+    assert (answer.status_code, answer.json()["error"]["code"]) == (410, "output_expired")
+    assert expire_outputs(now=now + timedelta(days=1)) == 0  # once
