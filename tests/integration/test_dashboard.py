@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from jobs.models import Attempt, Membership
 from jobs.scheduler.tick import scheduler_tick_run
-from tests.support.factories import make_job, make_node, run_placed_job
+from tests.support.factories import make_job, make_node, run_placed_job, start_placed
 from workers.services.attempts import attempt_heartbeat, attempt_start
 from workers.services.checkpoints import checkpoint_record
 
@@ -56,9 +56,7 @@ def test_a_member_sees_when_a_failed_job_tries_again(member, alice):
 
     make_node("n1", gpus=1)
     job = make_job(alice)
-    scheduler_tick_run()
-    attempt = Attempt.objects.get(job=job)
-    attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    attempt = start_placed(job)
     attempt_finish(attempt_id=attempt.pk, token=attempt.token,
                    result=AttemptResult("FAILED", 1, "boom", None, "exit_1"))
     job.refresh_from_db()

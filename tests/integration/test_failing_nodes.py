@@ -8,7 +8,7 @@ import pytest
 from jobs.models import Attempt, Job
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.submission import JobSpec, job_submit
-from tests.support.factories import make_node
+from tests.support.factories import make_node, start_placed
 from workers.models import Node
 from workers.services.attempts import AttemptResult, attempt_finish, attempt_start
 from workers.services.fleet import node_return_to_service
@@ -36,9 +36,7 @@ def _run(org, gpu_type: str, result: AttemptResult, job: Job | None = None) -> J
                                                            gpu_types=[gpu_type]))
     if job.state == "RETRY_WAIT":
         release_due_retries(now=job.retry_at)
-    scheduler_tick_run()
-    attempt = Attempt.objects.get(job=job, ended_at__isnull=True)
-    attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    attempt = start_placed(job)
     return attempt_finish(attempt_id=attempt.pk, token=attempt.token, result=result)
 
 

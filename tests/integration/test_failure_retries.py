@@ -7,15 +7,13 @@ import pytest
 from django.utils import timezone
 
 from jobs.models import Attempt, GpuBinding, Job
-from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.submission import JobSpec, job_submit
-from tests.support.factories import make_job, make_node
+from tests.support.factories import make_job, make_node, start_placed
 from workers.agent.discovery import configured_gpus
 from workers.services.attempts import (
     AttemptResult,
     StaleAttempt,
     attempt_finish,
-    attempt_start,
     claim_for,
 )
 from workers.services.nodes import node_register
@@ -34,13 +32,6 @@ def retries(settings):
     settings.GPUSCHED_RETRY_BACKOFF_S = 0
 
 
-def _started(job: Job) -> Attempt:
-    scheduler_tick_run()
-    attempt = Attempt.objects.get(job=job, ended_at__isnull=True)
-    attempt_start(attempt_id=attempt.pk, token=attempt.token)
-    return attempt
-
-
 def _fail(attempt: Attempt, result: AttemptResult = CRASH) -> Job:
     return attempt_finish(attempt_id=attempt.pk, token=attempt.token, result=result)
 
@@ -50,7 +41,7 @@ def test_a_crash_retries_after_a_backoff_and_the_retry_knows_it_is_one(alice, se
     make_node(gpus=1)
     job = make_job(alice)
     before = timezone.now()
-    job = _fail(_started(job))
+    job = _fail(start_placed(job))
     assert (job.state, job.retries, job.error_code) == ("RETRY_WAIT", 1, "")
     assert job.retry_at >= before + retry_delay(0)
     event = job.events.get(to_state="RETRY_WAIT")
@@ -59,7 +50,7 @@ def test_a_crash_retries_after_a_backoff_and_the_retry_knows_it_is_one(alice, se
     assert not GpuBinding.objects.filter(released_at__isnull=True).exists()
     assert release_due_retries(now=timezone.now()) == 0  # its backoff is not over
     assert release_due_retries(now=job.retry_at) == 1
-    retry = _started(Job.objects.get(pk=job.pk))
+    retry = start_placed(Job.objects.get(pk=job.pk))
     claim = claim_for(retry, retry.token, node_rank=0, node_id=retry.node_id,
                       gpu_indices=retry.gpu_indices)
     assert claim.retry == 1  # GPUSCHED_RETRY for the binary
@@ -69,7 +60,7 @@ def test_a_crash_retries_after_a_backoff_and_the_retry_knows_it_is_one(alice, se
 def test_the_api_shows_a_job_waiting_to_retry_and_why(alice, api, settings):
     settings.GPUSCHED_RETRY_BACKOFF_S = 30
     make_node(gpus=1)
-    job = _fail(_started(make_job(alice)))
+    job = _fail(start_placed(make_job(alice)))
     body = api.get(f"/api/v1/jobs/{job.pk}").json()
     assert (body["state"], body["retries"]) == ("RETRY_WAIT", 1)
     assert body["retry_at"] == job.retry_at.isoformat().replace("+00:00", "Z")
@@ -85,9 +76,9 @@ def test_a_job_that_keeps_failing_is_dead_lettered_with_the_last_cause(alice):
     make_node(gpus=1)
     job = make_job(alice)
     for _ in range(2):
-        _fail(_started(job))
+        _fail(start_placed(job))
         release_due_retries(now=timezone.now())
-    job = _fail(_started(job), AttemptResult("FAILED", None, "stuck", None, "hung"))
+    job = _fail(start_placed(job), AttemptResult("FAILED", None, "stuck", None, "hung"))
     assert (job.state, job.error_code, job.retries) == ("DEAD", "retries_exhausted", 2)
     assert "the last: attempt failed: hung" in job.error and "stuck" in job.error
     assert Attempt.objects.filter(job=job).count() == 3
@@ -96,14 +87,14 @@ def test_a_job_that_keeps_failing_is_dead_lettered_with_the_last_cause(alice):
 @pytest.mark.parametrize("exit_code", [2, 64, 78])
 def test_a_binary_that_blames_its_input_fails_the_job_at_once(alice, exit_code):
     make_node(gpus=1)
-    job = _fail(_started(make_job(alice)), AttemptResult(
+    job = _fail(start_placed(make_job(alice)), AttemptResult(
         "FAILED", exit_code, "usage: bad --fps", None, f"exit_{exit_code}"))
     assert (job.state, job.error_code, job.retries) == ("FAILED", f"exit_{exit_code}", 0)
 
 
 def test_a_report_that_comes_twice_retries_once(alice):
     make_node(gpus=1)
-    attempt = _started(make_job(alice))
+    attempt = start_placed(make_job(alice))
     _fail(attempt)
     with pytest.raises(StaleAttempt):
         _fail(attempt)
@@ -116,7 +107,7 @@ def test_a_victim_that_crashes_while_it_stops_waits_to_retry(alice):
     from jobs.services.requeue import job_requeue
 
     make_node(gpus=1)
-    attempt = _started(make_job(alice))
+    attempt = start_placed(make_job(alice))
     job_requeue(job=Job.objects.get(pk=attempt.job_id), by="ops")
     job = _fail(attempt)
     assert (job.state, job.retries) == ("RETRY_WAIT", 1)
@@ -132,14 +123,14 @@ def test_an_oom_retries_on_gpus_with_more_memory_where_it_may_use_them(alice):
     _node("big", "H100", 81_920)
     job = job_submit(organization=alice, spec=JobSpec(prompt="x", gpus=1, gpu_types=["A100",
                                                                                       "H100"]))
-    attempt = _started(job)
+    attempt = start_placed(job)
     assert attempt.node.name == "small"  # its first choice of type
     job = _fail(attempt, OOM)
     assert (job.state, job.min_gpu_memory_mb) == ("RETRY_WAIT", 40_961)
     assert job.events.get(to_state="RETRY_WAIT").data["changed"] == {
         "min_gpu_memory_mb": [0, 40_961]}
     release_due_retries(now=timezone.now())
-    assert _started(Job.objects.get(pk=job.pk)).node.name == "big"
+    assert start_placed(Job.objects.get(pk=job.pk)).node.name == "big"
 
 
 @pytest.mark.parametrize("spec", [
@@ -149,7 +140,7 @@ def test_an_oom_retries_on_gpus_with_more_memory_where_it_may_use_them(alice):
 def test_an_oom_with_no_bigger_gpus_it_could_use_fails_the_job(alice, spec):
     _node("small", "A100", 40_960, gpus=2)
     _node("big", "H100", 81_920, gpus=1)
-    attempt = _started(job_submit(organization=alice, spec=JobSpec(prompt="x", **{
+    attempt = start_placed(job_submit(organization=alice, spec=JobSpec(prompt="x", **{
         "gpus": 1, **spec})))
     job = _fail(attempt, OOM)
     assert (job.state, job.error_code, job.min_gpu_memory_mb) == ("FAILED", "out_of_memory", 0)
@@ -159,7 +150,7 @@ def test_a_gang_that_runs_out_of_memory_may_move_to_an_island_of_bigger_gpus(ali
     _node("small", "A100", 40_960, gpus=4)
     for name in ("big1", "big2"):
         _node(name, "H100", 81_920, gpus=2, island="i1")
-    job = _fail(_started(make_job(alice, gpus=4)), OOM)
+    job = _fail(start_placed(make_job(alice, gpus=4)), OOM)
     assert (job.state, job.min_gpu_memory_mb) == ("RETRY_WAIT", 40_961)
 
 
@@ -170,9 +161,9 @@ def test_a_job_that_asks_for_no_retries_is_dead_lettered_at_its_first_failure_or
     crashed = Job.objects.get(pk=response.json()["id"])
     lost = job_submit(organization=alice, spec=JobSpec(prompt="x", max_retries=0))
     assert api.get(f"/api/v1/jobs/{crashed.pk}").json()["max_retries"] == 0
-    job = _fail(_started(crashed))
+    job = _fail(start_placed(crashed))
     assert (job.state, job.error_code) == ("DEAD", "retries_exhausted")
-    attempt = _started(lost)
+    attempt = start_placed(lost)
     Attempt.objects.filter(pk=attempt.pk).update(lease_expires_at="2000-01-01T00:00:00Z")
     reap_expired_attempts(now=timezone.now())
     assert Job.objects.get(pk=lost.pk).state == "DEAD"

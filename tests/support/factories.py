@@ -31,6 +31,18 @@ def started_projects() -> list[str]:
     return sorted(Job.objects.filter(state="SCHEDULED").values_list("project__name", flat=True))
 
 
+def start_placed(job: Job):
+    """Run a round, then start the attempt it placed `job` in, as its node agent would."""
+    from jobs.models import Attempt
+    from jobs.scheduler.tick import scheduler_tick_run
+    from workers.services.attempts import attempt_start
+
+    scheduler_tick_run()
+    attempt = Attempt.objects.get(job=job, ended_at__isnull=True)
+    attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    return attempt
+
+
 def run_placed_job(job: Job, *, ran_for_s: float, outcome: str = "SUCCEEDED",
                    checkpointed: bool = False):
     """Place `job` (a node must have room), start it as if `ran_for_s` seconds ago, then end
