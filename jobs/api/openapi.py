@@ -194,7 +194,8 @@ NOTICE = _obj({
     "event": {"type": "string", "enum": list(JOB_EVENTS)}, "delivery": INT,
     "job": _obj({"id": INT, "state": STATE,
                  "error_code": STR, "result": ANY_OBJECT, "output_url": _nullable(STR),
-                 "finished_at": _nullable(TIME), "credits": JOB_CREDITS})})
+                 "finished_at": _nullable(TIME), "retries": INT,
+                 "retry_at": _nullable(TIME), "credits": JOB_CREDITS})})
 CREDITS_NOTICE = _obj({
     "event": {"enum": ["credits.low"]}, "delivery": INT, "organization": STR,
     "credits": _obj({"available": INT, "threshold": INT})})

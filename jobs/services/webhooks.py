@@ -33,6 +33,7 @@ from django.utils import timezone
 from jobs.models import Job, WebhookDelivery, WebhookEndpoint
 from jobs.models.webhook import EVENTS
 from jobs.services.outputs import output_path
+from jobs.states import JobState
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 8
@@ -77,6 +78,8 @@ def _payload(job: Job, event: str) -> dict:
         "id": job.pk, "state": job.state, "error_code": job.error_code,
         "result": job.result, "output_url": output_path(job),
         "finished_at": job.finished_at.isoformat() if job.finished_at else None,
+        "retries": job.retries,
+        "retry_at": job.retry_at.isoformat() if job.state == JobState.RETRY_WAIT else None,
         "credits": job_credits(job)}}
 
 

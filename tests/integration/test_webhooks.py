@@ -203,3 +203,24 @@ def test_a_notice_is_what_the_api_document_says_with_the_settled_credits(alice, 
     assert conforms(notice, {"$ref": "#/components/schemas/Notice"}, document) == []
     credits = notice["job"]["credits"]
     assert credits["held"] == 0 and 30 <= credits["spent"] <= 31
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_waiting_to_retry_is_posted_with_its_retry_and_when(alice, receiver, settings):
+    from jobs.api.openapi import openapi_document
+    from tests.support.factories import make_node, start_placed
+    from tests.support.openapi import conforms
+    from workers.services.attempts import AttemptResult, attempt_finish
+
+    settings.GPUSCHED_RETRY_BACKOFF_S = 60
+    WebhookEndpoint.objects.create(organization=alice, url=receiver.url, events=["job.retry_wait"])
+    make_node("n1", gpus=1)
+    attempt = start_placed(make_job(alice))
+    job = attempt_finish(attempt_id=attempt.pk, token=attempt.token,
+                         result=AttemptResult("FAILED", 1, "boom", None, "exit_1"))
+    webhook_deliver(WebhookDelivery.objects.get().pk)
+    (_, body), = receiver.posts
+    notice = json.loads(body)
+    assert conforms(notice, {"$ref": "#/components/schemas/Notice"}, openapi_document()) == []
+    assert (notice["event"], notice["job"]["retries"]) == ("job.retry_wait", 1)
+    assert notice["job"]["retry_at"] == job.retry_at.isoformat()
