@@ -110,8 +110,8 @@ class AttemptInline(admin.TabularInline):
     fk_name = "job"
     extra = 0
     can_delete = False
-    fields = ["token", "node", "gpu_indices", "status", "outcome", "exit_code", "started_at",
-              "ended_at"]
+    fields = ["token", "node", "gpu_indices", "status", "outcome", "exit_code", "failed_on",
+              "started_at", "ended_at"]
     readonly_fields = fields
 
 
