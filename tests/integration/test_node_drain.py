@@ -98,3 +98,30 @@ def test_an_operator_requeues_a_running_job_and_not_a_waiting_one(alice, client)
     attempt_finish(attempt_id=running.pk, token=running.token,
                    result=AttemptResult("PREEMPTED", 75))
     assert Job.objects.get(pk=running.job_id).state == "QUEUED"
+
+
+def test_a_node_whose_worker_stops_drains_itself_and_returns_when_it_starts(alice):
+    from workers.services.fleet import node_worker_stopping
+
+    node = make_node("n1", gpus=1)
+    attempt = _run(make_job(alice))
+    assert node_worker_stopping("n1") == 1
+    assert Attempt.objects.get(pk=attempt.pk).stop_requested == "preempt"
+    assert Job.objects.get(pk=attempt.job_id).state == "PREEMPTING"
+    assert Node.objects.get(pk=node.pk).state == "DRAINING"
+    make_node("n1", gpus=1)  # its worker starts again and registers it
+    assert Node.objects.get(pk=node.pk).state == "ACTIVE"
+
+
+@pytest.mark.parametrize("operator", [node_cordon, node_drain])
+def test_an_operators_mark_outlives_the_workers_stop_and_start(alice, operator):
+    from workers.services.fleet import node_worker_stopping
+
+    node = make_node("n1", gpus=1)
+    attempt = _run(make_job(alice))
+    operator(node)
+    state = Node.objects.get(pk=node.pk).state
+    assert node_worker_stopping("n1") == 1  # its jobs are asked to stop all the same
+    assert Attempt.objects.get(pk=attempt.pk).stop_requested == "preempt"
+    make_node("n1", gpus=1)
+    assert Node.objects.get(pk=node.pk).state == state != "ACTIVE"

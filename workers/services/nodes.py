@@ -24,7 +24,8 @@ __all__ = ["OPERATOR", "STRAY", "GpuInfo", "node_gpu_health", "node_gpu_strays",
 def node_register(*, name: str, gpu_type: str, gpus: list[GpuInfo], region: str = "",
                   island: str = "", address: str = "", labels: dict | None = None,
                   reading: GpuReport | None = None) -> Node:
-    """Create or refresh a node and its GPUs; a returning node becomes ACTIVE again.
+    """Create or refresh a node and its GPUs; a returning node becomes ACTIVE again, and so
+    does one that drained itself as its worker stopped (fleet.node_worker_stopping).
 
     `reading`: what its agent read of the GPUs as it started, recorded in the same
     transaction, so no GPU is free and healthy before it has been read. Nothing on them is
@@ -35,8 +36,8 @@ def node_register(*, name: str, gpu_type: str, gpus: list[GpuInfo], region: str 
         name=name, defaults={"gpu_type": gpu_type, "gpu_count": len(gpus)})
     node.gpu_type, node.gpu_count, node.gpu_memory_mb = gpu_type, len(gpus), memory
     node.region, node.island, node.address, node.labels = region, island, address, labels or {}
-    if node.state == NodeState.DOWN or created:
-        node.state = NodeState.ACTIVE
+    if node.state == NodeState.DOWN or created or node.state_reason == WORKER_STOPPING:
+        node.state, node.state_reason = NodeState.ACTIVE, ""
     node.last_heartbeat = timezone.now()
     node.save()
     for g in gpus:
@@ -60,6 +61,9 @@ def node_heartbeat(*, name: str) -> bool:
 
 STRAY = "in use by process"
 OPERATOR = "taken out of service by"  # workers/services/fleet.py: only an operator clears it
+# why a node drained itself (fleet.node_worker_stopping): its worker's next start ends it, an
+# operator's cordon or drain replaces it
+WORKER_STOPPING = "its worker is stopping: its jobs checkpoint and queue to resume elsewhere"
 
 
 def node_gpu_health(*, name: str, problems: Mapping[str, str],

@@ -7,7 +7,7 @@ import logging
 import socket
 import threading
 
-from celery.signals import worker_ready
+from celery.signals import worker_ready, worker_shutting_down
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections, connections
@@ -23,6 +23,7 @@ from workers.agent.discovery import (
 from workers.agent.gpu_watch import GpuWatch
 from workers.queues import node_queue
 from workers.services.checkpoints import work_root_sweep
+from workers.services.fleet import node_worker_stopping
 from workers.services.nodes import node_gpu_health, node_heartbeat, node_register
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,14 @@ class Command(BaseCommand):
             threading.Thread(target=_work_sweep_loop, daemon=True).start()
             connections.close_all()  # a child forked later must not inherit this connection
 
+        def stopping(how: str = "", **_) -> None:
+            # a warm shutdown waits for the running tasks: ask their jobs to checkpoint and
+            # stop now (in a thread: this runs in the worker's signal handler)
+            if how == "Warm":
+                threading.Thread(target=_evacuate_on_stop, args=(name,)).start()
+
         worker_ready.connect(register, weak=False)
+        worker_shutting_down.connect(stopping, weak=False)
         connections.close_all()  # never share a DB connection with the forked pool
         app.worker_main(argv=[
             "worker", f"--hostname={name}@%h", f"--queues={node_queue(name)}",
@@ -117,6 +125,16 @@ def _heartbeat_loop(name: str, watch: GpuWatch | None) -> None:
             connections.close_all()
         if stop.wait(settings.GPUSCHED_HEARTBEAT_SECONDS):
             return
+
+
+def _evacuate_on_stop(name: str) -> None:
+    try:
+        asked = node_worker_stopping(name)
+        log.info("node %s stopping: %d running jobs asked to checkpoint and stop", name, asked)
+    except Exception:  # the jobs then end with the node: lost, and retried
+        log.warning("draining %s as it stops failed", name, exc_info=True)
+    finally:
+        connections.close_all()
 
 
 def _work_sweep_loop() -> None:
