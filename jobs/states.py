@@ -8,6 +8,7 @@ from django.db import models
 
 
 class JobState(models.TextChoices):
+    HELD = "HELD"  # waits for the jobs it runs after to succeed (services/dependencies.py)
     QUEUED = "QUEUED"
     SCHEDULED = "SCHEDULED"
     RUNNING = "RUNNING"
@@ -26,6 +27,8 @@ TERMINAL = frozenset({S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.CANCELLED, S.DEAD})
 LIVE = frozenset({S.SCHEDULED, S.RUNNING, S.PREEMPTING})  # states that hold GPUs
 
 ALLOWED: dict[JobState, frozenset[JobState]] = {
+    # QUEUED once every job it runs after succeeded; CANCELLED once one ended otherwise
+    S.HELD: frozenset({S.QUEUED, S.CANCELLED}),
     S.QUEUED: frozenset({S.SCHEDULED, S.CANCELLED, S.DEAD}),
     S.SCHEDULED: frozenset({S.RUNNING, S.LOST, S.CANCELLED, S.FAILED, S.DEAD}),
     # RETRY_WAIT: its attempt failed in a way another try may not (a crash, a hang)

@@ -52,8 +52,10 @@ def transition(
 
         if to in TERMINAL:  # its credits are settled in the end's transaction
             from credits.services.holds import settle_job
+            from jobs.services.dependencies import release_dependents
 
             settle_job(job)
+            release_dependents(job)  # and the jobs held after it queue, or are cancelled
         notify_job_moved(job)  # and the notices owed for the move, in the move's
     return job
 

@@ -129,7 +129,10 @@ JOB = _obj({
     "params": ANY_OBJECT, "gpus": INT, "min_gpus": _nullable(INT),
     "gpu_types": {"type": "array", "items": STR},
     "min_gpu_memory_mb": INT, "region": STR, "time_limit_s": INT, "checkpointable": BOOL,
-    "preemptible": BOOL, "urgency_s": INT, "created_at": TIME, "started_at": _nullable(TIME),
+    "preemptible": BOOL, "urgency_s": INT,
+    "after": {"type": "array", "items": INT, "description": "Jobs that must succeed before "
+              "it queues: HELD until then, CANCELLED dependency_failed if one does not."},
+    "created_at": TIME, "started_at": _nullable(TIME),
     "finished_at": _nullable(TIME), "preemptions": INT,
     "retries": {**INT, "description": "Retries so far, after lost or failed attempts."},
     "max_retries": {**INT, "description": "The retries it may have; then it is "

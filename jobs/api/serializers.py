@@ -11,6 +11,7 @@ from jobs.models import Job, JobEvent, WebhookEndpoint
 from jobs.models.job import MAX_URGENCY_S
 from jobs.models.webhook import EVENTS
 from jobs.scheduler.positions import QueuePosition, places_of
+from jobs.services.dependencies import MAX_AFTER
 from jobs.services.outputs import output_path
 from jobs.services.placements import placements_of
 from jobs.services.relaxations import relaxation
@@ -36,6 +37,8 @@ class JobSubmitSerializer(serializers.Serializer):
     urgency_s = serializers.IntegerField(min_value=0, max_value=MAX_URGENCY_S, default=0)
     max_retries = serializers.IntegerField(min_value=0, required=False, allow_null=True,
                                            default=None)
+    after = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False,
+                                  default=list, max_length=MAX_AFTER)
 
     def validate_gpus(self, value: int) -> int:
         if value > settings.GPUSCHED_MAX_GPUS_PER_JOB:
@@ -61,6 +64,7 @@ class JobSerializer(serializers.ModelSerializer):
     output_url = serializers.SerializerMethodField()
     retry_at = serializers.SerializerMethodField()
     max_retries = serializers.SerializerMethodField()
+    after = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
@@ -68,12 +72,19 @@ class JobSerializer(serializers.ModelSerializer):
             "id", "organization", "project", "state", "version", "prompt", "params", "gpus",
             "min_gpus", "gpu_types", "min_gpu_memory_mb", "region", "time_limit_s",
             "checkpointable", "preemptible", "created_at", "started_at", "finished_at",
-            "urgency_s", "preemptions", "retries", "max_retries", "retry_at", "pending",
+            "urgency_s", "after", "preemptions", "retries", "max_retries", "retry_at", "pending",
             "placement",
             "checkpoint", "result", "output_url", "error_code", "error",
         ]
 
+    def get_after(self, job: Job) -> list[int]:
+        return sorted(other.pk for other in job.after.all())  # prefetched in a list
+
     def get_pending(self, job: Job) -> dict | None:
+        if job.state == JobState.HELD:
+            return {"code": job.pending_code, "reason": job.pending_reason,
+                    "estimated_start": None, "what_if": "", "relaxation": None,
+                    "position": None}
         if job.state != "QUEUED":
             return None
         positions = self.context.get("positions")  # a page's, read at once

@@ -51,6 +51,7 @@ class JobListCreate(APIView):
         body.is_valid(raise_exception=True)
         data = dict(body.validated_data)
         data["gpu_types"] = tuple(data["gpu_types"])
+        data["after"] = tuple(data["after"])
         job, replayed = job_submit_once(organization=request.user.organization,
                                         spec=JobSpec(**data), user=request.user.user,
                                         idempotency_key=key)
@@ -66,14 +67,14 @@ class JobListCreate(APIView):
         `?before=<id>`, the cursor that `next` carries."""
         query = JobListQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
-        jobs = _jobs_of(request).order_by("-pk")
+        jobs = _jobs_of(request).prefetch_related("after").order_by("-pk")
         if "state" in query.validated_data:
             jobs = jobs.filter(state=query.validated_data["state"])
         page, following = page_of(jobs, query.validated_data, request, "/api/v1/jobs")
-        held = [job.pk for job in page if job.state in LIVE]
+        live = [job.pk for job in page if job.state in LIVE]
         ran = [job.pk for job in page if may_resume(job)]
         serialized = JobSerializer(page, many=True, context={
-            "positions": places_of(page), "placements": placements_of(held),
+            "positions": places_of(page), "placements": placements_of(live),
             "checkpoints": resume_points(ran)})
         return Response({"results": serialized.data, "next": following})
 

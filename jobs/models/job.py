@@ -32,6 +32,9 @@ class Job(models.Model):
     # goes ahead of its submitter's own jobs in its project as if submitted this many seconds
     # earlier (jobs/policy/deadlines.py); never ahead of anyone else's
     urgency_s = models.PositiveIntegerField(default=0)
+    # jobs of its organization that must succeed before it may queue (HELD until then)
+    after = models.ManyToManyField("self", symmetrical=False, related_name="dependents",
+                                   blank=True)
     # life
     state = models.CharField(max_length=12, choices=JobState.choices, default=JobState.QUEUED)
     version = models.PositiveIntegerField(default=0)

@@ -14,7 +14,8 @@ from jobs.scheduler.backlog import backlog_seconds
 from jobs.services.errors import ServiceError
 from jobs.states import JobState
 
-WAITING = (JobState.QUEUED, JobState.RETRY_WAIT)  # jobs that hold a place in the queue
+# jobs that hold a place in the queue
+WAITING = (JobState.HELD, JobState.QUEUED, JobState.RETRY_WAIT)
 _UNKNOWN_WAIT_S = 60  # Retry-After when no waiting job of the organization has an estimate
 
 

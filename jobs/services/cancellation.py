@@ -43,7 +43,8 @@ def _cancel_once(job: Job, reason: str) -> Job:
         raise Conflict(f"job {job.pk} already ended {job.state}", code="job_finished")
     with transaction.atomic():
         attempt = Attempt.objects.filter(job=job, ended_at__isnull=True).first()
-        if job.state in (JobState.QUEUED, JobState.RETRY_WAIT, JobState.SCHEDULED):
+        if job.state in (JobState.HELD, JobState.QUEUED, JobState.RETRY_WAIT,
+                         JobState.SCHEDULED):
             if attempt is not None:
                 _end_unstarted(attempt)
             transition(job, JobState.CANCELLED, attempt=attempt, reason=reason,

@@ -15,8 +15,10 @@ from jobs.models import Job, Organization, Project
 from jobs.models.job import MAX_URGENCY_S
 from jobs.scheduler.trigger import request_tick
 from jobs.services.admission import admit
+from jobs.services.dependencies import dependencies_of, held_reason
 from jobs.services.errors import Conflict, ValidationFailed
 from jobs.services.storable import unstorable
+from jobs.states import JobState
 from jobs.transitions import record_creation
 
 
@@ -35,6 +37,7 @@ class JobSpec:
     project: str = ""
     urgency_s: int = 0  # ahead of the submitter's own jobs as if this much older
     max_retries: int | None = None  # after lost or failed attempts; None: the service's
+    after: tuple[int, ...] = ()  # jobs of the organization that must succeed first
 
 
 def _project_for(org: Organization, name: str) -> Project:
@@ -95,7 +98,8 @@ def spec_of(job: Job) -> JobSpec:
                    region=job.region, time_limit_s=job.time_limit_s,
                    checkpointable=job.checkpointable, preemptible=job.preemptible,
                    project=job.project.name, urgency_s=job.urgency_s,
-                   max_retries=job.max_retries)
+                   max_retries=job.max_retries,
+                   after=tuple(sorted(job.after.values_list("pk", flat=True))))
 
 
 def job_submit(*, organization: Organization, spec: JobSpec, user=None,
@@ -128,7 +132,9 @@ def job_submit_once(*, organization: Organization, spec: JobSpec, user=None,
                 return earlier, True
         time_limit = check_limits(spec)
         admit(org)
+        after, waiting = dependencies_of(org, spec.after)
         job = Job.objects.create(
+            state=JobState.HELD if waiting else JobState.QUEUED,
             organization=org,
             project=_project_for(org, spec.project),
             submitted_by=user,
@@ -145,11 +151,13 @@ def job_submit_once(*, organization: Organization, spec: JobSpec, user=None,
             urgency_s=spec.urgency_s,
             max_retries=spec.max_retries,
             enqueued_at=timezone.now(),
-            pending_code="new",
-            pending_reason="waiting for the next scheduling round",
+            pending_code="dependency" if waiting else "new",
+            pending_reason=held_reason(waiting) if waiting else
+            "waiting for the next scheduling round",
             idempotency_key=idempotency_key,
             request_fingerprint=fingerprint,
         )
+        job.after.set(after)
         hold_for_job(job)  # a refusal (402) rolls the job back with the rest
         record_creation(job, reason)
         transaction.on_commit(request_tick)
@@ -161,7 +169,9 @@ def _fingerprint(spec: JobSpec) -> str:
     fields = asdict(spec)
     # fields absent from requests made before they existed leave those requests' prints as
     # they were, so that a retry still finds its job
-    for name, default in (("min_gpus", None), ("urgency_s", 0), ("max_retries", None)):
+    fields["after"] = sorted(set(spec.after))
+    for name, default in (("min_gpus", None), ("urgency_s", 0), ("max_retries", None),
+                          ("after", [])):
         if fields[name] == default:
             del fields[name]
     text = json.dumps(fields, sort_keys=True, separators=(",", ":"))

@@ -9,6 +9,7 @@ from django.utils import timezone
 from jobs.models import Attempt, GpuBinding, Job
 from jobs.services.submission import JobSpec, job_submit
 from tests.support.factories import make_job, make_node, start_placed
+from tests.support.race import race
 from workers.agent.discovery import configured_gpus
 from workers.services.attempts import (
     AttemptResult,
@@ -181,33 +182,6 @@ def test_a_job_may_ask_for_fewer_retries_than_the_service_gives_not_more(alice, 
         assert response.status_code == 400, bad
 
 
-def _race(*ends) -> list[BaseException]:
-    """Run the calls at once, each in a thread; what they raised but StaleAttempt."""
-    import threading
-
-    from django.db import connection
-
-    barrier, errors = threading.Barrier(len(ends)), []
-
-    def run(end):
-        barrier.wait()
-        try:
-            end()
-        except StaleAttempt:
-            pass  # another was first
-        except BaseException as exc:  # noqa: BLE001 - the test reports it
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=run, args=(end,)) for end in ends]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return errors
-
-
 def test_a_crash_report_racing_the_reaper_retries_the_job_once(alice, settings):
     """The node reports a crash just as the attempt's lease runs out: one of the two ends
     the attempt and moves the job; the other finds it ended. Each race, one retry."""
@@ -219,7 +193,7 @@ def test_a_crash_report_racing_the_reaper_retries_the_job_once(alice, settings):
         job = make_job(alice)
         attempt = start_placed(job)
         Attempt.objects.filter(pk=attempt.pk).update(lease_expires_at="2000-01-01T00:00:00Z")
-        assert _race(partial(_fail, attempt),
+        assert race(partial(_fail, attempt),
                      partial(reap_expired_attempts, now=timezone.now())) == []
         job.refresh_from_db()
         assert (job.state, job.retries) == ("RETRY_WAIT", 1)

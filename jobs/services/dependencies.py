@@ -1,0 +1,71 @@
+"""A job may run after other jobs of its organization (`after`): a pipeline's next step (an
+upscale after the video it upscales) is submitted with the rest and waits for them.
+
+Such a job is HELD, out of the scheduler's queue, until every job it runs after SUCCEEDED;
+then it is QUEUED, its wait (which ages its rank) counted from then, as Slurm counts a job's
+age from when it became eligible. Once one of them ends otherwise (failed, timed out,
+cancelled, dead-lettered) it is CANCELLED `dependency_failed`, and so are the jobs held
+after it. A submission locks the jobs it names, so that one ending meanwhile either sees the
+new job among those held after it, or is seen ended by the submission: none is left held
+after a job that already ended.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from jobs.models import Job, Organization
+from jobs.scheduler.trigger import request_tick
+from jobs.services.errors import Conflict, ValidationFailed
+from jobs.states import TERMINAL, JobState
+
+MAX_AFTER = 16  # jobs one job may run after
+
+
+def dependencies_of(org: Organization, ids: tuple[int, ...]) -> tuple[list[Job], list[int]]:
+    """The jobs `ids` name, locked for the caller's transaction, and those of them still to
+    succeed. A job of another organization, or none, is a 400; one that ended other than
+    SUCCEEDED a 409 (the new job could never run)."""
+    if len(ids) > MAX_AFTER:
+        raise ValidationFailed(f"after names at most {MAX_AFTER} jobs",
+                               code="too_many_dependencies", field="after")
+    wanted = set(ids)
+    jobs = list(Job.objects.select_for_update(no_key=True).filter(
+        organization=org, pk__in=wanted).order_by("pk"))
+    missing = wanted - {job.pk for job in jobs}
+    if missing:
+        raise ValidationFailed(f"no job {min(missing)} in this organization",
+                               code="unknown_dependency", field="after")
+    for job in jobs:
+        if job.state in TERMINAL and job.state != JobState.SUCCEEDED:
+            raise Conflict(f"job {job.pk} ended {job.state}: a job after it could never run",
+                           code="dependency_failed")
+    return jobs, [job.pk for job in jobs if job.state != JobState.SUCCEEDED]
+
+
+def held_reason(waiting: list[int]) -> str:
+    names = ", ".join(str(pk) for pk in sorted(waiting))
+    return f"waiting for job{'s' if len(waiting) > 1 else ''} {names} to succeed"
+
+
+def release_dependents(job: Job) -> None:
+    """`job` has just ended (inside its transition's transaction): queue the jobs held after
+    it that wait for nothing more, or cancel them all if it did not succeed."""
+    from jobs.transitions import transition  # transitions calls this module
+
+    now = timezone.now()
+    for held in job.dependents.select_for_update(no_key=True).filter(state=JobState.HELD):
+        if job.state != JobState.SUCCEEDED:
+            transition(held, JobState.CANCELLED, reason=f"job {job.pk} ended {job.state}",
+                       finished_at=now, error_code="dependency_failed",
+                       error=f"job {job.pk}, which it runs after, ended {job.state}")
+            continue
+        waiting = list(held.after.exclude(state=JobState.SUCCEEDED).values_list("pk", flat=True))
+        if waiting:
+            Job.objects.filter(pk=held.pk).update(pending_reason=held_reason(waiting))
+            continue
+        transition(held, JobState.QUEUED, reason=f"job {job.pk} succeeded, the last it waited "
+                   f"for", enqueued_at=now, pending_code="new",
+                   pending_reason="waiting for the next scheduling round")
+        transaction.on_commit(request_tick)
