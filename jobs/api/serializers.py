@@ -72,9 +72,8 @@ class JobSerializer(serializers.ModelSerializer):
             "id", "organization", "project", "state", "version", "prompt", "params", "gpus",
             "min_gpus", "gpu_types", "min_gpu_memory_mb", "region", "time_limit_s",
             "checkpointable", "preemptible", "created_at", "started_at", "finished_at",
-            "urgency_s", "after", "preemptions", "retries", "max_retries", "retry_at", "pending",
-            "placement",
-            "checkpoint", "result", "output_url", "error_code", "error",
+            "urgency_s", "after", "preemptions", "retries", "max_retries", "retry_at",
+            "pending", "placement", "checkpoint", "result", "output_url", "error_code", "error",
         ]
 
     def get_after(self, job: Job) -> list[int]:
