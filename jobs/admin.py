@@ -128,10 +128,10 @@ class JobAdmin(admin.ModelAdmin):
         """Every field but the request's, which change only while it waits, never having
         started, and then through the amend service (its credits held anew, its version
         compared): the state machine and the ledger own the rest."""
+        derived = ["after", "place_in_line"]  # the jobs it runs after are set at submission
         if obj is None or obj.state != "QUEUED" or obj.attempts.exists():
-            return [f.name for f in Job._meta.fields] + ["place_in_line"]
-        return [f.name for f in Job._meta.fields if f.name not in AMENDABLE] + [
-            "place_in_line"]
+            return [f.name for f in Job._meta.fields] + derived
+        return [f.name for f in Job._meta.fields if f.name not in AMENDABLE] + derived
 
     def save_model(self, request, obj, form, change) -> None:
         changes = {name: form.cleaned_data[name] for name in form.changed_data

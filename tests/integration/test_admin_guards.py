@@ -35,7 +35,7 @@ def _job_form(job: Job, **values) -> dict:
     """A POST that sets every column of the job, with `values` edited: what a form that let
     operators edit the row would send (read-only fields are left out of the form)."""
     form = {name: "" if value is None else json.dumps(value) if isinstance(value, list | dict)
-            else value for name, value in model_to_dict(job, exclude=["output"]).items()}
+            else value for name, value in model_to_dict(job, exclude=["output", "after"]).items()}
     form.update(prompt="changed", state="SUCCEEDED", **values)
     for inline in ("attempts", "credit_holds", "events"):
         form.update({f"{inline}-TOTAL_FORMS": 0, f"{inline}-INITIAL_FORMS": 0})
@@ -115,3 +115,14 @@ def test_a_nodes_form_writes_what_it_changed_and_not_the_heartbeat(operator):
     assert len(updates) == 1 and "region" in updates[0]
     assert "last_heartbeat" not in updates[0] and '"state"' not in updates[0]
     assert Node.objects.get(pk=node.pk).region == "eu-west"
+
+
+def test_the_jobs_a_job_runs_after_are_shown_not_chosen(operator, alice):
+    from jobs.services.submission import JobSpec, job_submit
+
+    first, other = make_job(alice), make_job(alice)
+    then = job_submit(organization=alice, spec=JobSpec(prompt="x", after=(first.pk,)))
+    page = operator.get(_url(then)).content.decode()
+    assert 'name="after"' not in page  # no widget listing every job
+    operator.post(_url(then), {**_job_form(then), "after": [other.pk]})
+    assert list(Job.objects.get(pk=then.pk).after.values_list("pk", flat=True)) == [first.pk]
