@@ -70,7 +70,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
                   {"job": job, "events": job.events.all(),
                    "attempts": job.attempts.prefetch_related("ranks__node"),
                    "cancellable": job.state not in TERMINAL, "credits": job_credits(job),
-                   "resumes_from": resume_point(job),
+                   "resumes_from": resume_point(job), "after": job.after.order_by("pk"),
                    "relaxation": _relaxation_words(job),
                    "transfers": job_transfers(job), "refresh_s": _refresh(job)})
 

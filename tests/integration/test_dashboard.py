@@ -173,3 +173,13 @@ def test_a_member_takes_the_relaxation_a_waiting_job_is_offered(member, alice):
     assert job.gpu_types == ["H100", "A100"] and job.pending_what_if == ""
     again = member.post(f"/dashboard/jobs/{job.pk}/relax", follow=True).content.decode()
     assert "No change is offered" in again
+
+
+def test_a_jobs_page_links_the_jobs_it_runs_after(member, alice):
+    from jobs.services.submission import JobSpec, job_submit
+
+    first = make_job(alice)
+    then = job_submit(organization=alice, spec=JobSpec(prompt="x", after=(first.pk,)))
+    page = member.get(f"/dashboard/jobs/{then.pk}").content.decode()
+    assert f'Runs after <a href="/dashboard/jobs/{first.pk}">#{first.pk}</a> (QUEUED)' in page
+    assert f"waiting for job {first.pk} to succeed" in page
