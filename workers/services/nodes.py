@@ -16,8 +16,8 @@ from workers.models import Gpu, Node, NodeState
 
 log = logging.getLogger(__name__)
 
-__all__ = ["OPERATOR", "STRAY", "GpuInfo", "node_gpu_health", "node_gpu_strays", "node_heartbeat",
-           "node_register"]
+__all__ = ["OPERATOR", "STRAY", "WORKER_STOPPING", "GpuInfo", "node_gpu_health",
+           "node_gpu_strays", "node_heartbeat", "node_register"]
 
 
 @transaction.atomic
