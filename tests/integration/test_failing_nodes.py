@@ -128,3 +128,23 @@ def test_a_gang_that_fails_on_its_second_node_counts_against_that_node(alice):
     assert set(gangs.values_list("failed_on_id", flat=True)) == {rank.node_id}
     assert Node.objects.get(pk=rank.node_id).state == "CORDONED"
     assert Node.objects.get(pk=gang.node_id).state == "ACTIVE"
+
+
+def test_failures_of_jobs_being_stopped_do_not_count(alice):
+    """A worker stopped with a SIGTERM to its whole group: its binaries stop before they are
+    asked, and their exits read as crashes; the node is not at fault."""
+    from jobs.services.requeue import attempt_stop_and_requeue
+
+    _run(alice, "H100", CRASH)
+    _run(alice, "A100", OK)
+    for _ in range(2):
+        job = job_submit(organization=alice, spec=JobSpec(prompt="x", gpus=1,
+                                                          gpu_types=["H100"]))
+        attempt = start_placed(job)
+        attempt_stop_and_requeue(attempt, reason="its worker is stopping")
+        attempt_finish(attempt_id=attempt.pk, token=attempt.token, result=AttemptResult(
+            "FAILED", 75, "", None, "exit_75"))
+    assert _state("bad")[0] == "ACTIVE"
+    _run(alice, "H100", CRASH)
+    _run(alice, "H100", CRASH)
+    assert _state("bad")[0] == "CORDONED"  # the crashes on either side still count

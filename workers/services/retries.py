@@ -59,7 +59,8 @@ def retry_failed(job: Job, attempt: Attempt, *, outcome: str, error_code: str,
     data = {"error_code": error_code, "exit_code": exit_code}
     why = f"attempt failed: {error_code}"
     if retryable(outcome=outcome, error_code=error_code, exit_code=exit_code):
-        note_failure(attempt, failing_node(attempt, rank))
+        if not attempt.stop_requested:  # one that failed as it was stopped: not the node's
+            note_failure(attempt, failing_node(attempt, rank))
         retry_or_dead_letter(job, attempt, attempt.ended_at, why=why, error=error, data=data)
         return True
     floor = _more_memory_floor(job, attempt) if outcome == Attempt.Outcome.OOM else None
