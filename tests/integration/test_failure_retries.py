@@ -199,3 +199,12 @@ def test_a_crash_report_racing_the_reaper_retries_the_job_once(alice, settings):
         assert (job.state, job.retries) == ("RETRY_WAIT", 1)
         assert job.events.filter(to_state="RETRY_WAIT").count() == 1
         assert not GpuBinding.objects.filter(released_at__isnull=True).exists()
+
+
+def test_an_oom_gang_does_not_move_to_an_island_of_unlike_nodes(alice):
+    """Bigger GPUs in one island, but of two types: no gang spans them (docs/nodes.md)."""
+    _node("small", "A100", 40_960, gpus=4)
+    _node("big1", "H100", 81_920, gpus=2, island="i1")
+    _node("big2", "H200", 143_360, gpus=2, island="i1")
+    job = _fail(start_placed(make_job(alice, gpus=4)), OOM)
+    assert (job.state, job.error_code) == ("FAILED", "out_of_memory")

@@ -86,8 +86,10 @@ def _more_memory_floor(job: Job, attempt: Attempt) -> int | None:
         bigger = bigger.filter(gpu_type__in=job.gpu_types)
     if job.region:
         bigger = bigger.filter(region=job.region)
-    fits = bigger.filter(gpu_count__gte=job.gpus).exists() or bigger.exclude(island="").values(
-        "island").annotate(gpus=Sum("gpu_count")).filter(gpus__gte=job.gpus).exists()
+    # a gang larger than a node spans nodes of one island alike in type, memory and region
+    alike = bigger.exclude(island="").values("island", "gpu_type", "gpu_memory_mb", "region")
+    fits = bigger.filter(gpu_count__gte=job.gpus).exists() or alike.annotate(
+        gpus=Sum("gpu_count")).filter(gpus__gte=job.gpus).exists()
     return ran_on + 1 if fits else None
 
 
