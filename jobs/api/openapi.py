@@ -152,6 +152,14 @@ JOB_EVENT = _obj({
              "[old, new]}}; a move to RETRY_WAIT after a failed attempt: {error_code, "
              "exit_code} (and changed, when an OOM raised min_gpu_memory_mb); otherwise "
              "what the move recorded."}})
+ATTEMPT = _obj({
+    "id": INT, "created_at": TIME, "started_at": _nullable(TIME), "ended_at": _nullable(TIME),
+    "nodes": {"type": "array", "items": _obj({"rank": INT, "node": STR, "gpus": {
+        "type": "array", "items": INT}})},
+    "progress": NUMBER, "outcome": {**STR, "description": "Empty while it runs; else "
+                                    "SUCCEEDED, FAILED, OOM, TIMED_OUT, PREEMPTED, CANCELLED "
+                                    "or LOST."},
+    "exit_code": _nullable(INT), "stderr_tail": STR})
 QUEUE_LINE = _obj({
     "of": _nullable(INT), "as_of": _nullable(TIME), "waiting": INT, "in_line": INT,
     "results": {"type": "array", "items": _obj({
@@ -281,6 +289,13 @@ def _paths() -> dict:
                                       {"results": {"type": "array", "items": JOB_EVENT},
                                        "next": _nullable(STR)})}}},
                           **_errors(400, 404, 429)}}},
+        "/api/v1/jobs/{job_id}/attempts": {"get": {
+            "operationId": "listJobAttempts", "parameters": [JOB_ID],
+            "responses": {"200": {"description": "the job's tries, newest first: where each "
+                                                 "ran, how it ended, the end of its stderr",
+                                  "content": {"application/json": {"schema": _obj(
+                                      {"results": {"type": "array", "items": ATTEMPT}})}}},
+                          **_errors(404, 429)}}},
         "/api/v1/jobs/{job_id}/output": {"get": {
             "operationId": "getJobOutput", "parameters": [JOB_ID],
             "responses": {"200": {"description": "the output file, as an attachment",

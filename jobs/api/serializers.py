@@ -7,7 +7,7 @@ from django.core.validators import URLValidator
 from rest_framework import serializers
 
 from jobs.api.paging import PageQuery
-from jobs.models import Job, JobEvent, WebhookEndpoint
+from jobs.models import Attempt, Job, JobEvent, WebhookEndpoint
 from jobs.models.job import MAX_URGENCY_S
 from jobs.models.webhook import EVENTS
 from jobs.scheduler.positions import QueuePosition, places_of
@@ -139,6 +139,23 @@ class JobEventSerializer(serializers.ModelSerializer):
     class Meta:
         model = JobEvent
         fields = ["id", "at", "from_state", "to_state", "version", "reason", "attempt", "data"]
+
+
+class AttemptSerializer(serializers.ModelSerializer):
+    """One try of a job, as its organization reads it: where it ran, how it ended, and what
+    its binary last wrote to stderr (why it crashed)."""
+
+    nodes = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Attempt
+        fields = ["id", "nodes", "created_at", "started_at", "ended_at", "progress", "outcome",
+                  "exit_code", "stderr_tail"]
+
+    def get_nodes(self, attempt: Attempt) -> list[dict]:
+        ranks = sorted(attempt.ranks.all(), key=lambda r: r.rank)  # prefetched
+        return [{"rank": 0, "node": attempt.node.name, "gpus": attempt.gpu_indices},
+                *({"rank": r.rank, "node": r.node.name, "gpus": r.gpu_indices} for r in ranks)]
 
 
 class WebhookEndpointSerializer(serializers.ModelSerializer):

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from jobs.api.views import (
+    JobAttempts,
     JobCancel,
     JobDetail,
     JobEvents,
@@ -18,6 +19,7 @@ urlpatterns = [
     path("jobs/<int:job_id>/cancel", JobCancel.as_view(), name="job-cancel"),
     path("jobs/<int:job_id>/output", JobOutput.as_view(), name="job-output"),
     path("jobs/<int:job_id>/events", JobEvents.as_view(), name="job-events"),
+    path("jobs/<int:job_id>/attempts", JobAttempts.as_view(), name="job-attempts"),
     path("queue", QueueLine.as_view(), name="queue-line"),
     path("webhooks", WebhookListCreate.as_view(), name="webhook-list"),
     path("webhooks/<int:hook_id>", WebhookDetail.as_view(), name="webhook-detail"),

@@ -9,6 +9,7 @@ from jobs.api.errors import gone, not_found
 from jobs.api.openapi import openapi_document
 from jobs.api.paging import PageQuery, page_of
 from jobs.api.serializers import (
+    AttemptSerializer,
     JobEventSerializer,
     JobListQuery,
     JobSerializer,
@@ -122,6 +123,18 @@ class JobDetail(APIView):
         job = job_amend(organization=request.user.organization, job_id=job_id, changes=changes)
         job = _jobs_of(request).get(pk=job.pk)
         return Response({**JobSerializer(job).data, "credits": job_credits(job)})
+
+
+class JobAttempts(APIView):
+    """GET: the job's tries, newest first: where each ran, how it ended, its stderr's end."""
+
+    def get(self, request, job_id: int):
+        job = _jobs_of(request).filter(pk=job_id).first()
+        if job is None:
+            return not_found()
+        attempts = job.attempts.select_related("node").prefetch_related(
+            "ranks__node").order_by("-pk")
+        return Response({"results": AttemptSerializer(attempts, many=True).data})
 
 
 class JobEvents(APIView):

@@ -208,3 +208,26 @@ def test_an_oom_gang_does_not_move_to_an_island_of_unlike_nodes(alice):
     _node("big2", "H200", 143_360, gpus=2, island="i1")
     job = _fail(start_placed(make_job(alice, gpus=4)), OOM)
     assert (job.state, job.error_code) == ("FAILED", "out_of_memory")
+
+
+def test_the_api_lists_a_jobs_tries_with_where_they_ran_and_their_stderr(alice, bob, api):
+    from jobs.api.openapi import openapi_document
+    from tests.support.openapi import conforms
+
+    make_node(gpus=1)
+    job = make_job(alice)
+    _fail(start_placed(job))
+    release_due_retries(now=timezone.now())
+    start_placed(Job.objects.get(pk=job.pk))
+    answer = api.get(f"/api/v1/jobs/{job.pk}/attempts")
+    document = openapi_document()
+    schema = document["paths"]["/api/v1/jobs/{job_id}/attempts"]["get"]["responses"]["200"][
+        "content"]["application/json"]["schema"]
+    assert conforms(answer.json(), schema, document) == []
+    running, crashed = answer.json()["results"]
+    assert (crashed["outcome"], crashed["exit_code"], crashed["stderr_tail"]) == (
+        "FAILED", 1, "Traceback: boom")
+    assert crashed["nodes"] == [{"rank": 0, "node": "n1", "gpus": [0]}]
+    assert (running["outcome"], running["ended_at"]) == ("", None)
+    other = make_job(bob)
+    assert api.get(f"/api/v1/jobs/{other.pk}/attempts").status_code == 404
