@@ -141,8 +141,9 @@ def test_the_list_reads_every_place_at_once(api, alice, django_assert_num_querie
     for _ in range(30):
         make_job(alice)
     scheduler_tick_run()
-    # key, organization and its tier (throttle), the page: no read per job
-    with django_assert_num_queries(3):
+    # key, organization and its tier (throttle), the page, the jobs they run after: no read
+    # per job
+    with django_assert_num_queries(4):
         results = api.get("/api/v1/jobs").json()["results"]
     assert sorted(j["pending"]["position"]["place"] for j in results) == list(range(1, 31))
 
