@@ -50,6 +50,9 @@ class Job(models.Model):
     # (GPUSCHED_MAX_RETRIES, as it is when one is needed)
     max_retries = models.PositiveSmallIntegerField(null=True, blank=True)
     retry_at = models.DateTimeField(null=True, blank=True, help_text="End of RETRY_WAIT.")
+    # the node its last try failed on (a crash, a hang): its retry goes elsewhere where it
+    # can start as soon (a bad GPU there would fail it again)
+    avoid_node = models.CharField(max_length=63, blank=True)
     # outcome
     output = models.FileField(upload_to="outputs/%Y/%m/%d/", blank=True)
     result = models.JSONField(default=dict, blank=True)

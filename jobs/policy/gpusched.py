@@ -207,7 +207,7 @@ class _Round:
         # stays unplaceable
         if job.gpus < self.no_free_min.get(key, 1 << 30):
             if guard is None:
-                alloc = self.index.allocate(groups, job.gpus, level)
+                alloc = self.index.allocate(groups, job.gpus, level, job.avoid)
             else:
                 alloc = yielding.guarded_allocate(self, groups, job.gpus, level, ends, guard)
                 self.guarded = alloc is None

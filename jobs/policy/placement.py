@@ -268,10 +268,14 @@ class FreeIndex:
             span and self.island_fit(groups, k) is not None)
 
     def allocate(
-        self, groups: Pools, k: int, level: int | None = None
+        self, groups: Pools, k: int, level: int | None = None, avoid: str = ""
     ) -> tuple[Allocation, ...] | None:
-        """Take a gang of k GPUs now (one node, or one island when k exceeds a node)."""
+        """Take a gang of k GPUs now (one node, or one island when k exceeds a node); on one
+        node, another than `avoid` where one fits."""
         name = self.best_fit(groups, k, level)
+        if name is not None and name == avoid:
+            others = (n for n in self.candidates(groups, k, level or 0) if n != avoid)
+            name = next(others, name)
         if name is not None:
             return (Allocation(name, self.take(name, k)),)
         plan = self.island_fit(groups, k)

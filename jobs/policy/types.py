@@ -102,6 +102,7 @@ class QueuedJob:
     # goes ahead of its user's jobs in the project as if submitted this much earlier
     # (queues.by_project); never ahead of anyone else's
     urgency_s: float = 0.0
+    avoid: str = ""  # a node its last try failed on: another that fits now goes first
 
 
 @dataclass(frozen=True, slots=True)

@@ -231,3 +231,17 @@ def test_the_api_lists_a_jobs_tries_with_where_they_ran_and_their_stderr(alice, 
     assert (running["outcome"], running["ended_at"]) == ("", None)
     other = make_job(bob)
     assert api.get(f"/api/v1/jobs/{other.pk}/attempts").status_code == 404
+
+
+def test_a_crashed_job_retries_on_another_node_where_one_is_free(alice):
+    make_node("n1", gpus=1)
+    make_node("n2", gpus=1)
+    job = make_job(alice)
+    first = start_placed(job)
+    job = _fail(first)
+    assert job.avoid_node == first.node.name
+    for _ in range(2):  # its two retries, each away from the node the try before failed on
+        release_due_retries(now=timezone.now())
+        retry = start_placed(Job.objects.get(pk=job.pk))
+        assert retry.node_id != first.node_id
+        first, job = retry, _fail(retry)

@@ -59,9 +59,13 @@ def retry_failed(job: Job, attempt: Attempt, *, outcome: str, error_code: str,
     data = {"error_code": error_code, "exit_code": exit_code}
     why = f"attempt failed: {error_code}"
     if retryable(outcome=outcome, error_code=error_code, exit_code=exit_code):
+        avoid = ""
         if not attempt.stop_requested:  # one that failed as it was stopped: not the node's
-            note_failure(attempt, failing_node(attempt, rank))
-        retry_or_dead_letter(job, attempt, attempt.ended_at, why=why, error=error, data=data)
+            node_id = failing_node(attempt, rank)
+            note_failure(attempt, node_id)
+            avoid = Node.objects.filter(pk=node_id).values_list("name", flat=True).get()
+        retry_or_dead_letter(job, attempt, attempt.ended_at, why=why, error=error, data=data,
+                             avoid_node=avoid)
         return True
     floor = _more_memory_floor(job, attempt) if outcome == Attempt.Outcome.OOM else None
     if floor is None:

@@ -31,6 +31,16 @@ def test_memory_floor_and_region() -> None:
     assert nodes_of(d, 1) == ["big-us"]
 
 
+def test_a_retry_goes_to_another_node_than_the_one_it_failed_on_where_one_fits() -> None:
+    nodes = [node("part", 8, free=(6, 7)), node("other", 8, free=(4, 5, 6, 7))]
+    runs = [running(1, {"part": tuple(range(6)), "other": (0, 1, 2, 3)})]
+    assert nodes_of(decide(snap(nodes, runs, [job(1, gpus=2)])), 1) == ["part"]  # best fit
+    assert nodes_of(decide(snap(nodes, runs, [job(1, gpus=2, avoid="part")])), 1) == ["other"]
+    # where no other node holds it now, it does not wait for one
+    assert nodes_of(decide(snap(nodes, runs, [job(1, gpus=4, avoid="other")])), 1) == [
+        "other"]
+
+
 def test_gang_larger_than_a_node_stays_in_one_island() -> None:
     nodes = [node("a0", island="a"), node("b0", island="b"), node("b1", island="b")]
     d = decide(snap(nodes, queued=[job(1, gpus=16)]))
