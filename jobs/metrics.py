@@ -20,11 +20,13 @@ from credits.models import Account
 from jobs.models import Attempt, AttemptRank, AttemptStatus, GpuBinding, Job
 from jobs.scheduler.backlog import BACKLOG_KEY
 from jobs.states import TERMINAL, JobState
+from workers.agent.outcome import FAILURE_KINDS
 from workers.models import Gpu, Node, NodeState
 
 LAST_TICK_KEY = "gpusched:last-tick"
 log = logging.getLogger(__name__)
 _REFUSED_KEY = "gpusched:refused:{}"
+_FAILED_KEY = "gpusched:failed:{}"
 REFUSAL_CODES = ("queue_full", "overloaded", "rate_limited", "insufficient_credits",
                  "budget_exceeded")
 
@@ -37,6 +39,13 @@ def count_refusal(code: str, **fields) -> None:
     trail of refusals, as structured logs (gpusched/logs.py)."""
     log.info("refused: %s", code, extra={"refusal": code, **fields})
     key = _REFUSED_KEY.format(code)
+    cache.add(key, 0, timeout=None)
+    cache.incr(key)
+
+
+def count_failure(kind: str) -> None:
+    """One more try that failed on its node, of `kind` (outcome.FAILURE_KINDS)."""
+    key = _FAILED_KEY.format(kind)
     cache.add(key, 0, timeout=None)
     cache.incr(key)
 
@@ -92,6 +101,11 @@ def _metrics() -> Iterable[tuple[str, str, str, list[Sample]]]:
            [({}, Node.objects.filter(state=NodeState.CORDONED).exclude(state_reason="").count())])
     yield from _published()
     yield from _ledger()
+    yield ("gpusched_attempt_failures_total", "counter",
+           "Tries that failed on their node since the cache was last emptied, by kind: a "
+           "rise on every node is a bad release of the binary, on one node a failing node "
+           "(docs/nodes.md, Failures and retries).",
+           [({"kind": k}, cache.get(_FAILED_KEY.format(k), 0)) for k in FAILURE_KINDS])
     yield ("gpusched_requests_refused_total", "counter",
            "Requests refused (429, or 402 for credits) since the cache was last emptied, by "
            "code.",

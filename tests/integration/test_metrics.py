@@ -116,3 +116,25 @@ def test_metrics_show_the_running_work_no_checkpoint_keeps(alice, client):
     assert 200 <= _scrape(client)["gpusched_work_at_risk_gpu_seconds", '{tier="paid"}'] < 210
     attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token, checkpointed=True)
     assert _scrape(client)["gpusched_work_at_risk_gpu_seconds", '{tier="paid"}'] < 10
+
+
+@pytest.mark.django_db(transaction=True)  # counted once the end commits
+def test_metrics_count_failed_tries_by_kind(alice, client):
+    from tests.support.factories import start_placed
+    from workers.services.attempts import AttemptResult, attempt_finish
+
+    purge_broker_and_cache()
+    make_node("n1", gpus=1)
+    ends = [AttemptResult("FAILED", 1, "boom", None, "exit_1"),
+            AttemptResult("FAILED", -11, "", None, "exit_-11"),
+            AttemptResult("FAILED", -15, "", None, "hung"),
+            AttemptResult("OOM", 137, "CUDA out of memory", None, "out_of_memory"),
+            AttemptResult("FAILED", 2, "usage", None, "exit_2"),
+            AttemptResult("SUCCEEDED", 0)]
+    for result in ends:
+        attempt = start_placed(make_job(alice))
+        attempt_finish(attempt_id=attempt.pk, token=attempt.token, result=result)
+    m = _scrape(client)
+    assert {k: m["gpusched_attempt_failures_total", f'{{kind="{k}"}}'] for k in (
+        "crash", "hung", "corrupt_output", "out_of_memory", "bad_input")} == {
+        "crash": 2, "hung": 1, "corrupt_output": 0, "out_of_memory": 1, "bad_input": 1}

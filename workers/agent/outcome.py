@@ -36,6 +36,18 @@ def classify(*, exit_code: int | None, stderr_tail: str, stop: str,
     return "FAILED", f"exit_{exit_code}"
 
 
+FAILURE_KINDS = ("crash", "hung", "corrupt_output", "out_of_memory", "bad_input")
+
+
+def failure_kind(*, outcome: str, error_code: str, exit_code: int | None) -> str:
+    """The kind of a failed run (FAILURE_KINDS), for counting: exit codes are too many."""
+    if outcome == "OOM":
+        return "out_of_memory"
+    if error_code in RETRYABLE_CODES:
+        return error_code
+    return "bad_input" if exit_code in PERMANENT_EXITS else "crash"
+
+
 def retryable(*, outcome: str, error_code: str, exit_code: int | None) -> bool:
     """Whether another try of a failed run may succeed: a crash, a hang or a broken output
     may be the node's or the moment's (a GPU fault, a network blip in a collective), unless
