@@ -148,3 +148,40 @@ def test_failures_of_jobs_being_stopped_do_not_count(alice):
     _run(alice, "H100", CRASH)
     _run(alice, "H100", CRASH)
     assert _state("bad")[0] == "CORDONED"  # the crashes on either side still count
+
+
+def _crash_on(org, gpus: int = 1) -> Attempt:
+    job = job_submit(organization=org, spec=JobSpec(prompt="x", gpus=gpus, gpu_types=["L40"]))
+    attempt = start_placed(job)
+    attempt_finish(attempt_id=attempt.pk, token=attempt.token, result=CRASH)
+    return attempt
+
+
+def test_failures_on_one_gpu_take_that_gpu_out_and_then_the_node(alice):
+    from workers.models import Gpu
+
+    node = make_node("wide", gpus=2, gpu_type="L40")
+    assert _crash_on(alice).gpu_indices == [0]  # the lowest free GPU, as for the next two
+    _run(alice, "A100", OK)
+    for _ in range(2):
+        _crash_on(alice)
+    gpus = {g.index: (g.health, g.health_reason) for g in Gpu.objects.filter(node=node)}
+    assert gpus[0][0] == "UNHEALTHY" and gpus[0][1].startswith(
+        "taken out of service by the scheduler: the attempts of 3 jobs failed in a row here")
+    assert gpus[1] == ("HEALTHY", "") and _state("wide") == ("ACTIVE", "")
+    from workers.services.nodes import node_gpu_health
+
+    node_gpu_health(name="wide", problems={g.uuid: "" for g in Gpu.objects.filter(node=node)})
+    assert Gpu.objects.get(node=node, index=0).health == "UNHEALTHY"  # a reading keeps it
+    _run(alice, "A100", OK)
+    assert _crash_on(alice).gpu_indices == [1]  # the fault outlived the GPU: the node's
+    assert _state("wide")[0] == "CORDONED"
+
+
+def test_failures_across_every_gpu_of_a_node_cordon_it(alice):
+    make_node("wide", gpus=2, gpu_type="L40")
+    _crash_on(alice, gpus=2)
+    _run(alice, "A100", OK)
+    for _ in range(2):
+        _crash_on(alice, gpus=2)
+    assert _state("wide")[0] == "CORDONED"
