@@ -51,7 +51,8 @@ class Job(models.Model):
     max_retries = models.PositiveSmallIntegerField(null=True, blank=True)
     retry_at = models.DateTimeField(null=True, blank=True, help_text="End of RETRY_WAIT.")
     # the node its last try failed on (a crash, a hang): its retry goes elsewhere where it
-    # can start as soon (a bad GPU there would fail it again)
+    # can start as soon (a bad GPU there would fail it again). Its attempts say it too, but
+    # the scheduler's queue reads only the jobs' own rows (scheduler/queue_cache.py)
     avoid_node = models.CharField(max_length=63, blank=True)
     # outcome
     output = models.FileField(upload_to="outputs/%Y/%m/%d/", blank=True)
