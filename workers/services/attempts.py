@@ -22,17 +22,16 @@ from django.utils import timezone
 
 from credits.services.holds import meter_attempt
 from credits.services.pricing import gpu_hour_price
-from jobs.metrics import count_failure
 from jobs.models import Attempt, AttemptStatus, Job
 from jobs.scheduler.trigger import request_tick
 from jobs.services.release import release_attempt, release_gpus
 from jobs.services.storable import storable
-from jobs.states import LIVE, JobState
+from jobs.states import JobState
 from jobs.transitions import transition
-from workers.agent.outcome import EXIT_CHECKPOINTED, failure_kind
+from workers.agent.outcome import EXIT_CHECKPOINTED
 from workers.services.checkpoint_cuts import resume_copies, stop_copies_whole
 from workers.services.checkpoints import Taken, checkpoint_record, copy_record
-from workers.services.retries import retry_failed
+from workers.services.retries import settle_failed_try
 
 log = logging.getLogger(__name__)
 Outcome = Attempt.Outcome
@@ -281,12 +280,8 @@ def attempt_finish(*, attempt_id: int, token: int, result: AttemptResult) -> Job
         # the whole run, or what its last checkpoint kept (a job that ends FAILED is refunded)
         meter_attempt(attempt.pk, until=attempt.ended_at if result.outcome in _BILLED_TO_THE_END
                       else attempt.last_checkpoint_at)
-        if result.outcome in (Outcome.FAILED, Outcome.OOM):
-            kind = failure_kind(outcome=result.outcome, error_code=fields.get("error_code", ""),
-                                exit_code=result.exit_code)
-            transaction.on_commit(lambda: count_failure(kind))
         # a failure another try may not repeat: the job waits for it (or is dead-lettered)
-        retried = target == JobState.FAILED and job.state in LIVE and retry_failed(
+        retried = result.outcome in (Outcome.FAILED, Outcome.OOM) and settle_failed_try(
             job, attempt, outcome=result.outcome, error_code=fields["error_code"],
             exit_code=result.exit_code, error=fields["error"], rank=result.rank)
         if not retried:

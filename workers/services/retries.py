@@ -12,12 +12,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import Sum
 
+from jobs.metrics import count_failure
 from jobs.models import Attempt, AttemptRank, Job
-from jobs.states import JobState
+from jobs.states import LIVE, JobState
 from jobs.transitions import transition
-from workers.agent.outcome import retryable
+from workers.agent.outcome import failure_kind, retryable
 from workers.models import Node, NodeState
 from workers.services.failing_nodes import failing_node, note_failure
 
@@ -51,11 +53,15 @@ def retry_or_dead_letter(job: Job, attempt: Attempt, now: datetime, *, why: str,
                reason=f"{why}; retry {job.retries + 1} of {budget}")
 
 
-def retry_failed(job: Job, attempt: Attempt, *, outcome: str, error_code: str,
-                 exit_code: int | None, error: str, rank: int = 0) -> bool:
-    """Retry a live job whose attempt failed (on the node of its gang's `rank`), if another
-    try may succeed (or dead-letter it once its retries are spent); False where the failure
-    ends it."""
+def settle_failed_try(job: Job, attempt: Attempt, *, outcome: str, error_code: str,
+                      exit_code: int | None, error: str, rank: int = 0) -> bool:
+    """Count the attempt's failure (on the node of its gang's `rank`, once it commits), and
+    retry its job if the job is live and another try may succeed (or dead-letter it once its
+    retries are spent); False where the failure ends the job."""
+    kind = failure_kind(outcome=outcome, error_code=error_code, exit_code=exit_code)
+    transaction.on_commit(lambda: count_failure(kind))
+    if job.state not in LIVE:
+        return False
     data = {"error_code": error_code, "exit_code": exit_code}
     why = f"attempt failed: {error_code}"
     if retryable(outcome=outcome, error_code=error_code, exit_code=exit_code):
