@@ -61,6 +61,10 @@ try:
     # a job's output is deleted this long after it ended (0: kept); jobs/services/outputs.py
     GPUSCHED_OUTPUT_RETENTION_DAYS = env_number("GPUSCHED_OUTPUT_RETENTION_DAYS", 30.0,
                                                 minimum=0)
+    # what the binary prints: each stream's last bytes kept per try, published by the node
+    # this often while it runs and at its end (workers/agent/logs.py), deleted with outputs
+    GPUSCHED_LOG_MAX_BYTES = env_int("GPUSCHED_LOG_MAX_BYTES", 2 * 1024 * 1024, minimum=1024)
+    GPUSCHED_LOG_PUBLISH_S = env_number("GPUSCHED_LOG_PUBLISH_S", 15.0, minimum=0.1)
     GPUSCHED_HANG_TIMEOUT_S = env_number("GPUSCHED_HANG_TIMEOUT_S", 300.0, minimum=1)
     GPUSCHED_KILL_GRACE_S = env_number("GPUSCHED_KILL_GRACE_S", 10.0, minimum=0)
     # a running attempt's checkpoints post credits at most this often (its end posts the rest)

@@ -6,6 +6,7 @@ from django.utils import timezone
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.outputs import expire_outputs as outputs_expire
 from jobs.services.webhooks import webhook_deliver, webhooks_sweep
+from workers.services.logs import expire_logs as logs_expire
 
 
 @shared_task(ignore_result=True)
@@ -28,5 +29,7 @@ def sweep_webhooks() -> int:
 
 @shared_task(ignore_result=True)
 def expire_outputs() -> int:
-    """Run by beat: delete the outputs kept past their retention (jobs/services/outputs.py)."""
-    return outputs_expire(now=timezone.now())
+    """Run by beat: delete the outputs (jobs/services/outputs.py) and the binaries' logs
+    (workers/services/logs.py) kept past their retention."""
+    now = timezone.now()
+    return outputs_expire(now=now) + logs_expire(now=now)

@@ -16,6 +16,7 @@ from jobs.api.serializers import (
     JobListQuery,
     JobSubmitSerializer,
     LineQuery,
+    LogQuery,
     WebhookEndpointSerializer,
 )
 from jobs.models.webhook import EVENTS, JOB_EVENTS
@@ -159,7 +160,9 @@ ATTEMPT = _obj({
     "progress": NUMBER, "outcome": {**STR, "description": "Empty while it runs; else "
                                     "SUCCEEDED, FAILED, OOM, TIMED_OUT, PREEMPTED, CANCELLED "
                                     "or LOST."},
-    "exit_code": _nullable(INT), "stderr_tail": STR})
+    "exit_code": _nullable(INT), "stderr_tail": STR,
+    "log_url": {**_nullable(STR), "description": "Where what its binary printed is read "
+                "while it is kept (null if nothing was, or once it expired)."}})
 QUEUE_LINE = _obj({
     "of": _nullable(INT), "as_of": _nullable(TIME), "waiting": INT, "in_line": INT,
     "results": {"type": "array", "items": _obj({
@@ -238,6 +241,14 @@ def _query(serializer: serializers.Serializer) -> list[dict]:
 
 JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": INT}
 HOOK_ID = {"name": "hook_id", "in": "path", "required": True, "schema": INT}
+ATTEMPT_ID = {"name": "attempt_id", "in": "path", "required": True, "schema": INT}
+LOG_TEXT = {
+    "description": "what the try's binary printed to the stream, its last "
+                   "GPUSCHED_LOG_MAX_BYTES at most (empty if nothing was kept); X-Attempt-Id "
+                   "names the try, X-Log-Final says whether it has ended",
+    "headers": {"X-Attempt-Id": {"schema": INT}, "X-Log-Final": {"schema": {
+        "type": "string", "enum": ["true", "false"]}}},
+    "content": {"text/plain": {"schema": STR}}}
 IDEMPOTENCY_KEY = {"name": "Idempotency-Key", "in": "header", "required": False,
                    "schema": {"type": "string", "maxLength": 255},
                    "description": "A retry with the same key gets the same job."}
@@ -296,6 +307,13 @@ def _paths() -> dict:
                                   "content": {"application/json": {"schema": _obj(
                                       {"results": {"type": "array", "items": ATTEMPT}})}}},
                           **_errors(404, 429)}}},
+        "/api/v1/jobs/{job_id}/log": {"get": {
+            "operationId": "getJobLog", "parameters": [JOB_ID, *_query(LogQuery())],
+            "responses": {"200": LOG_TEXT, **_errors(400, 404, 410, 429)}}},
+        "/api/v1/jobs/{job_id}/attempts/{attempt_id}/log": {"get": {
+            "operationId": "getAttemptLog", "parameters": [JOB_ID, ATTEMPT_ID,
+                                                           *_query(LogQuery())],
+            "responses": {"200": LOG_TEXT, **_errors(400, 404, 410, 429)}}},
         "/api/v1/jobs/{job_id}/output": {"get": {
             "operationId": "getJobOutput", "parameters": [JOB_ID],
             "responses": {"200": {"description": "the output file, as an attachment",

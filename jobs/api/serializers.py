@@ -17,6 +17,7 @@ from jobs.services.placements import placements_of
 from jobs.services.relaxations import relaxation
 from jobs.states import LIVE, JobState
 from workers.services.checkpoint_cuts import resume_point
+from workers.services.logs import STREAMS
 from workers.services.retries import retry_budget
 
 
@@ -49,6 +50,14 @@ class JobSubmitSerializer(serializers.Serializer):
 
 class LineQuery(serializers.Serializer):
     limit = serializers.IntegerField(min_value=1, max_value=500, default=100)
+
+
+class LogQuery(serializers.Serializer):
+    stream = serializers.ChoiceField(choices=STREAMS, default="stdout")
+    rank = serializers.IntegerField(min_value=0, default=0,
+                                    help_text="The node of a gang spanning nodes (0: its first).")
+    tail = serializers.IntegerField(min_value=1, required=False,
+                                    help_text="Only the last this many bytes.")
 
 
 class JobListQuery(PageQuery):
@@ -146,11 +155,17 @@ class AttemptSerializer(serializers.ModelSerializer):
     its binary last wrote to stderr (why it crashed)."""
 
     nodes = serializers.SerializerMethodField()
+    log_url = serializers.SerializerMethodField()
 
     class Meta:
         model = Attempt
         fields = ["id", "nodes", "created_at", "started_at", "ended_at", "progress", "outcome",
-                  "exit_code", "stderr_tail"]
+                  "exit_code", "stderr_tail", "log_url"]
+
+    def get_log_url(self, attempt: Attempt) -> str | None:
+        """Where what it printed is read, while kept (`?stream=stderr`, `?rank=`, `?tail=`)."""
+        return f"/api/v1/jobs/{attempt.job_id}/attempts/{attempt.pk}/log" if (
+            attempt.log_kept) else None
 
     def get_nodes(self, attempt: Attempt) -> list[dict]:
         ranks = sorted(attempt.ranks.all(), key=lambda r: r.rank)  # prefetched

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.http import HttpResponse
 from rest_framework import permissions, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -15,6 +16,7 @@ from jobs.api.serializers import (
     JobSerializer,
     JobSubmitSerializer,
     LineQuery,
+    LogQuery,
     WebhookEndpointSerializer,
     position_body,
 )
@@ -30,6 +32,7 @@ from jobs.services.submission import JobSpec, job_submit_once
 from jobs.services.webhooks import url_refusal
 from jobs.states import LIVE
 from workers.services.checkpoint_cuts import may_resume, resume_points
+from workers.services.logs import attempt_log
 
 
 def _idempotency_key(request) -> str:
@@ -150,6 +153,22 @@ class JobEvents(APIView):
                                   f"/api/v1/jobs/{job.pk}/events")
         return Response({"results": JobEventSerializer(page, many=True).data,
                          "next": following})
+
+
+class JobLog(APIView):
+    """GET: what a try's binary printed, as text: the latest try's unless one is named, its
+    first node's stdout unless `?rank=` or `?stream=stderr`; `?tail=` bytes for the end only.
+    X-Log-Final says whether its try has ended (nothing more will come)."""
+
+    def get(self, request, job_id: int, attempt_id: int | None = None):
+        job = _jobs_of(request).filter(pk=job_id).first()
+        if job is None:
+            return not_found()
+        query = LogQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        text = attempt_log(job, attempt_id=attempt_id, **query.validated_data)
+        return HttpResponse(text.data, content_type="text/plain; charset=utf-8", headers={
+            "X-Attempt-Id": str(text.attempt_id), "X-Log-Final": str(text.final).lower()})
 
 
 class JobOutput(APIView):

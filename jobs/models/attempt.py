@@ -54,6 +54,9 @@ class Attempt(models.Model):
     credits_per_hour = models.PositiveIntegerField(default=0)
     credits_metered = models.BigIntegerField(default=0)
     metered_until = models.DateTimeField(null=True, blank=True)
+    # what its binary printed is in storage (workers/services/logs.py), until it expires
+    log_kept = models.BooleanField(default=False)
+    log_expired_at = models.DateTimeField(null=True, blank=True)
     # folded into its project's UsageAccount (jobs/scheduler/usage.py), once it has ended
     usage_counted = models.BooleanField(default=False)
 
@@ -70,6 +73,9 @@ class Attempt(models.Model):
             # the tick folds exactly the ended attempts not yet in a usage account
             models.Index(fields=["id"], name="attempt_usage_due_idx",
                          condition=Q(ended_at__isnull=False, usage_counted=False)),
+            # the expiry sweep reads exactly the attempts whose logs are kept
+            models.Index(fields=["ended_at"], name="attempt_log_kept_idx",
+                         condition=Q(log_kept=True)),
         ]
 
     def __str__(self) -> str:

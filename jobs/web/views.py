@@ -21,9 +21,11 @@ from jobs.services.outputs import output_response
 from jobs.services.relaxations import relaxation
 from jobs.states import TERMINAL
 from workers.services.checkpoint_cuts import resume_point
+from workers.services.logs import STREAMS, attempt_log
 
 RECENT = 100  # jobs listed, newest first
 REFRESH_S = 5  # a page showing a job that has not ended reloads itself this often
+PRINTED_BYTES = 8192  # of each stream of its latest try, on a job's page
 
 
 def _jobs_of_user(request: HttpRequest) -> QuerySet[Job]:
@@ -72,7 +74,32 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
                    "cancellable": job.state not in TERMINAL, "credits": job_credits(job),
                    "resumes_from": resume_point(job), "after": job.after.order_by("pk"),
                    "relaxation": _relaxation_words(job),
-                   "transfers": job_transfers(job), "refresh_s": _refresh(job)})
+                   "transfers": job_transfers(job), "printed": _printed(job),
+                   "refresh_s": _refresh(job)})
+
+
+def _printed(job: Job) -> list[tuple[str, str]]:
+    """The end of each stream its latest try printed, as the page shows it."""
+    try:
+        return [(stream, attempt_log(job, attempt_id=None, stream=stream,
+                                     tail=PRINTED_BYTES).data.decode(errors="replace"))
+                for stream in STREAMS]
+    except ServiceError:  # not started, or its log expired
+        return []
+
+
+@login_required
+def job_log(request: HttpRequest, job_id: int, attempt_id: int) -> HttpResponse:
+    """The whole log of one try's stream (`?stream=stderr`), as the API gives it."""
+    stream = request.GET.get("stream", "stdout")
+    if stream not in STREAMS:
+        raise Http404("no such stream")
+    try:
+        text = attempt_log(_job_of_user(request, job_id), attempt_id=attempt_id,
+                           stream=stream)
+    except ServiceError as exc:
+        return HttpResponse(exc.message, status=exc.status, content_type="text/plain")
+    return HttpResponse(text.data, content_type="text/plain; charset=utf-8")
 
 
 def _relaxation(job: Job) -> dict | None:

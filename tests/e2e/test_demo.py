@@ -63,6 +63,12 @@ def test_the_demo_runs_a_job_without_any_server(tmp_path, stop):
             urllib.request.urlopen(f"http://127.0.0.1:{port}/media/{done['result']['output']}",
                                    timeout=10)
         assert public.value.code == 404
+        # what the binary printed, read through the API as it left the node
+        with urllib.request.urlopen(urllib.request.Request(
+                f"{base}/{job['id']}/log", headers={"Authorization": f"Bearer {key}"}),
+                timeout=10) as printed:
+            assert printed.headers["X-Log-Final"] == "true"
+            assert b"START CUDA_VISIBLE_DEVICES=" in printed.read()
         # the demo's jobs cost credits: the job paid its run and holds nothing now
         credits = _call(f"http://127.0.0.1:{port}/api/v1/credits", key)
         assert credits["held"] == 0 and 0 < 1_000_000 - credits["available"] < 1_000

@@ -19,6 +19,7 @@ class AttemptPaths:
     output: Path
     params_file: Path
     stderr: Path
+    stdout: Path  # the copy the progress reader keeps (workers/agent/logs.py)
 
     rank: int = 0
 
@@ -32,7 +33,7 @@ class AttemptPaths:
         # the checkpoint outlives the attempt so that the next one resumes from it
         return cls(work_dir=work, checkpoint_dir=job_dir / f"checkpoint{own}",
                    output=work / f"output{suffix}", params_file=work / "params.json",
-                   stderr=work / "stderr.log", rank=rank)
+                   stderr=work / "stderr.log", stdout=work / "stdout.log", rank=rank)
 
     def create(self, params: dict) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)

@@ -14,12 +14,13 @@ log = logging.getLogger(__name__)
 class ProgressReader(threading.Thread):
     """Parses `PROGRESS <fraction>` and `CHECKPOINT <path> [step=<n>]` lines (see
     docs/fakegen.md); `on_checkpoint` hears each checkpoint's step (None if it has none) as
-    its line is read."""
+    its line is read, `copy` every line."""
 
     def __init__(self, stream: IO[str],
-                 on_checkpoint: Callable[[int | None], None] | None = None):
+                 on_checkpoint: Callable[[int | None], None] | None = None,
+                 copy: Callable[[str], None] | None = None):
         super().__init__(daemon=True)
-        self.stream, self.on_checkpoint = stream, on_checkpoint
+        self.stream, self.on_checkpoint, self.copy = stream, on_checkpoint, copy
         self.progress: float | None = None
         self._checkpoints = 0
         self._reported_checkpoints = 0
@@ -34,6 +35,8 @@ class ProgressReader(threading.Thread):
     def run(self) -> None:
         for line in self.stream:
             self._last_line = time.monotonic()
+            if self.copy is not None:  # the log (workers/agent/logs.py), which never raises
+                self.copy(line)
             word, _, rest = line.strip().partition(" ")
             with self._lock:
                 if word == "PROGRESS":

@@ -26,6 +26,7 @@ from workers.agent.checkpoint_copies import (
 )
 from workers.agent.command import AttemptPaths, build_argv, build_env
 from workers.agent.discovery import processes_left
+from workers.agent.logs import LogPublisher, StdoutCopy
 from workers.agent.outcome import classify
 from workers.agent.progress import ProgressReader
 from workers.services.attempts import (
@@ -77,7 +78,7 @@ def _ask_to_stop(proc: subprocess.Popen, sup: Supervision, reader: ProgressReade
 
 
 def _supervise(proc: subprocess.Popen, claim: AttemptClaim, reader: ProgressReader,
-               copies: RunningCopies | None) -> Supervision:
+               copies: RunningCopies | None, logs: LogPublisher) -> Supervision:
     sup = Supervision()
     deadline = time.monotonic() + claim.time_limit_s
     beat = settings.GPUSCHED_HEARTBEAT_SECONDS
@@ -88,6 +89,7 @@ def _supervise(proc: subprocess.Popen, claim: AttemptClaim, reader: ProgressRead
         except subprocess.TimeoutExpired:
             pass
         verdict = _heartbeat(claim, reader, copies)
+        logs.due()
         if verdict.action == "stale":  # fenced off: another attempt owns this job now
             sup.stop = "stale"
             _signal_group(proc, signal.SIGKILL)
@@ -196,21 +198,27 @@ def _run(claim: AttemptClaim) -> str:
         return _report(claim, paths,
                        AttemptResult("FAILED", None, str(exc), None, "launch_failed"))
     copies = running_copies(claim, paths)
-    reader = ProgressReader(proc.stdout, copies.announce if copies is not None else None)
+    stdout = StdoutCopy(paths.stdout, settings.GPUSCHED_LOG_MAX_BYTES)
+    logs = LogPublisher(job_id=claim.job_id, attempt_id=attempt_id, rank=claim.node_rank,
+                        files={"stdout": paths.stdout, "stderr": paths.stderr})
+    reader = ProgressReader(proc.stdout, copies.announce if copies is not None else None,
+                            copy=stdout.write)
     reader.start()
     try:
-        sup = _supervise(proc, claim, reader, copies)
+        sup = _supervise(proc, claim, reader, copies, logs)
     finally:
         if copies is not None:  # a copy in flight is dropped: the attempt's end decides
             keeping_the_lease(claim, copies.close)
     # what the binary started and left running would hold the job's GPUs after its end
     _signal_group(proc, signal.SIGKILL)
     reader.join(timeout=5)
+    stdout.close()
     _hold_gpus_left_in_use(claim)
     if sup.stop == "stale":
         log.warning("attempt %s was fenced off; its result is discarded", attempt_id,
                     extra={"attempt_id": attempt_id, "job_id": claim.job_id})
         return _discard(claim, paths)
+    logs.publish()  # whole before the end is reported: a client that sees it reads it all
     stderr = _tail(paths.stderr)
     outcome, error_code = classify(
         exit_code=proc.returncode, stderr_tail=stderr, stop=sup.stop,

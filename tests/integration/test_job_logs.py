@@ -1,0 +1,195 @@
+"""What a job's binary prints reaches its organization, while it runs and whole at its end,
+bounded in size, to nobody else, and goes after its retention; keeping it never fails a job."""
+
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.core.files.storage import default_storage
+from django.db import connection
+from rest_framework.test import APIClient
+
+from jobs.models import Attempt, Job
+from jobs.scheduler.tick import scheduler_tick_run
+from tests.support.factories import make_job, make_node
+from tests.support.processes import wait_for
+from workers.agent.logs import StdoutCopy, last_lines
+from workers.agent.runner import run_attempt
+from workers.services.logs import expire_logs, log_name
+from workers.services.reaper import release_due_retries
+
+pytestmark = pytest.mark.django_db(transaction=True)
+QUICK = {"run_seconds": 1, "progress_interval": 0.1}
+
+
+@pytest.fixture
+def agent(settings, tmp_path):
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    settings.GPUSCHED_WORK_ROOT = tmp_path / "work"
+    settings.GPUSCHED_HEARTBEAT_SECONDS = 0.1
+    settings.GPUSCHED_KILL_GRACE_S = 1
+    settings.GPUSCHED_LOG_PUBLISH_S = 0.2
+
+
+def _run(org, **params) -> Job:
+    make_node("n1", gpus=1)
+    job = make_job(org, **params)
+    scheduler_tick_run()
+    attempt = Attempt.objects.get(job=job)
+    run_attempt(attempt.pk, attempt.token)
+    return Job.objects.get(pk=job.pk)
+
+
+def test_the_organization_reads_what_its_binary_printed(alice, agent, api):
+    job = _run(alice, **QUICK)
+    assert job.state == "SUCCEEDED", job.error
+    answer = api.get(f"/api/v1/jobs/{job.pk}/log")
+    assert answer.status_code == 200 and answer["Content-Type"].startswith("text/plain")
+    attempt = Attempt.objects.get(job=job)
+    assert (answer["X-Attempt-Id"], answer["X-Log-Final"]) == (str(attempt.pk), "true")
+    lines = answer.content.decode().splitlines()
+    assert lines[0].startswith("START CUDA_VISIBLE_DEVICES=")
+    # whole: published before the end is reported
+    assert "PROGRESS 1.0000 step=" in lines[-2] and lines[-1].startswith("OUTPUT ")
+    tail = api.get(f"/api/v1/jobs/{job.pk}/log", {"tail": 10}).content
+    assert tail == answer.content[-10:]
+    listed = api.get(f"/api/v1/jobs/{job.pk}/attempts").json()["results"][0]
+    assert listed["log_url"] == f"/api/v1/jobs/{job.pk}/attempts/{attempt.pk}/log"
+    assert api.get(listed["log_url"]).content == answer.content
+
+
+def test_each_try_keeps_its_own_log_and_stderr_says_why_it_crashed(alice, agent, api):
+    job = _run(alice, **QUICK, fail="crash", fail_at=0.5)
+    assert job.state == "RETRY_WAIT"
+    crashed = Attempt.objects.get(job=job)
+    stderr = api.get(f"/api/v1/jobs/{job.pk}/log", {"stream": "stderr"}).content.decode()
+    assert "SimulatedCrash" in stderr and "Traceback" in stderr
+    release_due_retries(now=Job.objects.get(pk=job.pk).retry_at)
+    scheduler_tick_run()
+    retry = Attempt.objects.filter(job=job).exclude(pk=crashed.pk).get()
+    run_attempt(retry.pk, retry.token)
+    assert api.get(f"/api/v1/jobs/{job.pk}/log")["X-Attempt-Id"] == str(retry.pk)
+    first = api.get(f"/api/v1/jobs/{job.pk}/attempts/{crashed.pk}/log", {"stream": "stderr"})
+    assert first.content.decode() == stderr  # the latest is the default, the first stays
+
+
+def test_a_running_job_is_followed_as_it_prints(alice, agent, api):
+    make_node("n1", gpus=1)
+    job = make_job(alice, run_seconds=4, progress_interval=0.1)
+    scheduler_tick_run()
+    attempt = Attempt.objects.get(job=job)
+
+    def run() -> None:
+        try:
+            run_attempt(attempt.pk, attempt.token)
+        finally:
+            connection.close()  # the thread's own
+    runner = threading.Thread(target=run)
+    runner.start()
+    try:
+        seen = []
+
+        def printed_while_running() -> bool:
+            answer = api.get(f"/api/v1/jobs/{job.pk}/log")
+            seen.append((answer["X-Log-Final"], answer.content.count(b"PROGRESS")))
+            return seen[-1][0] == "false" and seen[-1][1] >= 2
+        wait_for(printed_while_running, 10, "progress published while it runs", every=0.1)
+    finally:
+        runner.join(timeout=30)
+    final = api.get(f"/api/v1/jobs/{job.pk}/log")
+    assert final["X-Log-Final"] == "true"
+    assert final.content.count(b"PROGRESS") > seen[-1][1]  # more came, and all of it
+
+
+def test_a_log_keeps_its_last_bytes_from_a_whole_line(alice, agent, api, settings):
+    settings.GPUSCHED_LOG_MAX_BYTES = 1024
+    job = _run(alice, run_seconds=1, progress_interval=0.002)  # about 500 lines
+    text = api.get(f"/api/v1/jobs/{job.pk}/log").content
+    assert len(text) <= 1024 + 100
+    assert text.startswith(b"[gpusched: earlier lines dropped; a log keeps its last 1024 bytes]\n")
+    assert text.splitlines()[1].startswith(b"PROGRESS ")  # a whole line under the note
+    assert text.splitlines()[-2].startswith(b"PROGRESS 1.0000")
+
+
+def test_the_node_keeps_a_bounded_copy_of_stdout(tmp_path):
+    copy = StdoutCopy(tmp_path / "stdout.log", cap=1024)
+    for n in range(10_000):
+        copy.write(f"line {n}\n")
+    copy.close()
+    kept = (tmp_path / "stdout.log").read_bytes()
+    assert len(kept) <= 2 * 1024 + 20
+    assert kept.endswith(b"line 9999\n") and kept.startswith(b"[gpusched: earlier lines")
+    assert last_lines(b"a\nbb\nccc\n", 6) == (
+        b"[gpusched: earlier lines dropped; a log keeps its last 6 bytes]\nccc\n")
+
+
+def test_nobody_else_reads_it_and_bad_questions_are_4xx(alice, bob, agent, api):
+    from jobs.services.tenancy import api_key_issue
+
+    job = _run(alice, **QUICK)
+    other = APIClient()
+    other.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key_issue(organization=bob, name='k')[1]}")
+    url = f"/api/v1/jobs/{job.pk}/log"
+    assert other.get(url).status_code == 404
+    assert APIClient().get(url).status_code == 401
+    for bad, field in (({"stream": "stdin"}, "stream"), ({"rank": -1}, "rank"),
+                       ({"tail": 0}, "tail"), ({"tail": "x"}, "tail")):
+        answer = api.get(url, bad)
+        assert answer.status_code == 400 and field in answer.json()["error"]["fields"]
+    answer = api.get(url, {"rank": 1})  # it ran on one node
+    assert (answer.status_code, answer.json()["error"]["code"]) == (404, "not_found")
+    others = make_job(alice)
+    attempt = Attempt.objects.get(job=job)
+    assert api.get(f"/api/v1/jobs/{others.pk}/attempts/{attempt.pk}/log").status_code == 404
+    assert api.get(f"/api/v1/jobs/{others.pk}/log").json()["error"]["code"] == "not_found"
+
+
+def test_a_store_that_fails_loses_the_log_and_never_the_job(alice, agent, settings, api):
+    blocker = Path(settings.MEDIA_ROOT) / "logs"
+    blocker.parent.mkdir(parents=True)
+    blocker.write_text("")  # a file where the logs' folder goes: every log's write fails
+    job = _run(alice, **QUICK)
+    assert job.state == "SUCCEEDED" and job.output
+    attempt = Attempt.objects.get(job=job)
+    assert not attempt.log_kept
+    answer = api.get(f"/api/v1/jobs/{job.pk}/log")
+    assert (answer.status_code, answer.content) == (200, b"")
+
+
+def test_a_log_past_its_retention_is_deleted_and_the_api_says_so(alice, agent, api, settings):
+    job = _run(alice, **QUICK, fail="crash", fail_at=0.5)
+    attempt = Attempt.objects.get(job=job)
+    names = [log_name(job.pk, attempt.pk, 0, s) for s in ("stdout", "stderr")]
+    assert all(default_storage.exists(n) for n in names)
+    settings.GPUSCHED_OUTPUT_RETENTION_DAYS = 30
+    assert expire_logs(now=attempt.ended_at + timedelta(days=29)) == 0
+    now = attempt.ended_at + timedelta(days=31)
+    assert expire_logs(now=now) == 1
+    assert not any(default_storage.exists(n) for n in names)
+    answer = api.get(f"/api/v1/jobs/{job.pk}/log")
+    assert (answer.status_code, answer.json()["error"]["code"]) == (410, "log_expired")
+    assert api.get(f"/api/v1/jobs/{job.pk}/attempts").json()["results"][0]["log_url"] is None
+    assert expire_logs(now=now + timedelta(days=1)) == 0  # once
+
+
+def test_members_read_it_on_the_dashboard_and_others_do_not(alice, bob, agent, client):
+    from django.contrib.auth import get_user_model
+
+    from jobs.models import Membership
+
+    job = _run(alice, **QUICK, fail="crash", fail_at=0.5)
+    attempt = Attempt.objects.get(job=job)
+    users = get_user_model().objects
+    ann, ben = users.create_user("ann"), users.create_user("ben")
+    Membership.objects.create(user=ann, organization=alice)
+    Membership.objects.create(user=ben, organization=bob)
+    client.force_login(ann)
+    page = client.get(f"/dashboard/jobs/{job.pk}").content.decode()
+    assert "SimulatedCrash" in page and "START CUDA_VISIBLE_DEVICES=" in page
+    url = f"/dashboard/jobs/{job.pk}/attempts/{attempt.pk}/log"
+    assert f'href="{url}?stream=stderr"' in page
+    assert b"SimulatedCrash" in client.get(url, {"stream": "stderr"}).content
+    assert client.get(url, {"stream": "stdin"}).status_code == 404
+    client.force_login(ben)
+    assert client.get(url).status_code == 404
