@@ -11,6 +11,7 @@ from tests.support.broker import purge_broker_and_cache
 from tests.support.factories import make_job
 from tests.support.processes import ProcessGroup, binaries_under, wait_for
 from workers.models import Node
+from workers.services.logs import attempt_log
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -61,6 +62,10 @@ def test_a_crash_on_the_second_node_ends_each_try_and_stops_the_first(alice, fle
     assert tries.count() == 4 and {a.outcome for a in tries} == {"FAILED"}  # 3 retries
     assert set(AttemptRank.objects.filter(attempt__job=job).values_list("outcome", flat=True)
                ) == {"FAILED"}
+    # each try's crash is read in the failing node's own log
+    for attempt in tries:
+        crashed = attempt_log(job, attempt_id=attempt.pk, rank=1, stream="stderr")
+        assert b"SimulatedCrash" in crashed.data and crashed.final
     wait_for(lambda: not binaries_under(fleet.work_root), 15, "rank 0's binary to be stopped")
     assert not GpuBinding.objects.filter(released_at__isnull=True).exists()
 
