@@ -221,32 +221,41 @@ class FreeIndex:
 
     # -- multi-node gangs -------------------------------------------------------------------
 
-    def island_fit(self, groups: Pools, k: int) -> list[tuple[str, int]] | None:
-        """k free GPUs on nodes of one island, whole free nodes first, or None.
+    def island_fit(self, groups: Pools, k: int, avoid: str = ""
+                   ) -> list[tuple[str, int]] | None:
+        """k free GPUs on nodes of one island, whole free nodes first, or None; without node
+        `avoid` where they fit so.
 
         Among islands that can hold the gang, the one with the fewest whole free nodes
         wins, so big islands stay open for bigger gangs.
         """
+        if avoid:
+            return self._island_fit(groups, k, avoid) or self._island_fit(groups, k, "")
+        return self._island_fit(groups, k, "")
+
+    def _island_fit(self, groups: Pools, k: int, avoid: str) -> list[tuple[str, int]] | None:
         for group in groups:
             best: tuple[int, list[tuple[str, int]]] | None = None
             for pool in group:
                 if pool.free_total < k or k <= pool.size:
                     continue
-                plan = self._island_plan(pool, k)
+                plan = self._island_plan(pool, k, avoid)
                 if plan is not None and (best is None or plan[0] < best[0]):
                     best = plan
             if best is not None:
                 return best[1]
         return None
 
-    def _island_plan(self, pool: Pool, k: int) -> tuple[int, list[tuple[str, int]]] | None:
+    def _island_plan(self, pool: Pool, k: int, avoid: str = ""
+                     ) -> tuple[int, list[tuple[str, int]]] | None:
         """(whole free nodes, plan) of the island of the pool that holds k GPUs with the
-        fewest whole free nodes; nodes with the most free GPUs first, so the gang spans
-        as few nodes as it can."""
+        fewest whole free nodes, on nodes but `avoid`; nodes with the most free GPUs first,
+        so the gang spans as few nodes as it can."""
         free: dict[str, list[tuple[int, str]]] = {}
         for c in range(pool.size, 0, -1):  # most free first
             for name in pool.buckets[c]:
-                free.setdefault(self.node[name].island, []).append((c, name))
+                if name != avoid:
+                    free.setdefault(self.node[name].island, []).append((c, name))
         best = None
         for _, nodes in sorted(free.items()):
             whole = sum(1 for c, _ in nodes if c == pool.size)
@@ -270,15 +279,15 @@ class FreeIndex:
     def allocate(
         self, groups: Pools, k: int, level: int | None = None, avoid: str = ""
     ) -> tuple[Allocation, ...] | None:
-        """Take a gang of k GPUs now (one node, or one island when k exceeds a node); on one
-        node, another than `avoid` where one fits."""
+        """Take a gang of k GPUs now (one node, or one island when k exceeds a node), on
+        nodes but `avoid` where they fit so."""
         name = self.best_fit(groups, k, level)
         if name is not None and name == avoid:
             others = (n for n in self.candidates(groups, k, level or 0) if n != avoid)
             name = next(others, name)
         if name is not None:
             return (Allocation(name, self.take(name, k)),)
-        plan = self.island_fit(groups, k)
+        plan = self.island_fit(groups, k, avoid)
         if plan is None:
             return None
         return tuple(Allocation(n, self.take(n, c)) for n, c in plan)

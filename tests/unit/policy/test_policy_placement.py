@@ -41,6 +41,18 @@ def test_a_retry_goes_to_another_node_than_the_one_it_failed_on_where_one_fits()
         "other"]
 
 
+def test_a_gang_spanning_nodes_retries_without_the_node_its_try_failed_on() -> None:
+    nodes = [node("a0", island="a"), node("a1", island="a"), node("b0", island="b"),
+             node("b1", island="b"), node("b2", island="b")]
+    first = sorted(nodes_of(decide(snap(nodes, queued=[job(1, gpus=16)])), 1))
+    assert first == ["a0", "a1"]  # the island with the fewest whole free nodes
+    again = sorted(nodes_of(decide(snap(nodes, queued=[job(1, gpus=16, avoid="a1")])), 1))
+    assert again == ["b0", "b1"]
+    # where no island holds it without that node now, it does not wait for one
+    assert sorted(nodes_of(decide(snap(nodes[:2], queued=[job(1, gpus=16, avoid="a1")])),
+                           1)) == ["a0", "a1"]
+
+
 def test_gang_larger_than_a_node_stays_in_one_island() -> None:
     nodes = [node("a0", island="a"), node("b0", island="b"), node("b1", island="b")]
     d = decide(snap(nodes, queued=[job(1, gpus=16)]))
