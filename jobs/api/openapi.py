@@ -55,6 +55,8 @@ def _value_schema(field: serializers.Field) -> dict:
                 schema[key] = value
         return schema
     if isinstance(field, serializers.DictField):
+        if isinstance(field.child, serializers.CharField):  # labels; params take anything
+            return {**ANY_OBJECT, "additionalProperties": field_schema(field.child)}
         return dict(ANY_OBJECT)
     if isinstance(field, serializers.ListField):
         schema = {"type": "array", "items": field_schema(field.child)}
@@ -124,10 +126,12 @@ CHECKPOINT = _nullable({
     "`attempt`, one copy for each of its `nodes` (a gang's all of one step). `step`: the "
     "binary's, if it announced one; `taken_at`: when it was copied while the job ran, null "
     "for the one written as it stopped. Null while there is none, and once the job ended."})
+LABELS = {"type": "object", "additionalProperties": STR,
+          "description": "The client's names for the job, as it submitted them."}
 JOB = _obj({
     "id": INT, "organization": STR, "project": STR,
     "state": STATE, "version": INT, "prompt": STR,
-    "params": ANY_OBJECT, "gpus": INT, "min_gpus": _nullable(INT),
+    "params": ANY_OBJECT, "labels": LABELS, "gpus": INT, "min_gpus": _nullable(INT),
     "gpu_types": {"type": "array", "items": STR},
     "min_gpu_memory_mb": INT, "region": STR, "time_limit_s": INT, "checkpointable": BOOL,
     "preemptible": BOOL, "urgency_s": INT,
@@ -206,7 +210,7 @@ USAGE = _obj({"month": STR, **_USED,
 
 NOTICE = _obj({
     "event": {"type": "string", "enum": list(JOB_EVENTS)}, "delivery": INT,
-    "job": _obj({"id": INT, "state": STATE,
+    "job": _obj({"id": INT, "state": STATE, "labels": LABELS,
                  "error_code": STR, "result": ANY_OBJECT, "output_url": _nullable(STR),
                  "finished_at": _nullable(TIME), "retries": INT,
                  "retry_at": _nullable(TIME), "credits": JOB_CREDITS})})

@@ -12,6 +12,7 @@ from jobs.models.job import MAX_URGENCY_S
 from jobs.models.webhook import EVENTS
 from jobs.scheduler.positions import QueuePosition, places_of
 from jobs.services.dependencies import MAX_AFTER
+from jobs.services.labels import MAX_LABELS, MAX_VALUE
 from jobs.services.outputs import output_path
 from jobs.services.placements import placements_of
 from jobs.services.relaxations import relaxation
@@ -19,6 +20,15 @@ from jobs.states import LIVE, JobState
 from workers.services.checkpoint_cuts import resume_point
 from workers.services.logs import STREAMS
 from workers.services.retries import retry_budget
+
+
+class TextOnly(serializers.CharField):
+    """A string and nothing else: a number is refused, not kept as its digits."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
 
 
 class JobSubmitSerializer(serializers.Serializer):
@@ -40,6 +50,12 @@ class JobSubmitSerializer(serializers.Serializer):
                                            default=None)
     after = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False,
                                   default=list, max_length=MAX_AFTER)
+    labels = serializers.DictField(
+        child=TextOnly(max_length=MAX_VALUE, allow_blank=True, trim_whitespace=False),
+        required=False, default=dict,
+        help_text=f"Up to {MAX_LABELS} of the client's names for the job, key: value (a key "
+                  "is 1 to 63 letters, digits, '_', '.' or '-'); found again with "
+                  "GET /api/v1/jobs?label=key:value.")
 
     def validate_gpus(self, value: int) -> int:
         if value > settings.GPUSCHED_MAX_GPUS_PER_JOB:
@@ -62,6 +78,10 @@ class LogQuery(serializers.Serializer):
 
 class JobListQuery(PageQuery):
     state = serializers.ChoiceField(choices=JobState.values, required=False)
+    label = serializers.ListField(
+        child=serializers.CharField(max_length=64 + MAX_VALUE), required=False,
+        max_length=MAX_LABELS, help_text="key:value, or key for any value; repeat for all of "
+                                         "several.")
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -78,7 +98,8 @@ class JobSerializer(serializers.ModelSerializer):
     class Meta:
         model = Job
         fields = [
-            "id", "organization", "project", "state", "version", "prompt", "params", "gpus",
+            "id", "organization", "project", "state", "version", "prompt", "params", "labels",
+            "gpus",
             "min_gpus", "gpu_types", "min_gpu_memory_mb", "region", "time_limit_s",
             "checkpointable", "preemptible", "created_at", "started_at", "finished_at",
             "urgency_s", "after", "preemptions", "retries", "max_retries", "retry_at",

@@ -26,6 +26,7 @@ from jobs.scheduler.positions import in_line, places_of
 from jobs.services.amend import job_amend
 from jobs.services.cancellation import job_cancel
 from jobs.services.errors import Conflict, ValidationFailed
+from jobs.services.labels import with_labels
 from jobs.services.outputs import output_expired, output_response
 from jobs.services.placements import placements_of
 from jobs.services.submission import JobSpec, job_submit_once
@@ -67,13 +68,15 @@ class JobListCreate(APIView):
                         headers={"Idempotent-Replayed": "true"} if replayed else None)
 
     def get(self, request):
-        """Newest first, a page at a time: `?state=`, `?limit=` (1–500, 100 by default) and
-        `?before=<id>`, the cursor that `next` carries."""
+        """Newest first, a page at a time: `?state=`, `?label=key:value` (each of them),
+        `?limit=` (1–500, 100 by default) and `?before=<id>`, the cursor that `next`
+        carries."""
         query = JobListQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         jobs = _jobs_of(request).prefetch_related("after").order_by("-pk")
         if "state" in query.validated_data:
             jobs = jobs.filter(state=query.validated_data["state"])
+        jobs = with_labels(jobs, query.validated_data.get("label", []))
         page, following = page_of(jobs, query.validated_data, request, "/api/v1/jobs")
         live = [job.pk for job in page if job.state in LIVE]
         ran = [job.pk for job in page if may_resume(job)]

@@ -19,6 +19,9 @@ class Job(models.Model):
     # spec
     prompt = models.TextField()
     params = models.JSONField(default=dict, blank=True)
+    # the client's own names for the job ({key: value}, jobs/services/labels.py): its
+    # request id, its pipeline, found again with `GET /api/v1/jobs?label=key:value`
+    labels = models.JSONField(default=dict, blank=True)
     gpus = models.PositiveSmallIntegerField()
     # the fewest GPUs the job would accept: the scheduler says when that many would start it
     # sooner (the pending what-if); it runs on `gpus`

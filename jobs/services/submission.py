@@ -17,6 +17,7 @@ from jobs.scheduler.trigger import request_tick
 from jobs.services.admission import admit
 from jobs.services.dependencies import dependencies_of, held_reason
 from jobs.services.errors import Conflict, ValidationFailed
+from jobs.services.labels import check_labels
 from jobs.services.storable import unstorable
 from jobs.states import JobState
 from jobs.transitions import record_creation
@@ -38,6 +39,7 @@ class JobSpec:
     urgency_s: int = 0  # ahead of the submitter's own jobs as if this much older
     max_retries: int | None = None  # after lost or failed attempts; None: the service's
     after: tuple[int, ...] = ()  # jobs of the organization that must succeed first
+    labels: dict = field(default_factory=dict)  # the client's names for it
 
 
 def _project_for(org: Organization, name: str) -> Project:
@@ -63,6 +65,7 @@ def check_limits(spec: JobSpec) -> int:
     if bad:
         raise ValidationFailed(f"params holds {bad}, a character no job can store",
                                code="params_not_storable", field="params")
+    check_labels(spec.labels)
     if not 1 <= spec.gpus <= settings.GPUSCHED_MAX_GPUS_PER_JOB:
         raise ValidationFailed(
             f"gpus must be 1..{settings.GPUSCHED_MAX_GPUS_PER_JOB}", code="gpus_out_of_range",
@@ -98,7 +101,7 @@ def spec_of(job: Job) -> JobSpec:
                    region=job.region, time_limit_s=job.time_limit_s,
                    checkpointable=job.checkpointable, preemptible=job.preemptible,
                    project=job.project.name, urgency_s=job.urgency_s,
-                   max_retries=job.max_retries,
+                   max_retries=job.max_retries, labels=job.labels,
                    after=tuple(sorted(job.after.values_list("pk", flat=True))))
 
 
@@ -140,6 +143,7 @@ def job_submit_once(*, organization: Organization, spec: JobSpec, user=None,
             submitted_by=user,
             prompt=spec.prompt,
             params=spec.params,
+            labels=spec.labels,
             gpus=spec.gpus,
             min_gpus=spec.min_gpus,
             gpu_types=list(spec.gpu_types),
@@ -171,7 +175,7 @@ def _fingerprint(spec: JobSpec) -> str:
     # they were, so that a retry still finds its job
     fields["after"] = sorted(set(spec.after))
     for name, default in (("min_gpus", None), ("urgency_s", 0), ("max_retries", None),
-                          ("after", [])):
+                          ("after", []), ("labels", {})):
         if fields[name] == default:
             del fields[name]
     text = json.dumps(fields, sort_keys=True, separators=(",", ":"))

@@ -1,0 +1,93 @@
+"""A client names its jobs with labels and finds them again by them; labels that break the
+rules are refused with nothing accepted, and they travel with the job (webhooks, a rerun)."""
+
+import json
+
+import pytest
+
+from jobs.models import Job
+from jobs.services.redrive import job_redrive
+from jobs.services.webhooks import _payload
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _submit(api, labels, **extra):
+    # as a client's JSON: escapes that Python strings cannot encode (a lone surrogate) pass
+    return api.post("/api/v1/jobs", json.dumps({"prompt": "a fox", "labels": labels}),
+                    content_type="application/json", **extra)
+
+
+def _found(api, *wanted) -> list[int]:
+    answer = api.get("/api/v1/jobs", {"label": list(wanted)})
+    assert answer.status_code == 200, answer.json()
+    return [job["id"] for job in answer.json()["results"]]
+
+
+def test_jobs_are_found_by_their_labels(api):
+    fox = _submit(api, {"request": "r-1", "step": "render"}).json()["id"]
+    owl = _submit(api, {"request": "r-2", "step": "render"}).json()["id"]
+    plain = api.post("/api/v1/jobs", {"prompt": "a hare"}, format="json").json()["id"]
+    assert api.get(f"/api/v1/jobs/{fox}").json()["labels"] == {"request": "r-1",
+                                                              "step": "render"}
+    assert api.get(f"/api/v1/jobs/{plain}").json()["labels"] == {}
+    assert _found(api, "request:r-1") == [fox]
+    assert _found(api, "step:render") == [owl, fox]
+    assert _found(api, "step:render", "request:r-2") == [owl]  # each of them
+    assert _found(api, "step") == [owl, fox]  # any value
+    assert _found(api, "step:upscale") == []
+    assert len(_found(api)) == 3
+
+
+def test_a_key_is_data_and_a_value_may_hold_colons(api):
+    odd = _submit(api, {"a__b": "x:y", "in": ""}).json()["id"]
+    _submit(api, {"a": "x:y"})
+    assert _found(api, "a__b:x:y") == [odd]  # "__" is no path of lookups
+    assert _found(api, "in:") == [odd]
+
+
+def test_another_organizations_labels_find_nothing(api, bob):
+    from rest_framework.test import APIClient
+
+    from jobs.services.tenancy import api_key_issue
+
+    _submit(api, {"request": "r-1"})
+    other = APIClient()
+    other.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key_issue(organization=bob, name='k')[1]}")
+    assert other.get("/api/v1/jobs", {"label": "request:r-1"}).json()["results"] == []
+
+
+@pytest.mark.parametrize("labels", [
+    {f"k{n}": "v" for n in range(17)},  # too many
+    {"": "v"}, {"-lead": "v"}, {"with space": "v"}, {"k" * 64: "v"},  # keys
+    {"k": "v" * 257}, {"k": 3}, {"k": None}, {"k": "\ud800"}, {"k": "nul\x00"},  # values
+    ["not", "an", "object"], "text",
+], ids=lambda labels: repr(labels)[:24])
+def test_labels_that_break_the_rules_are_refused_and_nothing_is_accepted(api, labels):
+    answer = _submit(api, labels)
+    assert answer.status_code == 400, answer.json()
+    assert "labels" in answer.json()["error"].get("fields", {})
+    assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize("query", ["bad key:v", ":v", "k" * 64, "x" * 400])
+def test_a_bad_label_question_is_a_400(api, query):
+    answer = api.get("/api/v1/jobs", {"label": query})
+    assert answer.status_code == 400
+    assert "label" in answer.json()["error"]["fields"]
+
+
+def test_a_repeated_request_with_other_labels_is_another_request(api):
+    first = _submit(api, {"request": "r-1"}, HTTP_IDEMPOTENCY_KEY="k1")
+    again = _submit(api, {"request": "r-1"}, HTTP_IDEMPOTENCY_KEY="k1")
+    assert again.json()["id"] == first.json()["id"] and again["Idempotent-Replayed"] == "true"
+    other = _submit(api, {"request": "r-2"}, HTTP_IDEMPOTENCY_KEY="k1")
+    assert (other.status_code, other.json()["error"]["code"]) == (409, "idempotency_key_reused")
+
+
+def test_labels_travel_with_the_job(api):
+    job = Job.objects.get(pk=_submit(api, {"request": "r-1"}).json()["id"])
+    assert _payload(job, "job.succeeded")["job"]["labels"] == {"request": "r-1"}
+    Job.objects.filter(pk=job.pk).update(state="FAILED")
+    job.refresh_from_db()
+    assert job_redrive(job=job, by="operator").labels == {"request": "r-1"}
