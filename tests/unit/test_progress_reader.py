@@ -2,7 +2,7 @@
 
 import io
 
-from workers.agent.progress import ProgressReader, checkpoint_step
+from workers.agent.progress import MAX_LINE, ProgressReader, checkpoint_step
 
 
 def test_a_checkpoints_step_is_read_from_its_line():
@@ -41,3 +41,13 @@ def test_the_step_a_binary_stopped_at_is_that_of_a_checkpoint_announced_after_th
     assert reader.checkpoints_heard() == 2
     assert reader.step_since(1) == 6  # asked to stop after the first: it wrote step 6 then
     assert reader.step_since(2) is None  # nothing announced since the ask: no step known
+
+
+def test_a_line_without_end_is_read_in_pieces_of_bounded_size():
+    copied: list[str] = []
+    reader = ProgressReader(io.StringIO("x" * (5 * MAX_LINE + 7) + "\nPROGRESS 0.5000\n"),
+                            copy=copied.append)
+    reader.start()
+    reader.join(timeout=5)
+    assert max(map(len, copied)) == MAX_LINE and "".join(copied).count("x") == 5 * MAX_LINE + 7
+    assert reader.progress == 0.5  # the lines after it are read as ever

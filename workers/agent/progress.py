@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import IO
 
 log = logging.getLogger(__name__)
+MAX_LINE = 64 * 1024  # characters of a line read at once; a longer one comes in pieces
 
 
 class ProgressReader(threading.Thread):
@@ -33,7 +34,9 @@ class ProgressReader(threading.Thread):
         return time.monotonic() - self._last_line
 
     def run(self) -> None:
-        for line in self.stream:
+        # a line at most MAX_LINE characters at a time: a binary that prints without a
+        # newline must not grow the worker without bound
+        for line in iter(lambda: self.stream.readline(MAX_LINE), ""):
             self._last_line = time.monotonic()
             if self.copy is not None:  # the log (workers/agent/logs.py), which never raises
                 self.copy(line)
