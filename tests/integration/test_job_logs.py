@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 from jobs.models import Attempt, Job
 from jobs.scheduler.tick import scheduler_tick_run
-from tests.support.factories import make_job, make_node
+from tests.support.factories import make_job, make_member, make_node
 from tests.support.processes import wait_for
 from workers.agent.logs import StdoutCopy, last_lines
 from workers.agent.runner import run_attempt
@@ -174,16 +174,9 @@ def test_a_log_past_its_retention_is_deleted_and_the_api_says_so(alice, agent, a
 
 
 def test_members_read_it_on_the_dashboard_and_others_do_not(alice, bob, agent, client):
-    from django.contrib.auth import get_user_model
-
-    from jobs.models import Membership
-
     job = _run(alice, **QUICK, fail="crash", fail_at=0.5)
     attempt = Attempt.objects.get(job=job)
-    users = get_user_model().objects
-    ann, ben = users.create_user("ann"), users.create_user("ben")
-    Membership.objects.create(user=ann, organization=alice)
-    Membership.objects.create(user=ben, organization=bob)
+    ann, ben = make_member(alice, "ann"), make_member(bob, "ben")
     client.force_login(ann)
     page = client.get(f"/dashboard/jobs/{job.pk}").content.decode()
     assert "SimulatedCrash" in page and "START CUDA_VISIBLE_DEVICES=" in page

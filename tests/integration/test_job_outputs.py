@@ -2,12 +2,11 @@
 paths are not served, since they name the job and could be guessed."""
 
 import pytest
-from django.contrib.auth import get_user_model
 from rest_framework.test import APIClient
 
-from jobs.models import Attempt, Membership
+from jobs.models import Attempt
 from jobs.scheduler.tick import scheduler_tick_run
-from tests.support.factories import make_job, make_node
+from tests.support.factories import make_job, make_member, make_node
 from workers.services.attempts import AttemptResult, attempt_finish, attempt_start
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -55,10 +54,7 @@ def test_a_job_without_output_is_a_404(api, alice):
 
 
 def test_members_download_from_the_dashboard_and_others_do_not(done, alice, bob, client):
-    users = get_user_model().objects
-    ann, ben = users.create_user("ann"), users.create_user("ben")
-    Membership.objects.create(user=ann, organization=alice)
-    Membership.objects.create(user=ben, organization=bob)
+    ann, ben = make_member(alice, "ann"), make_member(bob, "ben")
     client.force_login(ann)
     page = client.get(f"/dashboard/jobs/{done.pk}").content.decode()
     assert f'href="/dashboard/jobs/{done.pk}/output"' in page

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobs.models import Job, Organization
+from jobs.models import Job, Membership, Organization
 from jobs.services.submission import JobSpec, job_submit
 from workers.agent.discovery import configured_gpus
 from workers.models import Node
@@ -12,6 +12,15 @@ from workers.services.nodes import node_register
 def make_node(name: str = "n1", gpus: int = 4, gpu_type: str = "H100", island: str = "") -> Node:
     return node_register(name=name, gpu_type=gpu_type, island=island,
                          gpus=configured_gpus(name, gpus, 81920))
+
+
+def make_member(org: Organization, username: str):
+    """A dashboard user who belongs to `org`."""
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.create_user(username)
+    Membership.objects.create(user=user, organization=org)
+    return user
 
 
 def make_job(org: Organization, gpus: int = 1, **params):
