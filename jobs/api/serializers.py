@@ -99,8 +99,7 @@ class JobSerializer(serializers.ModelSerializer):
         model = Job
         fields = [
             "id", "organization", "project", "state", "version", "prompt", "params", "labels",
-            "gpus",
-            "min_gpus", "gpu_types", "min_gpu_memory_mb", "region", "time_limit_s",
+            "gpus", "min_gpus", "gpu_types", "min_gpu_memory_mb", "region", "time_limit_s",
             "checkpointable", "preemptible", "created_at", "started_at", "finished_at",
             "urgency_s", "after", "preemptions", "retries", "max_retries", "retry_at",
             "pending", "placement", "checkpoint", "result", "output_url", "error_code", "error",
