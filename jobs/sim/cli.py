@@ -43,6 +43,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--restore-cost", type=float, default=30.0)
     p.add_argument("--node-failures", type=float, default=0.0, help="failures per node-hour")
     p.add_argument("--repair-time", type=float, default=1800.0)
+    p.add_argument("--crashes", type=float, default=0.0,
+                   help="binary crashes per GPU-hour of running (a gang's try ends at any)")
+    p.add_argument("--max-retries", type=int, default=3,
+                   help="retries of a job after lost or crashed tries, then it is dead "
+                        "(the service's GPUSCHED_MAX_RETRIES)")
+    p.add_argument("--retry-backoff", type=float, default=5.0,
+                   help="seconds before a first retry, doubling each (GPUSCHED_RETRY_BACKOFF_S)")
     p.add_argument("--period", type=float, default=None,
                    help="seconds between periodic rounds while jobs wait (video 10, trace 60)")
     p.add_argument("--round-interval", type=float, default=1.0,
@@ -129,7 +136,9 @@ def simulate(args: argparse.Namespace,
     sim = Simulator(fleet, jobs, policy, tiers_for(args), config=config_for(args),
                     checkpoint_interval=args.checkpoint_interval,
                     restore_cost=args.restore_cost, node_failure_rate=args.node_failures,
-                    repair_s=args.repair_time, seed=args.seed, period=period,
+                    repair_s=args.repair_time, crash_rate=args.crashes,
+                    max_retries=args.max_retries, retry_backoff_s=args.retry_backoff,
+                    seed=args.seed, period=period,
                     round_interval=args.round_interval,
                     max_time=args.max_time if args.max_time is not None else float("inf"),
                     line_every=args.line_every if policy is POLICIES["gpusched"] else 0.0,

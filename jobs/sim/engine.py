@@ -11,8 +11,12 @@ resumes from a checkpoint. During the grace the victim is shown to the policy wi
 held by attempts being preempted is a nomination: the job starts as soon as all its GPUs are
 free, and nothing else is offered those GPUs. Checkpoints (with `checkpoint_interval` > 0)
 happen every `checkpoint_interval` seconds of progress. Node failures (`node_failure_rate` per
-node-hour, exponential) lose the attempts on the node (re-queued from their last checkpoint);
-the node returns after `repair_s`.
+node-hour, exponential) lose the attempts on the node; the node returns after `repair_s`.
+Binary crashes (`crash_rate` per GPU-hour of running, exponential: a gang's try ends when any
+of its GPUs' does) end a try early. As in the service (workers/services/retries.py), a lost
+or crashed try counts against the job's `max_retries`: the job waits `retry_backoff_s`,
+doubling each retry (at most 10 min), then queues again to resume from its last checkpoint,
+a crashed one on another node where one fits now; past its budget it is dead (no end).
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ class _Attempt:
     end_at: float
     stop_at: float | None = None
     stopped_for: tuple[str, int] | None = None  # the preemptor's tier and GPUs
+    crash_at: float | None = None  # when its binary crashes, if before its end
 
     @property
     def gpus(self) -> int:
@@ -85,7 +90,8 @@ class Simulator:
                  policy: Callable[[Snapshot], Decisions], tiers: dict[str, TierSpec] | None = None,
                  *, config: PolicyConfig | None = None, checkpoint_interval: float = 0.0,
                  restore_cost: float = 30.0, node_failure_rate: float = 0.0,
-                 repair_s: float = 1800.0, seed: int = 0, round_interval: float = 1.0,
+                 repair_s: float = 1800.0, crash_rate: float = 0.0, max_retries: int = 3,
+                 retry_backoff_s: float = 5.0, seed: int = 0, round_interval: float = 1.0,
                  period: float = 10.0, max_time: float = math.inf,
                  org_weights: dict[str, float] | None = None, line_every: float = 0.0,
                  learner: LearnedRunTimes | None = None) -> None:
@@ -101,7 +107,11 @@ class Simulator:
         self.restore_cost = restore_cost
         self.fail_rate = node_failure_rate / 3600.0
         self.repair_s = repair_s
+        self.crash_rate = crash_rate / 3600.0
+        self.max_retries, self.retry_backoff_s = max_retries, retry_backoff_s
+        self.retrying = 0  # jobs waiting out a retry's backoff
         self.rng = random.Random(seed)
+        self.crash_rng = random.Random(f"crashes-{seed}")  # node failures draw as before
         self.round_interval = round_interval
         self.period = period
         self.max_time = max_time
@@ -142,7 +152,7 @@ class Simulator:
             job.job_id, job.org, job.tier, job.gpus, t, job.time_limit,
             expected_duration_s=job.expected_duration, gpu_types=job.gpu_types,
             min_gpu_memory_mb=job.min_gpu_memory_mb, project=job.project, user=job.user,
-            preemptions=job.preemptions, checkpointable=self.ckpt > 0)
+            preemptions=job.preemptions, checkpointable=self.ckpt > 0, avoid=job.avoid)
         self.ledger.waiting_delta(job, +1)
 
     def _start(self, job: SimJob, allocs: tuple[Allocation, ...], t: float) -> None:
@@ -173,6 +183,11 @@ class Simulator:
             job.first_start = t
         job.attempts += 1
         self.events.push(att.end_at, "end", att.id)
+        if self.crash_rate > 0:
+            crash_at = t + self.crash_rng.expovariate(self.crash_rate * job.gpus)
+            if crash_at < att.end_at:
+                att.crash_at = crash_at
+                self.events.push(crash_at, "crash", att.id)
 
     def _release(self, att: _Attempt) -> None:
         del self.attempts[att.id]
@@ -200,7 +215,7 @@ class Simulator:
         progress = max(0.0, t - att.start - att.restore)
         kept = math.floor(progress / self.ckpt) * self.ckpt if self.ckpt > 0 else 0.0
         lost = (progress - kept) * att.gpus
-        self.stats["preempt_lost" if cause == "preempt" else "failure_lost"] += lost
+        self.stats["preempt_lost" if cause == "preempt" else "failure_lost"] += lost  # crash too
         if cause == "preempt":
             by = att.stopped_for or ("?", 0)
             row = self.loss_by.setdefault((*by, job.tier, att.gpus), [0, 0.0])
@@ -212,10 +227,25 @@ class Simulator:
         if cause == "preempt":
             job.preemptions += 1
             self.stats["preemptions"] += 1
-        else:
-            job.failures += 1
+            self._release(att)
+            self._enqueue(job, t)
+            return
+        job.failures += 1
         self._release(att)
-        self._enqueue(job, t)
+        self._retry_or_dead(job, att.allocs[0].node if cause == "crash" else "")
+
+    def _retry_or_dead(self, job: SimJob, avoid: str) -> None:
+        if job.retries >= self.max_retries:
+            job.dead = True
+            self.done += 1
+            self.stats["dead"] += 1
+            return
+        delay = min(600.0, self.retry_backoff_s * 2 ** job.retries)
+        job.retries += 1
+        job.avoid = avoid
+        self.retrying += 1
+        self.stats["retries"] += 1
+        self.events.push(self.now + delay, "retry", job)
 
     # ----------------------------------------------------------------- events
     def _fail(self, name: str) -> None:
@@ -312,7 +342,7 @@ class Simulator:
         if self.queued:
             self._request_round(self.now + self.period)
             stuck = not self.attempts and not self.nominated and not placed
-            if stuck and not self.arrivals_left and not self.down:
+            if stuck and not self.arrivals_left and not self.down and not self.retrying:
                 self.stats["stalled"] = 1
                 self.notes.append(f"t={self.now:.0f} stalled: {len(self.queued)} jobs queued, "
                                   "nothing running and the policy places nothing")
@@ -380,6 +410,15 @@ class Simulator:
                 if att is None or att.stop_at != t:
                     continue
                 self._stop(att, "preempt")
+            elif kind == "crash":
+                att = self.attempts.get(payload)
+                if att is None or att.crash_at != t:
+                    continue
+                self.stats["crashes"] += 1
+                self._stop(att, "crash")
+            elif kind == "retry":
+                self.retrying -= 1
+                self._enqueue(payload, t)
             elif kind == "fail":
                 if self.done >= len(self.jobs):
                     continue

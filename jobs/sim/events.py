@@ -6,7 +6,8 @@ import heapq
 import itertools
 from typing import Any
 
-ORDER = {"stop": 0, "end": 0, "fail": 1, "repair": 2, "arrival": 3, "round": 9}
+ORDER = {"stop": 0, "end": 0, "crash": 1, "fail": 1, "repair": 2, "retry": 3, "arrival": 3,
+         "round": 9}
 
 
 class EventQueue:

@@ -148,6 +148,8 @@ def summarize(res: SimResult) -> dict:
         "preempted_gpu_hours": lost,
         "failure_lost_gpu_hours": s["failure_lost"] / 3600.0,
         "node_failures": int(s["node_failures"]),
+        "crashes": int(s["crashes"]), "retries": int(s["retries"]),
+        "dead_jobs": int(s["dead"]),
         "delivered_gpu_hours": delivered,
         "preempted_fraction": lost / delivered if delivered else 0.0,
         **_loss_breakdown(res.loss_by),

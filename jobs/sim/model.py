@@ -74,6 +74,9 @@ class SimJob:
     attempts: int = 0
     preemptions: int = 0
     failures: int = 0
+    retries: int = 0  # after lost or crashed tries, of the engine's max_retries
+    avoid: str = ""  # the node its last try crashed on
+    dead: bool = False  # its retries spent: it never ends
     restore_due: str = ""  # cause of the last interruption while work was saved
     extra: dict = field(default_factory=dict)
 

@@ -62,6 +62,12 @@ TAIL_ROWS = [
      f"{r['decision_ms_p99']:.1f}"),
     ("unstarted at end", lambda r: str(r["unstarted"])),
 ]
+# shown where a run had node failures or crashes
+FAILURE_ROWS = [
+    ("node failures / crashes", lambda r: f"{r['node_failures']} / {r.get('crashes', 0)}"),
+    ("retries / dead jobs", lambda r: f"{r.get('retries', 0)} / {r.get('dead_jobs', 0)}"),
+    ("GPU-h lost to failures", lambda r: f"{r['failure_lost_gpu_hours']:.1f}"),
+]
 
 
 def table(results: dict[str, dict], title: str = "") -> str:
@@ -88,6 +94,7 @@ def table(results: dict[str, dict], title: str = "") -> str:
         row(f"{tier} Jain (orgs)", [_num(results[n]["jain_by_tier"].get(tier)) for n in names])
         row(f"{tier} Jain, while the org waits",
             [_num(results[n].get("jain_while_waiting_by_tier", {}).get(tier)) for n in names])
-    for label, f in TAIL_ROWS:
+    failed = any(results[n]["node_failures"] or results[n].get("crashes") for n in names)
+    for label, f in TAIL_ROWS + (FAILURE_ROWS if failed else []):
         row(label, [f(results[n]) for n in names])
     return "\n".join(lines)

@@ -77,9 +77,10 @@ def test_node_failure_requeues_from_last_checkpoint():
     sim.events.push(30, "fail", "n1")
     res = sim.run()
     j = res.jobs[0]
-    assert j.failures == 1 and j.attempts == 2
-    # fails at 30 (25 s saved, 5 s lost), nodes back at 50, 5 s restore + 75 s left
-    assert j.end == 130 and j.queued_total == 20
+    assert j.failures == 1 and j.attempts == 2 and j.retries == 1
+    # fails at 30 (25 s saved, 5 s lost), queues after its 5 s backoff, nodes back at 50,
+    # 5 s restore + 75 s left
+    assert j.end == 130 and j.queued_total == 15
     fig = summarize(res)
     assert round(fig["failure_lost_gpu_hours"] * 3600, 6) == 5 + 5
     assert fig["node_failures"] == 2 and fig["preemptions"] == 0
@@ -251,3 +252,52 @@ def test_jobs_without_an_estimate_are_planned_by_their_projects_learned_run_time
     assert seen[4] == pytest.approx(100.0) and seen[5] is None
     assert learner.stats["o1/p", 2].runs == 4
     assert {j.job_id: j.expected_duration for j in res.jobs}[5] is None
+
+
+class Crashes:
+    """The crash draw of a test: the try number n crashes `after[n]` seconds after it starts."""
+
+    def __init__(self, *after: float):
+        self.after = list(after)
+
+    def expovariate(self, rate: float) -> float:
+        return self.after.pop(0) if self.after else 1e9
+
+
+def test_a_crash_retries_after_its_backoff_on_another_node():
+    from jobs.policy import decide
+
+    placed = []
+
+    def placing(snap):
+        out = decide(snap)
+        placed.extend(a.node for p in out.placements for a in p.allocations)
+        return out
+
+    fleet = [NodeSpec("n0", 1), NodeSpec("n1", 1)]
+    sim = Simulator(fleet, [job(1, 0, 1, 100)], placing, checkpoint_interval=25,
+                    restore_cost=5, crash_rate=1.0)
+    sim.crash_rng = Crashes(30)
+    res = sim.run()
+    j = res.jobs[0]
+    assert placed == ["n0", "n1"]
+    # crashes at 30 on n0 (25 s saved, 5 s lost), queues at 35 (backoff), starts on n1:
+    # 5 s restore + 75 s left
+    assert (j.failures, j.retries, j.avoid, j.end) == (1, 1, "n0", 115)
+    fig = summarize(res)
+    assert (fig["crashes"], fig["retries"], fig["dead_jobs"], fig["finished"]) == (1, 1, 0, 1)
+    assert round(fig["failure_lost_gpu_hours"] * 3600, 6) == 5 + 5
+
+
+def test_a_job_whose_retries_are_spent_is_dead_and_the_run_ends():
+    sim = Simulator([NodeSpec("n0", 1)], [job(1, 0, 1, 100), job(2, 500, 1, 10)],
+                    fifo_decide, crash_rate=1.0, max_retries=2, retry_backoff_s=5)
+    sim.crash_rng = Crashes(10, 10, 10)
+    res = sim.run()
+    dead, later = res.jobs
+    # tries at 0, 15 (backoff 5) and 35 (backoff 10) crash 10 s in; the third is past 2 retries
+    assert dead.dead and dead.end is None and (dead.failures, dead.retries) == (3, 2)
+    assert later.end == 510  # the run goes on past it
+    fig = summarize(res)
+    assert (fig["crashes"], fig["retries"], fig["dead_jobs"], fig["finished"]) == (3, 2, 1, 1)
+    assert not fig["stalled"]
