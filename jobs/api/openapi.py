@@ -15,11 +15,13 @@ from jobs.api.paging import PageQuery
 from jobs.api.serializers import (
     JobListQuery,
     JobSubmitSerializer,
+    LabelledQuery,
     LineQuery,
     LogQuery,
     WebhookEndpointSerializer,
 )
 from jobs.models.webhook import EVENTS, JOB_EVENTS
+from jobs.services.cancellation import CANCEL_BATCH
 from jobs.states import JobState
 from jobs.transitions import AMENDABLE
 
@@ -62,6 +64,8 @@ def _value_schema(field: serializers.Field) -> dict:
         schema = {"type": "array", "items": field_schema(field.child)}
         if field.max_length is not None:
             schema["maxItems"] = field.max_length
+        if field.min_length:
+            schema["minItems"] = field.min_length
         return schema
     if isinstance(field, serializers.ChoiceField):
         return {"type": "string", "enum": list(field.choices)}
@@ -325,6 +329,18 @@ def _paths() -> dict:
                                       "schema": {"type": "string",
                                                  "contentMediaType": "application/octet-stream"}}}},
                           **_errors(404, 410, 429)}}},
+        "/api/v1/jobs/cancel": {"post": {
+            "operationId": "cancelJobsByLabel",
+            "requestBody": {"required": True, "content": {"application/json": {
+                "schema": request_schema(LabelledQuery())}}},
+            "responses": {"202": {"description": "the jobs cancelled now, those asked to stop "
+                                                 "on their nodes, and how many more match "
+                                                 f"(at most {CANCEL_BATCH} a request)",
+                                  "content": {"application/json": {"schema": _obj({
+                                      "cancelled": {"type": "array", "items": INT},
+                                      "stopping": {"type": "array", "items": INT},
+                                      "left": INT})}}},
+                          **_errors(400, 429)}}},
         "/api/v1/jobs/{job_id}/cancel": {"post": {
             "operationId": "cancelJob", "parameters": [JOB_ID],
             "responses": {"202": _answer("cancelled, or stopping on its node", "Job"),

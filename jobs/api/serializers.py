@@ -76,12 +76,19 @@ class LogQuery(serializers.Serializer):
                                     help_text="Only the last this many bytes.")
 
 
+def _label_filter(**kwargs) -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.CharField(max_length=64 + MAX_VALUE), max_length=MAX_LABELS,
+        help_text="key:value, or key for any value; repeat for all of several.", **kwargs)
+
+
 class JobListQuery(PageQuery):
     state = serializers.ChoiceField(choices=JobState.values, required=False)
-    label = serializers.ListField(
-        child=serializers.CharField(max_length=64 + MAX_VALUE), required=False,
-        max_length=MAX_LABELS, help_text="key:value, or key for any value; repeat for all of "
-                                         "several.")
+    label = _label_filter(required=False)
+
+
+class LabelledQuery(serializers.Serializer):
+    label = _label_filter(min_length=1)
 
 
 class JobSerializer(serializers.ModelSerializer):

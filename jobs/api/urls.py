@@ -8,6 +8,7 @@ from jobs.api.views import (
     JobListCreate,
     JobLog,
     JobOutput,
+    JobsCancel,
     OpenApiDocument,
     QueueLine,
     WebhookDetail,
@@ -16,6 +17,7 @@ from jobs.api.views import (
 
 urlpatterns = [
     path("jobs", JobListCreate.as_view(), name="job-list"),
+    path("jobs/cancel", JobsCancel.as_view(), name="jobs-cancel"),
     path("jobs/<int:job_id>", JobDetail.as_view(), name="job-detail"),
     path("jobs/<int:job_id>/cancel", JobCancel.as_view(), name="job-cancel"),
     path("jobs/<int:job_id>/output", JobOutput.as_view(), name="job-output"),

@@ -15,6 +15,7 @@ from jobs.api.serializers import (
     JobListQuery,
     JobSerializer,
     JobSubmitSerializer,
+    LabelledQuery,
     LineQuery,
     LogQuery,
     WebhookEndpointSerializer,
@@ -24,7 +25,7 @@ from jobs.models import Job, WebhookEndpoint
 from jobs.scheduler.backlog import backlog_seconds
 from jobs.scheduler.positions import in_line, places_of
 from jobs.services.amend import job_amend
-from jobs.services.cancellation import job_cancel
+from jobs.services.cancellation import job_cancel, jobs_cancel_labelled
 from jobs.services.errors import Conflict, ValidationFailed
 from jobs.services.labels import with_labels
 from jobs.services.outputs import output_expired, output_response
@@ -111,6 +112,19 @@ class JobCancel(APIView):
             return not_found()
         job = job_cancel(job=job)
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class JobsCancel(APIView):
+    """POST {"label": ["key:value", ...]}: cancel the organization's jobs that have not
+    ended and carry each label, a batch at a time (`left`: how many more match)."""
+
+    def post(self, request):
+        body = LabelledQuery(data=request.data)
+        body.is_valid(raise_exception=True)
+        done = jobs_cancel_labelled(organization=request.user.organization,
+                                    labels=body.validated_data["label"])
+        return Response({"cancelled": done.cancelled, "stopping": done.stopping,
+                         "left": done.left}, status=status.HTTP_202_ACCEPTED)
 
 
 class JobDetail(APIView):

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from jobs.models import Attempt, AttemptStatus, Job
+from jobs.models import Attempt, AttemptStatus, Job, Organization
 from jobs.scheduler.trigger import request_tick
-from jobs.services.errors import Conflict
+from jobs.services.errors import Conflict, ValidationFailed
+from jobs.services.labels import with_labels
 from jobs.services.release import release_attempt
 from jobs.states import TERMINAL, JobState
 from jobs.transitions import LostRace, transition
+
+CANCEL_BATCH = 500  # jobs one bulk cancel ends at most: a request stays short
 
 
 def _end_unstarted(attempt: Attempt) -> None:
@@ -34,6 +38,32 @@ def job_cancel(*, job: Job, reason: str = "cancelled by the client") -> Job:
         except LostRace:
             job = Job.objects.get(pk=job.pk)
     raise Conflict(f"job {job.pk} keeps changing; try again", code="busy")
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    cancelled: list[int]  # ended CANCELLED now (or before)
+    stopping: list[int]  # running: asked to stop, CANCELLED when their nodes report
+    left: int  # jobs that match beyond this batch: ask again
+
+
+def jobs_cancel_labelled(*, organization: Organization, labels: list[str]) -> Cancelled:
+    """Cancel the organization's jobs that have not ended and carry each of `labels` (as
+    `GET /api/v1/jobs?label=` finds them), CANCEL_BATCH at most, oldest first; each job in
+    its own transaction, as one cancel would. A job that ends meanwhile is left as it ended."""
+    if not labels:
+        raise ValidationFailed("name at least one label: a bulk cancel never takes every job",
+                               code="invalid_labels", field="label")
+    matching = with_labels(Job.objects.filter(organization=organization), labels).exclude(
+        state__in=TERMINAL).order_by("pk")
+    cancelled, stopping = [], []
+    for job in matching[:CANCEL_BATCH]:
+        try:
+            job = job_cancel(job=job, reason="cancelled by the client, by its labels")
+        except Conflict:  # it ended meanwhile, or keeps changing: not ours to force
+            continue
+        (cancelled if job.state == JobState.CANCELLED else stopping).append(job.pk)
+    return Cancelled(cancelled, stopping, left=max(0, matching.count() - len(stopping)))
 
 
 def _cancel_once(job: Job, reason: str) -> Job:

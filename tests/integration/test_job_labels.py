@@ -91,3 +91,49 @@ def test_labels_travel_with_the_job(api):
     Job.objects.filter(pk=job.pk).update(state="FAILED")
     job.refresh_from_db()
     assert job_redrive(job=job, by="operator").labels == {"request": "r-1"}
+
+
+def test_a_batch_is_cancelled_by_its_label_and_nothing_else(api, alice, bob):
+    from jobs.models import Attempt
+    from jobs.services.submission import JobSpec, job_submit
+    from tests.support.factories import make_node, start_placed
+    from tests.support.ledger import assert_ledger_consistent
+
+    make_node("n1", gpus=1)
+    batch = [_submit(api, {"batch": "b1", "n": str(n)}).json()["id"] for n in range(4)]
+    running = start_placed(Job.objects.get(pk=batch[0]))  # the oldest holds the one GPU
+    other_batch = _submit(api, {"batch": "b2"}).json()["id"]
+    done = Job.objects.get(pk=batch[3])
+    Job.objects.filter(pk=done.pk).update(state="SUCCEEDED")
+    bobs = job_submit(organization=bob, spec=JobSpec(prompt="x", labels={"batch": "b1"}))
+    answer = api.post("/api/v1/jobs/cancel", {"label": ["batch:b1"]}, format="json")
+    assert answer.status_code == 202, answer.json()
+    assert answer.json() == {"cancelled": batch[1:3], "stopping": [batch[0]], "left": 0}
+    states = dict(Job.objects.values_list("pk", "state"))
+    assert [states[pk] for pk in batch] == ["RUNNING", "CANCELLED", "CANCELLED", "SUCCEEDED"]
+    assert states[other_batch] == "QUEUED" and states[bobs.pk] == "QUEUED"
+    assert Attempt.objects.get(pk=running.pk).stop_requested == "cancel"
+    assert_ledger_consistent()
+    again = api.post("/api/v1/jobs/cancel", {"label": ["batch:b1"]}, format="json").json()
+    assert again == {"cancelled": [], "stopping": [batch[0]], "left": 0}  # once each
+
+
+def test_a_bulk_cancel_goes_a_batch_at_a_time_and_says_how_many_are_left(api, monkeypatch):
+    from jobs.services import cancellation
+
+    monkeypatch.setattr(cancellation, "CANCEL_BATCH", 2)
+    jobs = [_submit(api, {"batch": "b1"}).json()["id"] for _ in range(5)]
+    first = api.post("/api/v1/jobs/cancel", {"label": ["batch"]}, format="json").json()
+    assert first == {"cancelled": jobs[:2], "stopping": [], "left": 3}
+    api.post("/api/v1/jobs/cancel", {"label": ["batch"]}, format="json")
+    last = api.post("/api/v1/jobs/cancel", {"label": ["batch"]}, format="json").json()
+    assert last == {"cancelled": jobs[4:], "stopping": [], "left": 0}
+
+
+@pytest.mark.parametrize("body", [{}, {"label": []}, {"label": ["bad key"]}, {"label": "b"},
+                                  {"label": [":v"]}])
+def test_a_bulk_cancel_names_its_labels_or_cancels_nothing(api, body):
+    job = _submit(api, {"batch": "b1"}).json()["id"]
+    answer = api.post("/api/v1/jobs/cancel", body, format="json")
+    assert answer.status_code == 400 and "label" in answer.json()["error"]["fields"]
+    assert Job.objects.get(pk=job).state == "QUEUED"
