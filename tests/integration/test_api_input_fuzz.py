@@ -26,6 +26,8 @@ _FIELDS = {
     "time_limit_s": numbers, "checkpointable": st.booleans(), "preemptible": st.booleans(),
     "project": text, "min_gpus": numbers, "urgency_s": numbers, "max_retries": numbers,
     "after": st.lists(numbers, max_size=4),
+    "labels": st.one_of(st.dictionaries(text, text, max_size=4),
+                        st.dictionaries(text, values, max_size=3)),
 }
 # one to three fields set, each mostly to a value of its own type, so that a bad value often
 # travels with good ones and reaches the service and the database
@@ -51,6 +53,7 @@ def test_any_body_is_accepted_or_refused_with_a_code(api, body):
         # HELD after a job of the organization's that a random id happened to name
         assert job["state"] in ("QUEUED", "HELD")
         assert job["prompt"] == str(body["prompt"]).strip()
+        assert job["labels"] == body.get("labels", {})  # strings only, kept as sent
     else:
         assert after == before
         assert response.json()["error"]["code"]
@@ -92,7 +95,7 @@ query_values = st.one_of(text, numbers.map(str), st.sampled_from(["QUEUED", "1",
 
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(query=st.dictionaries(st.sampled_from(["state", "limit", "before", "page", "x"]),
+@given(query=st.dictionaries(st.sampled_from(["state", "limit", "before", "label", "x"]),
                              query_values, max_size=3))
 def test_any_list_query_is_a_page_or_a_400(api, query):
     from urllib.parse import urlencode
@@ -118,3 +121,26 @@ def test_any_webhook_body_is_made_or_refused_with_a_code(api, body):
     assert response.status_code in (201, 400, 409), response.content[:300]
     made = WebhookEndpoint.objects.count() - before
     assert made == (response.status_code == 201)
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(query=st.dictionaries(st.sampled_from(["stream", "rank", "tail", "x"]), query_values,
+                             max_size=3),
+       body=st.one_of(values, st.fixed_dictionaries({"label": st.one_of(
+           st.lists(text, max_size=3), values)})))
+def test_any_log_question_or_bulk_cancel_is_answered_or_refused_with_a_code(api, alice, query,
+                                                                           body):
+    from urllib.parse import urlencode
+
+    from tests.support.factories import make_job
+
+    job = make_job(alice)
+    response = api.get(f"/api/v1/jobs/{job.pk}/log?" + urlencode(query, errors="surrogatepass"))
+    assert response.status_code in (400, 404), response.content[:300]  # it never started
+    assert response.json()["error"]["code"]
+    response = api.post("/api/v1/jobs/cancel", json.dumps(body), content_type="application/json")
+    assert response.status_code in (202, 400), response.content[:300]
+    if response.status_code == 400:
+        assert response.json()["error"]["code"]
+        assert Job.objects.filter(state="CANCELLED").count() == 0
