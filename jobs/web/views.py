@@ -17,6 +17,7 @@ from jobs.scheduler.positions import places_of
 from jobs.services.amend import job_amend
 from jobs.services.cancellation import job_cancel
 from jobs.services.errors import ServiceError
+from jobs.services.labels import with_labels
 from jobs.services.outputs import output_response
 from jobs.services.relaxations import relaxation
 from jobs.states import TERMINAL
@@ -46,10 +47,19 @@ def _with_positions(jobs: list[Job]) -> list[Job]:
 
 @login_required
 def job_list(request: HttpRequest) -> HttpResponse:
-    jobs = _with_positions(list(_jobs_of_user(request).order_by("-pk")[:RECENT]))
+    """The latest jobs, or those with a label (`?label=key:value`, as the API's list)."""
+    label = request.GET.get("label", "").strip()
+    jobs = _jobs_of_user(request)
+    try:
+        jobs = with_labels(jobs, [label] if label else [])
+    except ServiceError as exc:
+        messages.warning(request, exc.message)
+        jobs = jobs.none()
+    jobs = _with_positions(list(jobs.order_by("-pk")[:RECENT]))
     orgs = Organization.objects.filter(memberships__user=request.user).order_by("slug")
     return render(request, "dashboard/job_list.html", {
-        "jobs": jobs, "balances": [(org, organization_balance(org)) for org in orgs],
+        "jobs": jobs, "label": label,
+        "balances": [(org, organization_balance(org)) for org in orgs],
         "refresh_s": _refresh(*jobs)})
 
 

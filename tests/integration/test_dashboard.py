@@ -183,3 +183,19 @@ def test_a_jobs_page_links_the_jobs_it_runs_after(member, alice):
     page = member.get(f"/dashboard/jobs/{then.pk}").content.decode()
     assert f'Runs after <a href="/dashboard/jobs/{first.pk}">#{first.pk}</a> (QUEUED)' in page
     assert f"waiting for job {first.pk} to succeed" in page
+
+
+def test_a_member_finds_jobs_by_their_label(member, alice, bob):
+    from jobs.services.submission import JobSpec, job_submit
+
+    fox = job_submit(organization=alice, spec=JobSpec(prompt="a fox", labels={"batch": "b 1"}))
+    owl = job_submit(organization=alice, spec=JobSpec(prompt="an owl", labels={"batch": "b2"}))
+    job_submit(organization=bob, spec=JobSpec(prompt="a hare", labels={"batch": "b 1"}))
+    page = member.get("/dashboard/").content.decode()
+    assert 'href="?label=batch:b%201"' in page and "<code>batch: b 1</code>" in page
+    found = member.get("/dashboard/", {"label": "batch:b 1"}).content.decode()
+    assert _link(fox) in found and _link(owl) not in found and "a hare" not in found
+    none = member.get("/dashboard/", {"label": "batch:b3"}).content.decode()
+    assert "No job has the label" in none
+    refused = member.get("/dashboard/", {"label": "bad key"}, follow=True).content.decode()
+    assert "not key or key:value" in refused and _link(fox) not in refused
