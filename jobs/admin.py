@@ -1,4 +1,5 @@
 from django.contrib import admin, messages
+from django.utils.html import format_html_join
 
 from credits.admin import HoldInline
 from credits.admin_actions import grant_credits
@@ -27,6 +28,9 @@ from jobs.services.errors import ServiceError
 from jobs.services.redrive import job_redrive
 from jobs.services.requeue import job_requeue
 from jobs.transitions import AMENDABLE
+from workers.services.logs import STREAMS, attempt_log
+
+ADMIN_LOG_BYTES = 16384  # of each stream, on an attempt's page
 
 
 @admin.register(Tier)
@@ -217,6 +221,18 @@ class AttemptAdmin(ReadOnly):
                     "lease_expires_at", "started_at", "ended_at"]
     list_filter = ["status", "outcome", "node"]
     inlines = [AttemptRankInline, StoredCheckpointInline]
+    readonly_fields = ["printed"]
+
+    @admin.display(description="what its binary printed (its first node's, the end)")
+    def printed(self, attempt: Attempt) -> str:
+        try:
+            streams = [(stream, attempt_log(attempt.job, attempt_id=attempt.pk, stream=stream,
+                                            tail=ADMIN_LOG_BYTES).data) for stream in STREAMS]
+        except ServiceError as exc:  # its log expired
+            return exc.message
+        return format_html_join("", "<p>{}</p><pre>{}</pre>", (
+            (stream, data.decode(errors="replace")) for stream, data in streams if data)
+        ) or "nothing kept"
 
 
 @admin.register(StoredCheckpoint)

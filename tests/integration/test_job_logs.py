@@ -186,3 +186,10 @@ def test_members_read_it_on_the_dashboard_and_others_do_not(alice, bob, agent, c
     assert client.get(url, {"stream": "stdin"}).status_code == 404
     client.force_login(ben)
     assert client.get(url).status_code == 404
+
+
+def test_an_operator_reads_it_on_the_attempts_admin_page(alice, agent, admin_client):
+    job = _run(alice, **QUICK, fail="crash", fail_at=0.5)
+    attempt = Attempt.objects.get(job=job)
+    page = admin_client.get(f"/admin/jobs/attempt/{attempt.pk}/change/").content.decode()
+    assert "SimulatedCrash" in page and "START CUDA_VISIBLE_DEVICES=" in page
