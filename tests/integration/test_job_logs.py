@@ -14,7 +14,7 @@ from jobs.models import Attempt, Job
 from jobs.scheduler.tick import scheduler_tick_run
 from tests.support.factories import make_job, make_member, make_node
 from tests.support.processes import wait_for
-from workers.agent.logs import StdoutCopy, last_lines
+from workers.agent.logs import BoundedCopy, last_lines
 from workers.agent.runner import run_attempt
 from workers.services.logs import expire_logs, log_name
 from workers.services.reaper import release_due_retries
@@ -113,7 +113,7 @@ def test_a_log_keeps_its_last_bytes_from_a_whole_line(alice, agent, api, setting
 
 
 def test_the_node_keeps_a_bounded_copy_of_stdout(tmp_path):
-    copy = StdoutCopy(tmp_path / "stdout.log", cap=1024)
+    copy = BoundedCopy(tmp_path / "stdout.log", cap=1024)
     for n in range(10_000):
         copy.write(f"line {n}\n")
     copy.close()
@@ -193,3 +193,26 @@ def test_an_operator_reads_it_on_the_attempts_admin_page(alice, agent, admin_cli
     attempt = Attempt.objects.get(job=job)
     page = admin_client.get(f"/admin/jobs/attempt/{attempt.pk}/change/").content.decode()
     assert "SimulatedCrash" in page and "START CUDA_VISIBLE_DEVICES=" in page
+
+
+def test_a_chatty_stderr_is_kept_bounded_and_its_end_says_why_it_failed(alice, agent, api,
+                                                                        settings, tmp_path):
+    import sys
+
+    settings.GPUSCHED_LOG_MAX_BYTES = 1024
+    seen = tmp_path / "stderr-size"
+    # 2 MB to stderr, one line longer than a read, then its last words; the node's copy is
+    # measured before it exits
+    settings.GPUSCHED_BINARY = (
+        f"{sys.executable} -c \"import os, sys, time; w = sys.stderr.write; "
+        "[w('noise %d\\n' % n) for n in range(200000)]; w('x' * 300000 + '\\n'); "
+        "w('the last words\\n'); sys.stderr.flush(); time.sleep(1); "
+        f"open('{seen}', 'w').write(str(os.path.getsize(os.path.join(os.getcwd(), "
+        "'stderr.log')))); sys.exit(3)\"")
+    job = _run(alice)
+    assert int(seen.read_text()) <= 2 * 1024 + 100  # not the 2 MB it printed
+    attempt = Attempt.objects.get(job=job)
+    assert attempt.exit_code == 3 and attempt.stderr_tail.endswith("the last words\n")
+    text = api.get(f"/api/v1/jobs/{job.pk}/log", {"stream": "stderr"}).content
+    assert text.startswith(b"[gpusched: earlier lines dropped") and len(text) <= 1024 + 100
+    assert text.endswith(b"the last words\n")

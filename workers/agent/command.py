@@ -18,8 +18,8 @@ class AttemptPaths:
     checkpoint_dir: Path
     output: Path
     params_file: Path
-    stderr: Path
-    stdout: Path  # the copy the progress reader keeps (workers/agent/logs.py)
+    stderr: Path  # the binary's streams, as the node keeps them (workers/agent/logs.py)
+    stdout: Path
 
     rank: int = 0
 

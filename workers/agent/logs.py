@@ -1,19 +1,23 @@
 """Keep what the binary prints and publish it for its organization to read while it runs.
 
-stderr goes to a file the binary writes itself (its end is also what the attempt reports);
-stdout is read by the progress reader, which hands each line to a `StdoutCopy`. The
-`LogPublisher` copies the last GPUSCHED_LOG_MAX_BYTES of each to storage every
-GPUSCHED_LOG_PUBLISH_S and once at the end, so a two-day training run is followed as it goes
-and a crash is read whole. A failure to keep or publish a log never touches the attempt."""
+Each stream is read from its pipe and kept in a `BoundedCopy` on the node: stdout by the
+progress reader, which parses it too, stderr by a `StderrReader` (its end is also what the
+attempt reports). The `LogPublisher` copies the last GPUSCHED_LOG_MAX_BYTES of each to
+storage every GPUSCHED_LOG_PUBLISH_S and once at the end, so a two-day training run is
+followed as it goes and a crash is read whole. A failure to keep or publish a log never
+touches the attempt."""
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from pathlib import Path
+from typing import IO
 
 from django.conf import settings
 
+from workers.agent.progress import MAX_LINE
 from workers.services.logs import log_kept, log_name, log_store
 
 log = logging.getLogger(__name__)
@@ -26,8 +30,8 @@ def last_lines(data: bytes, cap: int) -> bytes:
             + data[data.find(b"\n") + 1:])
 
 
-class StdoutCopy:
-    """The binary's stdout, line by line, in a file of at most about twice the log's cap:
+class BoundedCopy:
+    """A stream of the binary, line by line, in a file of at most about twice the log's cap:
     past that its oldest half goes, so a chatty binary cannot fill the node's disk."""
 
     def __init__(self, path: Path, cap: int):
@@ -48,7 +52,7 @@ class StdoutCopy:
                 self._keep_last()
         except (OSError, ValueError):  # a full disk, or a line after close: the log is lost,
             self.failed = True
-            log.exception("keeping the binary's stdout in %s", self.path)  # not the job
+            log.exception("keeping the binary's output in %s", self.path)  # not the job
 
     def _keep_last(self) -> None:
         self._fh.close()
@@ -59,6 +63,18 @@ class StdoutCopy:
 
     def close(self) -> None:
         self._fh.close()
+
+
+class StderrReader(threading.Thread):
+    """Copies the binary's stderr to its bounded file as it comes, MAX_LINE at most at once."""
+
+    def __init__(self, stream: IO[str], copy: BoundedCopy):
+        super().__init__(daemon=True)
+        self.stream, self.copy = stream, copy
+
+    def run(self) -> None:
+        for line in iter(lambda: self.stream.readline(MAX_LINE), ""):
+            self.copy.write(line)
 
 
 class LogPublisher:

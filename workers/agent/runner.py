@@ -26,7 +26,7 @@ from workers.agent.checkpoint_copies import (
 )
 from workers.agent.command import AttemptPaths, build_argv, build_env
 from workers.agent.discovery import processes_left
-from workers.agent.logs import LogPublisher, StdoutCopy
+from workers.agent.logs import BoundedCopy, LogPublisher, StderrReader
 from workers.agent.outcome import classify
 from workers.agent.progress import ProgressReader
 from workers.services.attempts import (
@@ -155,14 +155,13 @@ def _launch(claim: AttemptClaim, paths: AttemptPaths) -> subprocess.Popen:
                     attempt_id=claim.attempt_id, job_id=claim.job_id,
                     node_rank=claim.node_rank, nodes=claim.nodes,
                     rendezvous=claim.rendezvous, retry=claim.retry)
-    with paths.stderr.open("wb") as err:
-        # own session = own process group, so a kill reaches the binary's children too
-        # bytes that are not UTF-8 are read as U+FFFD: a reader that stopped at them would
-        # leave the binary silent to the hang detector while it still prints
-        return subprocess.Popen(argv, env=env, cwd=paths.work_dir, stdout=subprocess.PIPE,
-                                stderr=err, stdin=subprocess.DEVNULL, encoding="utf-8",
-                                errors="replace", start_new_session=True,
-                                preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+    # own session = own process group, so a kill reaches the binary's children too
+    # bytes that are not UTF-8 are read as U+FFFD: a reader that stopped at them would
+    # leave the binary silent to the hang detector while it still prints
+    return subprocess.Popen(argv, env=env, cwd=paths.work_dir, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, encoding="utf-8",
+                            errors="replace", start_new_session=True,
+                            preexec_fn=_die_with_parent if sys.platform == "linux" else None)
 
 
 def run_attempt(attempt_id: int, token: int) -> str:
@@ -198,12 +197,15 @@ def _run(claim: AttemptClaim) -> str:
         return _report(claim, paths,
                        AttemptResult("FAILED", None, str(exc), None, "launch_failed"))
     copies = running_copies(claim, paths)
-    stdout = StdoutCopy(paths.stdout, settings.GPUSCHED_LOG_MAX_BYTES)
+    kept = {name: BoundedCopy(path, settings.GPUSCHED_LOG_MAX_BYTES)
+            for name, path in (("stdout", paths.stdout), ("stderr", paths.stderr))}
     logs = LogPublisher(job_id=claim.job_id, attempt_id=attempt_id, rank=claim.node_rank,
                         files={"stdout": paths.stdout, "stderr": paths.stderr})
     reader = ProgressReader(proc.stdout, copies.announce if copies is not None else None,
-                            copy=stdout.write)
+                            copy=kept["stdout"].write)
     reader.start()
+    errors = StderrReader(proc.stderr, kept["stderr"])
+    errors.start()
     try:
         sup = _supervise(proc, claim, reader, copies, logs)
     finally:
@@ -211,8 +213,10 @@ def _run(claim: AttemptClaim) -> str:
             keeping_the_lease(claim, copies.close)
     # what the binary started and left running would hold the job's GPUs after its end
     _signal_group(proc, signal.SIGKILL)
-    reader.join(timeout=5)
-    stdout.close()
+    for thread in (reader, errors):
+        thread.join(timeout=5)
+    for copy in kept.values():
+        copy.close()
     _hold_gpus_left_in_use(claim)
     if sup.stop == "stale":
         log.warning("attempt %s was fenced off; its result is discarded", attempt_id,
