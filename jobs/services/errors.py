@@ -18,6 +18,11 @@ class ValidationFailed(ServiceError):
     status = 400
 
 
+class Forbidden(ServiceError):
+    code = "permission_denied"
+    status = 403
+
+
 class NotFound(ServiceError):
     code = "not_found"
     status = 404

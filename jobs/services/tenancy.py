@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db import transaction
+from django.utils import timezone
 
 from jobs.defaults import (
     DEFAULT_API_REQUESTS_PER_MIN,
@@ -10,7 +11,9 @@ from jobs.defaults import (
     DEFAULT_TIERS,
     TIER_FIELDS,
 )
-from jobs.models import ApiKey, Organization, Project, Tier
+from jobs.models import ApiKey, Membership, Organization, Project, Tier
+from jobs.services.errors import Conflict, Forbidden, NotFound, ValidationFailed
+from jobs.services.storable import unstorable
 
 
 def tiers_ensure_defaults() -> list[Tier]:
@@ -36,3 +39,43 @@ def organization_create(*, slug: str, tier: str, name: str = "", weight: float =
 def api_key_issue(*, organization: Organization, name: str, user=None) -> tuple[ApiKey, str]:
     """A new key; the raw value is returned here once and never stored."""
     return ApiKey.issue(organization=organization, name=name, user=user)
+
+
+MAX_KEYS = 50  # live keys per organization: enough for every service and person, no more
+
+
+def api_key_issue_by_owner(*, organization: Organization, name: str, user) -> tuple[ApiKey, str]:
+    """A key an owner of `organization` makes for it (the dashboard), its jobs `user`'s."""
+    _owner_or_refuse(organization, user)
+    name = name.strip()
+    if not 1 <= len(name) <= ApiKey._meta.get_field("name").max_length:
+        raise ValidationFailed("a key's name is 1 to 80 characters", code="invalid_key_name",
+                               field="name")
+    if unstorable(name):
+        raise ValidationFailed("a key's name holds a character no name can store",
+                               code="invalid_key_name", field="name")
+    with transaction.atomic():
+        Organization.objects.select_for_update(no_key=True).get(pk=organization.pk)
+        if organization.api_keys.filter(revoked_at__isnull=True).count() >= MAX_KEYS:
+            raise Conflict(f"at most {MAX_KEYS} live keys per organization: revoke one first",
+                           code="too_many_keys")
+        return api_key_issue(organization=organization, name=name, user=user)
+
+
+def api_key_revoke(*, organization: Organization, key_id: int, user) -> ApiKey:
+    """Revoke one of `organization`'s keys (an owner's act): refused from then on. A key
+    already revoked stays as it was."""
+    _owner_or_refuse(organization, user)
+    ApiKey.objects.filter(pk=key_id, organization=organization,
+                          revoked_at__isnull=True).update(revoked_at=timezone.now())
+    key = ApiKey.objects.filter(pk=key_id, organization=organization).first()
+    if key is None:
+        raise NotFound("no such key")
+    return key
+
+
+def _owner_or_refuse(organization: Organization, user) -> None:
+    if not Membership.objects.filter(organization=organization, user=user,
+                                     role=Membership.Role.OWNER).exists():
+        raise Forbidden("only an owner of the organization manages its keys",
+                        code="not_an_owner")

@@ -1,7 +1,7 @@
 from django.urls import path
 
 from credits.web import credits_page
-from jobs.web import views
+from jobs.web import keys, views
 
 urlpatterns = [
     path("", views.job_list, name="dashboard"),
@@ -12,4 +12,7 @@ urlpatterns = [
     path("jobs/<int:job_id>/attempts/<int:attempt_id>/log", views.job_log,
          name="dashboard-attempt-log"),
     path("credits", credits_page, name="dashboard-credits"),
+    path("keys", keys.keys_page, name="dashboard-keys"),
+    path("keys/<slug:slug>", keys.key_create, name="dashboard-key-create"),
+    path("keys/<slug:slug>/<int:key_id>/revoke", keys.key_revoke, name="dashboard-key-revoke"),
 ]

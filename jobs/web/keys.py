@@ -1,0 +1,67 @@
+"""The dashboard's API keys page: each of the user's organizations' keys; its owners make
+and revoke them there, without an operator. A new key is shown once, in the answer that
+makes it, never stored or sent again."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from jobs.models import Membership, Organization
+from jobs.services.errors import ServiceError
+from jobs.services.tenancy import api_key_issue_by_owner, api_key_revoke
+
+
+def _organizations(request: HttpRequest) -> list[dict]:
+    memberships = (Membership.objects.filter(user=request.user)
+                   .select_related("organization").order_by("organization__slug"))
+    return [{"org": m.organization, "owner": m.role == Membership.Role.OWNER,
+             "keys": m.organization.api_keys.select_related("user").order_by("-pk")}
+            for m in memberships]
+
+
+def _organization(request: HttpRequest, slug: str) -> Organization:
+    org = Organization.objects.filter(slug=slug, memberships__user=request.user).first()
+    if org is None:  # another organization is indistinguishable from none
+        raise Http404("no such organization")
+    return org
+
+
+@login_required
+def keys_page(request: HttpRequest, new: tuple | None = None,
+              status: int = 200) -> HttpResponse:
+    response = render(request, "dashboard/keys.html",
+                      {"organizations": _organizations(request), "new": new}, status=status)
+    if new:  # a secret: no cache keeps it
+        response["Cache-Control"] = "no-store"
+    return response
+
+
+@login_required
+@require_POST
+def key_create(request: HttpRequest, slug: str) -> HttpResponse:
+    org = _organization(request, slug)
+    try:
+        key, raw = api_key_issue_by_owner(organization=org, name=request.POST.get("name", ""),
+                                          user=request.user)
+    except ServiceError as exc:
+        messages.warning(request, exc.message)
+        return keys_page(request, status=exc.status)
+    # shown in this answer only: a redirect would carry it through the session
+    return keys_page(request, new=(org, key, raw))
+
+
+@login_required
+@require_POST
+def key_revoke(request: HttpRequest, slug: str, key_id: int) -> HttpResponse:
+    org = _organization(request, slug)
+    try:
+        key = api_key_revoke(organization=org, key_id=key_id, user=request.user)
+    except ServiceError as exc:
+        messages.warning(request, exc.message)
+        return keys_page(request, status=exc.status)
+    messages.info(request, f"Key {key.prefix}… ({key.name}) is revoked.")
+    return redirect("dashboard-keys")
