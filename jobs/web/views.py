@@ -100,13 +100,14 @@ def _printed(job: Job) -> list[tuple[str, str]]:
 
 @login_required
 def job_log(request: HttpRequest, job_id: int, attempt_id: int) -> HttpResponse:
-    """The whole log of one try's stream (`?stream=stderr`), as the API gives it."""
-    stream = request.GET.get("stream", "stdout")
-    if stream not in STREAMS:
+    """The whole log of one try's stream (`?stream=stderr`, `?rank=` a gang's further node),
+    as the API gives it."""
+    stream, rank = request.GET.get("stream", "stdout"), request.GET.get("rank", "0")
+    if stream not in STREAMS or not rank.isdigit():
         raise Http404("no such stream")
     try:
         text = attempt_log(_job_of_user(request, job_id), attempt_id=attempt_id,
-                           stream=stream)
+                           stream=stream, rank=int(rank))
     except ServiceError as exc:
         return HttpResponse(exc.message, status=exc.status, content_type="text/plain")
     return HttpResponse(text.data, content_type="text/plain; charset=utf-8")

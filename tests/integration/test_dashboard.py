@@ -73,7 +73,11 @@ def test_the_list_reads_a_fixed_number_of_queries(member, alice,
         assert member.get("/dashboard/").status_code == 200
 
 
-def test_a_gangs_page_shows_every_node_it_runs_on_and_what_it_resumes_from(member, alice):
+def test_a_gangs_page_shows_every_node_it_runs_on_and_what_it_resumes_from(member, alice,
+                                                                           settings, tmp_path):
+    from workers.services.logs import log_kept, log_name, log_store
+
+    settings.MEDIA_ROOT = str(tmp_path)
     for name in ("n1", "n2"):
         make_node(name, gpus=2, island="r1")
     job = make_job(alice, gpus=4)
@@ -89,6 +93,14 @@ def test_a_gangs_page_shows_every_node_it_runs_on_and_what_it_resumes_from(membe
     detail = member.get(f"/dashboard/jobs/{job.pk}").content.decode()
     assert f"checkpoint of attempt\n{attempt.pk} at step 12," in detail
     assert "(all 2 nodes)" in detail
+    # what each node printed
+    log_store(log_name(job.pk, attempt.pk, 1, "stderr"), b"rank one speaks\n")
+    log_kept(attempt.pk)
+    detail = member.get(f"/dashboard/jobs/{job.pk}").content.decode()
+    url = f"/dashboard/jobs/{job.pk}/attempts/{attempt.pk}/log"
+    assert f'href="{url}?rank=1&amp;stream=stderr"' in detail
+    assert member.get(url, {"rank": 1, "stream": "stderr"}).content == b"rank one speaks\n"
+    assert member.get(url, {"rank": 2}).status_code == 404
 
 
 def test_another_organizations_job_is_a_404(member, bob):
