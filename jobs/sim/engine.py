@@ -38,6 +38,7 @@ from jobs.policy.types import (
 
 from .estimates import note_line, note_reservations
 from .events import EventQueue
+from .failures import Failures
 from .ledger import Ledger
 from .model import NodeSpec, SimJob, default_tiers
 from .runtimes import LearnedRunTimes
@@ -85,7 +86,7 @@ class SimResult:
     loss_by: dict[tuple[str, int, str, int], list[float]] = field(default_factory=dict)
 
 
-class Simulator:
+class Simulator(Failures):
     def __init__(self, fleet: list[NodeSpec], jobs: list[SimJob],
                  policy: Callable[[Snapshot], Decisions], tiers: dict[str, TierSpec] | None = None,
                  *, config: PolicyConfig | None = None, checkpoint_interval: float = 0.0,
@@ -183,11 +184,7 @@ class Simulator:
             job.first_start = t
         job.attempts += 1
         self.events.push(att.end_at, "end", att.id)
-        if self.crash_rate > 0:
-            crash_at = t + self.crash_rng.expovariate(self.crash_rate * job.gpus)
-            if crash_at < att.end_at:
-                att.crash_at = crash_at
-                self.events.push(crash_at, "crash", att.id)
+        self._draw_crash(att)
 
     def _release(self, att: _Attempt) -> None:
         del self.attempts[att.id]
@@ -233,55 +230,6 @@ class Simulator:
         job.failures += 1
         self._release(att)
         self._retry_or_dead(job, att.allocs[0].node if cause == "crash" else "")
-
-    def _retry_or_dead(self, job: SimJob, avoid: str) -> None:
-        if job.retries >= self.max_retries:
-            job.dead = True
-            self.done += 1
-            self.stats["dead"] += 1
-            return
-        delay = min(600.0, self.retry_backoff_s * 2 ** job.retries)
-        job.retries += 1
-        job.avoid = avoid
-        self.retrying += 1
-        self.stats["retries"] += 1
-        self.events.push(self.now + delay, "retry", job)
-
-    # ----------------------------------------------------------------- events
-    def _fail(self, name: str) -> None:
-        node = self.nodes[name]
-        if not node.up:
-            return
-        node.up = False
-        self.down += 1
-        self.ledger.healthy -= node.spec.gpus
-        self.stats["node_failures"] += 1
-        for job_id, (job, allocs) in list(self.nominated.items()):
-            if any(a.node == name for a in allocs):
-                del self.nominated[job_id]
-                for a in allocs:
-                    self.nodes[a.node].nominated.difference_update(a.gpus)
-                self.ledger.waiting_delta(job, -1)
-                since = job.queued_since
-                self._enqueue(job, t=self.now)
-                job.queued_since = since
-        node.nominated.clear()
-        for att in [a for a in self.attempts.values() if any(x.node == name for x in a.allocs)]:
-            self._stop(att, "failure")
-        node.free.clear()
-        self.events.push(self.now + self.repair_s, "repair", name)
-
-    def _repair(self, name: str) -> None:
-        node = self.nodes[name]
-        node.up = True
-        self.down -= 1
-        self.ledger.healthy += node.spec.gpus
-        node.free = set(range(node.spec.gpus)) - {g for (n, g) in self.owner if n == name}
-        self._schedule_failure(name)
-
-    def _schedule_failure(self, name: str) -> None:
-        if self.fail_rate > 0:
-            self.events.push(self.now + self.rng.expovariate(self.fail_rate), "fail", name)
 
     # ----------------------------------------------------------------- rounds
     def snapshot(self) -> Snapshot:
@@ -411,11 +359,7 @@ class Simulator:
                     continue
                 self._stop(att, "preempt")
             elif kind == "crash":
-                att = self.attempts.get(payload)
-                if att is None or att.crash_at != t:
-                    continue
-                self.stats["crashes"] += 1
-                self._stop(att, "crash")
+                self._crash(payload, t)
             elif kind == "retry":
                 self.retrying -= 1
                 self._enqueue(payload, t)
