@@ -12,6 +12,18 @@ from rest_framework import serializers
 
 from credits.api.views import TransferListQuery, UsageQuery
 from jobs.api.paging import PageQuery
+from jobs.api.schema_fields import (
+    ANY_OBJECT,
+    BOOL,
+    INT,
+    NUMBER,
+    STR,
+    TIME,
+    field_schema,
+    nullable,
+    obj,
+    request_schema,
+)
 from jobs.api.serializers import (
     JobListQuery,
     JobSubmitSerializer,
@@ -24,67 +36,6 @@ from jobs.models.webhook import EVENTS, JOB_EVENTS
 from jobs.services.cancellation import CANCEL_BATCH
 from jobs.states import JobState
 from jobs.transitions import AMENDABLE
-
-
-def _nullable(schema: dict) -> dict:
-    return {**schema, "type": [schema["type"], "null"]}
-
-
-def _obj(properties: dict, optional: tuple[str, ...] = ()) -> dict:
-    return {"type": "object", "properties": properties, "additionalProperties": False,
-            "required": [k for k in properties if k not in optional]}
-
-
-STR, INT, BOOL = {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
-NUMBER = {"type": "number"}
-TIME = {"type": "string", "format": "date-time"}
-ANY_OBJECT = {"type": "object"}
-
-
-def field_schema(field: serializers.Field) -> dict:
-    """The JSON schema of one serializer field, with the limits it enforces."""
-    schema = _value_schema(field)
-    return _nullable(schema) if field.allow_null else schema
-
-
-def _value_schema(field: serializers.Field) -> dict:
-    if isinstance(field, serializers.BooleanField):
-        return dict(BOOL)
-    if isinstance(field, serializers.IntegerField):
-        schema = dict(INT)
-        for key, value in (("minimum", field.min_value), ("maximum", field.max_value)):
-            if value is not None:
-                schema[key] = value
-        return schema
-    if isinstance(field, serializers.DictField):
-        if isinstance(field.child, serializers.CharField):  # labels; params take anything
-            return {**ANY_OBJECT, "additionalProperties": field_schema(field.child)}
-        return dict(ANY_OBJECT)
-    if isinstance(field, serializers.ListField):
-        schema = {"type": "array", "items": field_schema(field.child)}
-        if field.max_length is not None:
-            schema["maxItems"] = field.max_length
-        if field.min_length:
-            schema["minItems"] = field.min_length
-        return schema
-    if isinstance(field, serializers.ChoiceField):
-        return {"type": "string", "enum": list(field.choices)}
-    if isinstance(field, serializers.CharField):
-        schema = dict(STR)
-        if field.max_length is not None:
-            schema["maxLength"] = field.max_length
-        if not field.allow_blank:
-            schema["minLength"] = 1
-        if isinstance(field, serializers.SlugField):
-            schema["pattern"] = r"^[-a-zA-Z0-9_]*$"
-        return schema
-    raise TypeError(f"no schema for {type(field).__name__}")
-
-
-def request_schema(serializer: serializers.Serializer) -> dict:
-    fields = {name: f for name, f in serializer.fields.items() if not f.read_only}
-    return {"type": "object", "properties": {n: field_schema(f) for n, f in fields.items()},
-            "required": [n for n, f in fields.items() if f.required]}
 
 
 def _job_submit() -> dict:
@@ -103,7 +54,7 @@ def _job_change() -> dict:
 
 
 STATE = {"type": "string", "enum": list(JobState.values)}
-POSITION = _nullable({**_obj({"place": INT, "of": INT, "ahead_s": _nullable(INT),
+POSITION = nullable({**obj({"place": INT, "of": INT, "ahead_s": nullable(INT),
                               "as_of": TIME}), "description":
     "The job's place in line (1: first) among the `of` jobs waiting when the scheduler last "
     "drew the line, at `as_of` (every GPUSCHED_POSITIONS_SECONDS): the order its ranking "
@@ -112,19 +63,19 @@ POSITION = _nullable({**_obj({"place": INT, "of": INT, "ahead_s": _nullable(INT)
     "whole fleet busy; not a start estimate, as jobs that arrive later may rank ahead; null "
     "while no GPU is schedulable. "
     "Null until a line includes the job."})
-RELAXATION = _nullable({**_obj({"gpu_types": {"type": "array", "items": STR}, "gpus": INT},
+RELAXATION = nullable({**obj({"gpu_types": {"type": "array", "items": STR}, "gpus": INT},
                                optional=("gpu_types", "gpus")), "description":
     "The change that takes the what-if: send it as the body of PATCH /api/v1/jobs/{id}. "
     "Null when there is no what-if."})
-PENDING = _nullable(_obj({"code": STR, "reason": STR, "estimated_start": _nullable(TIME),
+PENDING = nullable(obj({"code": STR, "reason": STR, "estimated_start": nullable(TIME),
                           "what_if": STR, "relaxation": RELAXATION, "position": POSITION}))
-PLACEMENT = _nullable({"type": "array", "items": _obj({"rank": INT, "node": STR,
+PLACEMENT = nullable({"type": "array", "items": obj({"rank": INT, "node": STR,
                                                      "gpus": {"type": "array", "items": INT}}),
                       "description":
     "Where the job holds GPUs, while it does (SCHEDULED, RUNNING, PREEMPTING): one entry a "
     "node, rank 0 first; a gang larger than a node spans nodes of one island. Null otherwise."})
-CHECKPOINT = _nullable({
-    **_obj({"attempt": INT, "nodes": INT, "step": _nullable(INT), "taken_at": _nullable(TIME)}),
+CHECKPOINT = nullable({
+    **obj({"attempt": INT, "nodes": INT, "step": nullable(INT), "taken_at": nullable(TIME)}),
     "description":
     "What a retry of the job would resume from now, on any nodes: the stored checkpoint of "
     "`attempt`, one copy for each of its `nodes` (a gang's all of one step). `step`: the "
@@ -132,55 +83,55 @@ CHECKPOINT = _nullable({
     "for the one written as it stopped. Null while there is none, and once the job ended."})
 LABELS = {"type": "object", "additionalProperties": STR,
           "description": "The client's names for the job, as it submitted them."}
-JOB = _obj({
+JOB = obj({
     "id": INT, "organization": STR, "project": STR,
     "state": STATE, "version": INT, "prompt": STR,
-    "params": ANY_OBJECT, "labels": LABELS, "gpus": INT, "min_gpus": _nullable(INT),
+    "params": ANY_OBJECT, "labels": LABELS, "gpus": INT, "min_gpus": nullable(INT),
     "gpu_types": {"type": "array", "items": STR},
     "min_gpu_memory_mb": INT, "region": STR, "time_limit_s": INT, "checkpointable": BOOL,
     "preemptible": BOOL, "urgency_s": INT,
     "after": {"type": "array", "items": INT, "description": "Jobs that must succeed before "
               "it queues: HELD until then, CANCELLED dependency_failed if one does not."},
-    "created_at": TIME, "started_at": _nullable(TIME),
-    "finished_at": _nullable(TIME), "preemptions": INT,
+    "created_at": TIME, "started_at": nullable(TIME),
+    "finished_at": nullable(TIME), "preemptions": INT,
     "retries": {**INT, "description": "Retries so far, after lost or failed attempts."},
     "max_retries": {**INT, "description": "The retries it may have; then it is "
                     "dead-lettered."},
-    "retry_at": {**_nullable(TIME), "description": "While RETRY_WAIT: when it waits in the "
+    "retry_at": {**nullable(TIME), "description": "While RETRY_WAIT: when it waits in the "
                  "queue again."},
     "pending": PENDING,
     "placement": PLACEMENT, "checkpoint": CHECKPOINT,
-    "result": ANY_OBJECT, "output_url": _nullable(STR), "error_code": STR, "error": STR})
-JOB_CREDITS = _obj({"held": INT, "spent": INT, "refunded": INT})
+    "result": ANY_OBJECT, "output_url": nullable(STR), "error_code": STR, "error": STR})
+JOB_CREDITS = obj({"held": INT, "spent": INT, "refunded": INT})
 JOB_DETAIL = {**JOB, "properties": {**JOB["properties"], "credits": JOB_CREDITS},
               "required": [*JOB["required"], "credits"]}
-JOB_EVENT = _obj({
+JOB_EVENT = obj({
     "id": INT, "at": TIME, "from_state": {**STATE, "enum": ["", *JobState.values]},
-    "to_state": STATE, "version": INT, "reason": STR, "attempt": _nullable(INT),
+    "to_state": STATE, "version": INT, "reason": STR, "attempt": nullable(INT),
     "data": {**ANY_OBJECT, "description": "A change of the request: {changed: {field: "
              "[old, new]}}; a move to RETRY_WAIT after a failed attempt: {error_code, "
              "exit_code} (and changed, when an OOM raised min_gpu_memory_mb); otherwise "
              "what the move recorded."}})
-ATTEMPT = _obj({
-    "id": INT, "created_at": TIME, "started_at": _nullable(TIME), "ended_at": _nullable(TIME),
-    "nodes": {"type": "array", "items": _obj({"rank": INT, "node": STR, "gpus": {
+ATTEMPT = obj({
+    "id": INT, "created_at": TIME, "started_at": nullable(TIME), "ended_at": nullable(TIME),
+    "nodes": {"type": "array", "items": obj({"rank": INT, "node": STR, "gpus": {
         "type": "array", "items": INT}})},
     "progress": NUMBER, "outcome": {**STR, "description": "Empty while it runs; else "
                                     "SUCCEEDED, FAILED, OOM, TIMED_OUT, PREEMPTED, CANCELLED "
                                     "or LOST."},
-    "exit_code": _nullable(INT), "stderr_tail": STR,
-    "log_url": {**_nullable(STR), "description": "Where what its binary printed is read "
+    "exit_code": nullable(INT), "stderr_tail": STR,
+    "log_url": {**nullable(STR), "description": "Where what its binary printed is read "
                 "while it is kept (null if nothing was, or once it expired)."}})
-QUEUE_LINE = _obj({
-    "of": _nullable(INT), "as_of": _nullable(TIME), "waiting": INT, "in_line": INT,
-    "results": {"type": "array", "items": _obj({
-        "id": INT, "gpus": INT, "place": INT, "ahead_s": _nullable(INT)})}})
-ACCEPTED = _obj({"id": INT, "state": STR, "url": STR, "backlog_s": _nullable({
+QUEUE_LINE = obj({
+    "of": nullable(INT), "as_of": nullable(TIME), "waiting": INT, "in_line": INT,
+    "results": {"type": "array", "items": obj({
+        "id": INT, "gpus": INT, "place": INT, "ahead_s": nullable(INT)})}})
+ACCEPTED = obj({"id": INT, "state": STR, "url": STR, "backlog_s": nullable({
     "type": "integer", "description": "How long the work waiting at the job's tier or above "
     "would keep the whole fleet busy, as of the last round (what admission sheds by); not a "
     "start estimate, which the job's pending.estimated_start gives after the next round. "
     "Null while no round has published one."})})
-ERROR = _obj({"error": {
+ERROR = obj({"error": {
     "type": "object", "required": ["code", "message"],
     "description": "Refusals add their figures: retry_after_s (429), needed and available "
                    "(402 insufficient_credits), scope, monthly_limit and committed (402 "
@@ -188,39 +139,39 @@ ERROR = _obj({"error": {
     "properties": {"code": STR, "message": STR, "fields": ANY_OBJECT, "retry_after_s": INT,
                    "needed": INT, "available": INT, "scope": STR, "monthly_limit": INT,
                    "committed": INT}}})
-WEBHOOK = _obj({"id": INT, "url": STR, "events": {"type": "array", "items": {
+WEBHOOK = obj({"id": INT, "url": STR, "events": {"type": "array", "items": {
     "type": "string", "enum": list(EVENTS)}}, "active": BOOL, "created_at": TIME})
 WEBHOOK_CREATED = {**WEBHOOK, "properties": {**WEBHOOK["properties"], "secret": STR},
                    "required": [*WEBHOOK["required"], "secret"]}
-TRANSFER = _obj({
+TRANSFER = obj({
     "id": INT, "kind": STR, "amount": INT, "direction": {"enum": ["in", "out"]},
-    "bucket": STR, "job": _nullable(INT), "attempt": _nullable(INT), "memo": STR,
+    "bucket": STR, "job": nullable(INT), "attempt": nullable(INT), "memo": STR,
     "created_at": TIME})
-CREDITS = _obj({
+CREDITS = obj({
     "available": INT, "held": INT,
-    "buckets": {"type": "array", "items": _obj({
+    "buckets": {"type": "array", "items": obj({
         "bucket": {"type": "string", "enum": ["paid", "promo"]}, "available": INT,
-        "held": INT, "expires_at": _nullable(TIME)})},
-    "budgets": {"type": "array", "items": _obj({
+        "held": INT, "expires_at": nullable(TIME)})},
+    "budgets": {"type": "array", "items": obj({
         "scope": STR, "monthly_limit": INT, "committed": INT, "month": STR})},
     "transfers": {"type": "array", "items": TRANSFER}})
 
 _USED = {"spent": INT, "refunded": INT, "gpu_hours": NUMBER}
-USAGE = _obj({"month": STR, **_USED,
-              "projects": {"type": "array", "items": _obj({"project": STR, **_USED})},
-              "gpu_types": {"type": "array", "items": _obj({
+USAGE = obj({"month": STR, **_USED,
+              "projects": {"type": "array", "items": obj({"project": STR, **_USED})},
+              "gpu_types": {"type": "array", "items": obj({
                   "gpu_type": STR, "spent": INT, "gpu_hours": NUMBER})}})
 
 
-NOTICE = _obj({
+NOTICE = obj({
     "event": {"type": "string", "enum": list(JOB_EVENTS)}, "delivery": INT,
-    "job": _obj({"id": INT, "state": STATE, "labels": LABELS,
-                 "error_code": STR, "result": ANY_OBJECT, "output_url": _nullable(STR),
-                 "finished_at": _nullable(TIME), "retries": INT,
-                 "retry_at": _nullable(TIME), "credits": JOB_CREDITS})})
-CREDITS_NOTICE = _obj({
+    "job": obj({"id": INT, "state": STATE, "labels": LABELS,
+                 "error_code": STR, "result": ANY_OBJECT, "output_url": nullable(STR),
+                 "finished_at": nullable(TIME), "retries": INT,
+                 "retry_at": nullable(TIME), "credits": JOB_CREDITS})})
+CREDITS_NOTICE = obj({
     "event": {"enum": ["credits.low"]}, "delivery": INT, "organization": STR,
-    "credits": _obj({"available": INT, "threshold": INT})})
+    "credits": obj({"available": INT, "threshold": INT})})
 
 
 def _ref(name: str) -> dict:
@@ -275,9 +226,9 @@ def _paths() -> dict:
                     "responses": {
                 "200": {"description": "the organization's jobs, newest first, a page at a "
                                        "time; `next` is the following page's URL", "content": {
-                    "application/json": {"schema": _obj(
+                    "application/json": {"schema": obj(
                         {"results": {"type": "array", "items": _ref("Job")},
-                         "next": _nullable(STR)})}}},
+                         "next": nullable(STR)})}}},
                 **_errors(400, 429)}}},
         "/api/v1/queue": {"get": {
             "operationId": "getQueueLine", "parameters": _query(LineQuery()),
@@ -304,15 +255,15 @@ def _paths() -> dict:
             "operationId": "listJobEvents", "parameters": [JOB_ID, *_query(PageQuery())],
             "responses": {"200": {"description": "the job's history, newest first: every "
                                                  "move of its state and change of its request",
-                                  "content": {"application/json": {"schema": _obj(
+                                  "content": {"application/json": {"schema": obj(
                                       {"results": {"type": "array", "items": JOB_EVENT},
-                                       "next": _nullable(STR)})}}},
+                                       "next": nullable(STR)})}}},
                           **_errors(400, 404, 429)}}},
         "/api/v1/jobs/{job_id}/attempts": {"get": {
             "operationId": "listJobAttempts", "parameters": [JOB_ID],
             "responses": {"200": {"description": "the job's tries, newest first: where each "
                                                  "ran, how it ended, the end of its stderr",
-                                  "content": {"application/json": {"schema": _obj(
+                                  "content": {"application/json": {"schema": obj(
                                       {"results": {"type": "array", "items": ATTEMPT}})}}},
                           **_errors(404, 429)}}},
         "/api/v1/jobs/{job_id}/log": {"get": {
@@ -336,7 +287,7 @@ def _paths() -> dict:
             "responses": {"202": {"description": "the jobs cancelled now, those asked to stop "
                                                  "on their nodes, and how many more match "
                                                  f"(at most {CANCEL_BATCH} a request)",
-                                  "content": {"application/json": {"schema": _obj({
+                                  "content": {"application/json": {"schema": obj({
                                       "cancelled": {"type": "array", "items": INT},
                                       "stopping": {"type": "array", "items": INT},
                                       "left": INT})}}},
@@ -348,7 +299,7 @@ def _paths() -> dict:
         "/api/v1/webhooks": {
             "get": {"operationId": "listWebhooks", "responses": {
                 "200": {"description": "the organization's endpoints", "content": {
-                    "application/json": {"schema": _obj(
+                    "application/json": {"schema": obj(
                         {"results": {"type": "array", "items": _ref("Webhook")}})}}},
                 **_errors(429)}},
             "post": {"operationId": "createWebhook",
@@ -364,9 +315,9 @@ def _paths() -> dict:
             "operationId": "listCreditTransfers", "parameters": _query(TransferListQuery()),
             "responses": {"200": {"description": "the organization's transfers, newest "
                                                  "first, a page at a time", "content": {
-                "application/json": {"schema": _obj(
+                "application/json": {"schema": obj(
                     {"results": {"type": "array", "items": TRANSFER},
-                     "next": _nullable(STR)})}}},
+                     "next": nullable(STR)})}}},
                           **_errors(400, 429)}}},
         "/api/v1/credits/usage": {"get": {
             "operationId": "getCreditUsage", "parameters": _query(UsageQuery()),
