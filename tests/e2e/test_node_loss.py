@@ -17,6 +17,7 @@ from tests.support.ledger import assert_ledger_consistent
 from tests.support.processes import ProcessGroup, binaries_under, wait_for
 from workers.models import Node
 from workers.services.checkpoint_cuts import resume_copies
+from workers.services.logs import attempt_log
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -64,7 +65,8 @@ def _paid(attempt: Attempt) -> int:
 @pytest.fixture
 def fast_leases():
     group = ProcessGroup(GPUSCHED_LEASE_SECONDS="3", GPUSCHED_HEARTBEAT_SECONDS="0.5",
-                         GPUSCHED_NODE_STALE_SECONDS="3", GPUSCHED_RETRY_BACKOFF_S="0.5")
+                         GPUSCHED_NODE_STALE_SECONDS="3", GPUSCHED_RETRY_BACKOFF_S="0.5",
+                         GPUSCHED_LOG_PUBLISH_S="0.5")
     yield group
     group.stop_all()
 
@@ -81,6 +83,8 @@ def test_a_job_on_a_killed_node_runs_again_on_another(alice, fast_leases):
     wait_for(lambda: Job.objects.get(pk=job.pk).state == "RUNNING", 60, "the job to run")
     first = Attempt.objects.get(job=job)
     assert first.node.name == doomed
+    wait_for(lambda: b"PROGRESS" in attempt_log(job, attempt_id=first.pk).data, 30,
+             "its log to be published as it runs")
 
     fast_leases.kill(doomed_proc)  # kill -9 of the node's worker processes
     wait_for(lambda: not binaries_under(fast_leases.work_root), 10,
@@ -89,6 +93,8 @@ def test_a_job_on_a_killed_node_runs_again_on_another(alice, fast_leases):
     wait_for(lambda: Attempt.objects.filter(job=job).count() == 2, 60, "a second attempt")
     first.refresh_from_db()
     assert first.outcome == Attempt.Outcome.LOST
+    lost = attempt_log(job, attempt_id=first.pk)  # what it printed before the kill stays
+    assert lost.data.startswith(b"START ") and lost.final
     second = Attempt.objects.filter(job=job).latest("id")
     assert second.token > first.token and second.node.name == spare
     states = [e.to_state for e in job.events.all()]
