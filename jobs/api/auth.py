@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.db.models import Q
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
@@ -32,11 +33,13 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         raw = self._raw_key(request)
         if not raw:
             return None
+        now = timezone.now()
         key = (ApiKey.objects.select_related("organization__tier", "user")
-               .filter(key_hash=hash_key(raw), revoked_at__isnull=True).first())
+               .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now),
+                       key_hash=hash_key(raw), revoked_at__isnull=True).first())
         if key is None:
-            raise exceptions.AuthenticationFailed("unknown or revoked API key")
-        ApiKey.objects.filter(pk=key.pk).update(last_used_at=timezone.now())
+            raise exceptions.AuthenticationFailed("unknown, expired or revoked API key")
+        ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)
         return ApiClient(key.organization, key, key.user), key
 
     def authenticate_header(self, request) -> str:

@@ -146,14 +146,20 @@ class ApiKey(models.Model):
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    # refused from then on (null: never); an owner sets it when making the key
+    expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.name})"
 
     @classmethod
-    def issue(cls, *, organization: Organization, name: str, user=None) -> tuple[ApiKey, str]:
+    def issue(cls, *, organization: Organization, name: str, user=None,
+              expires_at=None) -> tuple[ApiKey, str]:
         raw = KEY_PREFIX + secrets.token_urlsafe(32)
         key = cls.objects.create(organization=organization, name=name, user=user,
-                                 prefix=raw[:11], key_hash=hash_key(raw))
+                                 prefix=raw[:11], key_hash=hash_key(raw),
+                                 expires_at=expires_at)
         return key, raw

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from jobs.defaults import (
@@ -36,17 +39,24 @@ def organization_create(*, slug: str, tier: str, name: str = "", weight: float =
     return org
 
 
-def api_key_issue(*, organization: Organization, name: str, user=None) -> tuple[ApiKey, str]:
+def api_key_issue(*, organization: Organization, name: str, user=None,
+                  expires_at: datetime | None = None) -> tuple[ApiKey, str]:
     """A new key; the raw value is returned here once and never stored."""
-    return ApiKey.issue(organization=organization, name=name, user=user)
+    return ApiKey.issue(organization=organization, name=name, user=user, expires_at=expires_at)
 
 
 MAX_KEYS = 50  # live keys per organization: enough for every service and person, no more
+MAX_KEY_DAYS = 3650
 
 
-def api_key_issue_by_owner(*, organization: Organization, name: str, user) -> tuple[ApiKey, str]:
-    """A key an owner of `organization` makes for it (the dashboard), its jobs `user`'s."""
+def api_key_issue_by_owner(*, organization: Organization, name: str, user,
+                           days: int | None = None) -> tuple[ApiKey, str]:
+    """A key an owner of `organization` makes for it (the dashboard), its jobs `user`'s,
+    refused after `days` if given."""
     _owner_or_refuse(organization, user)
+    if days is not None and not 1 <= days <= MAX_KEY_DAYS:
+        raise ValidationFailed(f"a key lasts 1 to {MAX_KEY_DAYS} days, or for ever",
+                               code="invalid_key_days", field="days")
     name = name.strip()
     if not 1 <= len(name) <= ApiKey._meta.get_field("name").max_length:
         raise ValidationFailed("a key's name is 1 to 80 characters", code="invalid_key_name",
@@ -56,10 +66,14 @@ def api_key_issue_by_owner(*, organization: Organization, name: str, user) -> tu
                                code="invalid_key_name", field="name")
     with transaction.atomic():
         Organization.objects.select_for_update(no_key=True).get(pk=organization.pk)
-        if organization.api_keys.filter(revoked_at__isnull=True).count() >= MAX_KEYS:
+        now = timezone.now()
+        live = organization.api_keys.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now),
+                                            revoked_at__isnull=True)
+        if live.count() >= MAX_KEYS:
             raise Conflict(f"at most {MAX_KEYS} live keys per organization: revoke one first",
                            code="too_many_keys")
-        return api_key_issue(organization=organization, name=name, user=user)
+        return api_key_issue(organization=organization, name=name, user=user,
+                             expires_at=now + timedelta(days=days) if days else None)
 
 
 def api_key_revoke(*, organization: Organization, key_id: int, user) -> ApiKey:
@@ -67,7 +81,8 @@ def api_key_revoke(*, organization: Organization, key_id: int, user) -> ApiKey:
     already revoked stays as it was."""
     _owner_or_refuse(organization, user)
     ApiKey.objects.filter(pk=key_id, organization=organization,
-                          revoked_at__isnull=True).update(revoked_at=timezone.now())
+                          revoked_at__isnull=True).update(revoked_at=timezone.now(),
+                                                          revoked_by=user)
     key = ApiKey.objects.filter(pk=key_id, organization=organization).first()
     if key is None:
         raise NotFound("no such key")

@@ -19,7 +19,8 @@ def _organizations(request: HttpRequest) -> list[dict]:
     memberships = (Membership.objects.filter(user=request.user)
                    .select_related("organization").order_by("organization__slug"))
     return [{"org": m.organization, "owner": m.role == Membership.Role.OWNER,
-             "keys": m.organization.api_keys.select_related("user").order_by("-pk")}
+             "keys": m.organization.api_keys.select_related("user", "revoked_by")
+             .order_by("-pk")}
             for m in memberships]
 
 
@@ -44,9 +45,12 @@ def keys_page(request: HttpRequest, new: tuple | None = None,
 @require_POST
 def key_create(request: HttpRequest, slug: str) -> HttpResponse:
     org = _organization(request, slug)
+    days = request.POST.get("days", "").strip()
     try:
-        key, raw = api_key_issue_by_owner(organization=org, name=request.POST.get("name", ""),
-                                          user=request.user)
+        key, raw = api_key_issue_by_owner(
+            organization=org, name=request.POST.get("name", ""), user=request.user,
+            # what is not a whole number of days is out of range: refused with the rest
+            days=(int(days) if days.isdigit() else 0) if days else None)
     except ServiceError as exc:
         messages.warning(request, exc.message)
         return keys_page(request, status=exc.status)

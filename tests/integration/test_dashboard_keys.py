@@ -90,3 +90,37 @@ def test_keys_are_bounded_per_organization(owner, alice, monkeypatch):
     answer = owner.post("/dashboard/keys/alice", {"name": "one more"})
     assert answer.status_code == 409 and "revoke one first" in answer.content.decode()
     assert ApiKey.objects.filter(organization=alice).count() == 3
+
+
+def test_a_key_made_to_expire_is_refused_once_it_has(owner, alice, monkeypatch):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    monkeypatch.setattr(tenancy, "MAX_KEYS", 2)  # the fixture's and this one
+
+    answer = owner.post("/dashboard/keys/alice", {"name": "a week", "days": "7"})
+    raw = re.search(r'class="new-key">([^<]+)<', answer.content.decode()).group(1)
+    key = ApiKey.objects.get(name="a week")
+    assert abs(key.expires_at - timezone.now() - timedelta(days=7)) < timedelta(minutes=1)
+    assert _api(raw).get("/api/v1/jobs").status_code == 200
+    ApiKey.objects.filter(pk=key.pk).update(expires_at=timezone.now())  # its week is over
+    refused = _api(raw).get("/api/v1/jobs")
+    assert (refused.status_code, refused.json()["error"]["code"]) == (
+        401, "authentication_failed")
+    # an expired key no longer counts against the organization's live keys
+    assert owner.post("/dashboard/keys/alice", {"name": "next"}).status_code == 200
+
+
+@pytest.mark.parametrize("days", ["0", "-1", "3651", "1.5", "x"])
+def test_a_key_lasts_whole_days_within_the_bounds(owner, days):
+    before = ApiKey.objects.count()
+    answer = owner.post("/dashboard/keys/alice", {"name": "k", "days": days})
+    assert answer.status_code == 400 and ApiKey.objects.count() == before
+
+
+def test_who_revoked_a_key_is_kept(owner, alice):
+    key, _ = tenancy.api_key_issue(organization=alice, name="old")
+    owner.post(f"/dashboard/keys/alice/{key.pk}/revoke")
+    assert ApiKey.objects.get(pk=key.pk).revoked_by.username == "olga"
+    assert "by olga" in owner.get("/dashboard/keys").content.decode()
