@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Q
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
@@ -35,8 +34,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
             return None
         now = timezone.now()
         key = (ApiKey.objects.select_related("organization__tier", "user")
-               .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now),
-                       key_hash=hash_key(raw), revoked_at__isnull=True).first())
+               .filter(ApiKey.live_at(now), key_hash=hash_key(raw)).first())
         if key is None:
             raise exceptions.AuthenticationFailed("unknown, expired or revoked API key")
         ApiKey.objects.filter(pk=key.pk).update(last_used_at=now)

@@ -7,6 +7,7 @@ import secrets
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 
 
 class Tier(models.Model):
@@ -154,6 +155,11 @@ class ApiKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.name})"
+
+    @staticmethod
+    def live_at(now) -> Q:
+        """The keys a request may use at `now`: neither revoked nor expired."""
+        return Q(revoked_at__isnull=True) & (Q(expires_at__isnull=True) | Q(expires_at__gt=now))
 
     @classmethod
     def issue(cls, *, organization: Organization, name: str, user=None,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from jobs.defaults import (
@@ -67,9 +66,7 @@ def api_key_issue_by_owner(*, organization: Organization, name: str, user,
     with transaction.atomic():
         Organization.objects.select_for_update(no_key=True).get(pk=organization.pk)
         now = timezone.now()
-        live = organization.api_keys.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now),
-                                            revoked_at__isnull=True)
-        if live.count() >= MAX_KEYS:
+        if organization.api_keys.filter(ApiKey.live_at(now)).count() >= MAX_KEYS:
             raise Conflict(f"at most {MAX_KEYS} live keys per organization: revoke one first",
                            code="too_many_keys")
         return api_key_issue(organization=organization, name=name, user=user,
