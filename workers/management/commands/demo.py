@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -109,20 +111,25 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+STOP_GRACE_S = 15.0  # for all of them together to stop as asked
+
+
 def _stop(procs: list[subprocess.Popen]) -> None:
+    """A warm shutdown of each process, as systemd's KillMode=mixed asks one: SIGTERM to its
+    main process only (a signal to its pool's children too makes a worker wait for children
+    it no longer has), then SIGKILL to whatever is left of its group."""
     for p in procs:
         if p.poll() is None:
-            signal_group(p, signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):
+                p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_S
     for p in procs:
-        try:
-            p.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            signal_group(p, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
+    for p in procs:
+        signal_group(p, signal.SIGKILL)
 
 
 def signal_group(proc: subprocess.Popen, sig: int) -> None:
-    import contextlib
-    import os
-
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, sig)
