@@ -16,6 +16,7 @@ from jobs.services.labels import MAX_LABELS, MAX_VALUE
 from jobs.services.outputs import output_path
 from jobs.services.placements import placements_of
 from jobs.services.relaxations import relaxation
+from jobs.services.submission import JobSpec
 from jobs.states import LIVE, JobState
 from workers.services.checkpoint_cuts import resume_point
 from workers.services.logs import STREAMS
@@ -62,6 +63,12 @@ class JobSubmitSerializer(serializers.Serializer):
             raise serializers.ValidationError(
                 f"at most {settings.GPUSCHED_MAX_GPUS_PER_JOB} GPUs per job")
         return value
+
+    def spec(self) -> JobSpec:
+        """The validated request, as the submission service takes it."""
+        data = dict(self.validated_data)
+        return JobSpec(**{**data, "gpu_types": tuple(data["gpu_types"]),
+                          "after": tuple(data["after"])})
 
 
 class LineQuery(serializers.Serializer):

@@ -30,7 +30,7 @@ from jobs.services.errors import Conflict, ValidationFailed
 from jobs.services.labels import with_labels
 from jobs.services.outputs import output_expired, output_response
 from jobs.services.placements import placements_of
-from jobs.services.submission import JobSpec, job_submit_once
+from jobs.services.submission import job_submit_once
 from jobs.services.webhooks import url_refusal
 from jobs.states import LIVE
 from workers.services.checkpoint_cuts import may_resume, resume_points
@@ -55,11 +55,8 @@ class JobListCreate(APIView):
         key = _idempotency_key(request)
         body = JobSubmitSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        data = dict(body.validated_data)
-        data["gpu_types"] = tuple(data["gpu_types"])
-        data["after"] = tuple(data["after"])
         job, replayed = job_submit_once(organization=request.user.organization,
-                                        spec=JobSpec(**data), user=request.user.user,
+                                        spec=body.spec(), user=request.user.user,
                                         idempotency_key=key)
         # a repeated request gets the job the first one made, in the state it is in now
         backlog = backlog_seconds(request.user.organization.tier.name)

@@ -1,10 +1,11 @@
 from django.urls import path
 
 from credits.web import credits_page
-from jobs.web import keys, views
+from jobs.web import keys, submit, views
 
 urlpatterns = [
     path("", views.job_list, name="dashboard"),
+    path("jobs/new", submit.job_new, name="dashboard-job-new"),
     path("jobs/<int:job_id>", views.job_detail, name="dashboard-job"),
     path("jobs/<int:job_id>/cancel", views.job_cancel_view, name="dashboard-job-cancel"),
     path("jobs/<int:job_id>/relax", views.job_relax_view, name="dashboard-job-relax"),

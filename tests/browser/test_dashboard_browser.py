@@ -1,6 +1,7 @@
-"""The dashboard in a real browser (Chromium): log in, watch a job run and end without
-reloading by hand, download what it made, cancel a waiting job through the page's form
-(CSRF cookie and all), and see nothing of another organization.
+"""The dashboard in a real browser (Chromium): log in, submit a job through the page's form
+(a double click makes one job), watch a job run and end without reloading by hand, download
+what it made, cancel a waiting job through the page's form (CSRF cookie and all), and see
+nothing of another organization.
 
 The job moves through the same services the node agent calls, so the page is what changes.
 """
@@ -15,7 +16,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import connections
 
-from jobs.models import Attempt, Membership
+from jobs.models import Attempt, Job, Membership
 from jobs.scheduler.tick import scheduler_tick_run
 from tests.support.factories import make_job, make_node
 from workers.services.attempts import (
@@ -116,6 +117,27 @@ def test_a_member_cancels_a_waiting_job_from_its_page(page, ann, alice, settings
     expect(page.locator("body")).to_contain_text("Cancelled.")
     job.refresh_from_db()
     assert job.state == "CANCELLED"
+
+
+def test_a_member_submits_a_job_and_a_double_click_makes_one(page, ann, alice):
+    from playwright.sync_api import expect
+
+    _log_in(page, "ann", "pw-ann-1")
+    page.click("text=New job")
+    page.fill("textarea[name=prompt]", "a heron at dawn")
+    page.fill("input[name=gpus]", "2")
+    page.fill("textarea[name=labels]", "pipeline: birds")
+    page.dblclick(".job-form button[type=submit]")
+    expect(page.locator("h1")).to_have_text(re.compile(r"Job #\d+: QUEUED"))
+    job = Job.objects.get()
+    assert (job.prompt, job.gpus, job.labels, job.submitted_by) == (
+        "a heron at dawn", 2, {"pipeline": "birds"}, ann)
+
+    page.click("text=Send it again")  # the same request, a new form: a second job
+    expect(page.locator("textarea[name=prompt]")).to_have_value("a heron at dawn")
+    page.click(".job-form button[type=submit]")
+    expect(page.locator("h1")).to_have_text(re.compile(rf"Job #(?!{job.pk}:)\d+: QUEUED"))
+    assert Job.objects.count() == 2
 
 
 def test_a_wrong_password_is_refused(page, ann):
