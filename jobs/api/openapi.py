@@ -94,6 +94,8 @@ JOB = obj({
               "it queues: HELD until then, CANCELLED dependency_failed if one does not."},
     "created_at": TIME, "started_at": nullable(TIME),
     "finished_at": nullable(TIME), "preemptions": INT,
+    "start_by": {**nullable(TIME), "description": "Cancelled (start_deadline_passed) if it "
+                 "has not started by then: its start_within_s after submission."},
     "retries": {**INT, "description": "Retries so far, after lost or failed attempts."},
     "max_retries": {**INT, "description": "The retries it may have; then it is "
                     "dead-lettered."},

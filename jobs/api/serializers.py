@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from jobs.api.paging import PageQuery
 from jobs.models import Attempt, Job, JobEvent, WebhookEndpoint
-from jobs.models.job import MAX_URGENCY_S
+from jobs.models.job import MAX_START_WITHIN_S, MAX_URGENCY_S
 from jobs.models.webhook import EVENTS
 from jobs.scheduler.positions import QueuePosition, places_of
 from jobs.services.dependencies import MAX_AFTER
@@ -51,6 +51,10 @@ class JobSubmitSerializer(serializers.Serializer):
                                            default=None)
     after = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False,
                                   default=list, max_length=MAX_AFTER)
+    start_within_s = serializers.IntegerField(
+        min_value=1, max_value=MAX_START_WITHIN_S, required=False, allow_null=True,
+        default=None, help_text="Cancel the job (error_code start_deadline_passed) if it has "
+                                "not started this many seconds after its submission.")
     labels = serializers.DictField(
         child=TextOnly(max_length=MAX_VALUE, allow_blank=True, trim_whitespace=False),
         required=False, default=dict,
@@ -115,7 +119,7 @@ class JobSerializer(serializers.ModelSerializer):
             "id", "organization", "project", "state", "version", "prompt", "params", "labels",
             "gpus", "min_gpus", "gpu_types", "min_gpu_memory_mb", "region", "time_limit_s",
             "checkpointable", "preemptible", "created_at", "started_at", "finished_at",
-            "urgency_s", "after", "preemptions", "retries", "max_retries", "retry_at",
+            "start_by", "urgency_s", "after", "preemptions", "retries", "max_retries", "retry_at",
             "pending", "placement", "checkpoint", "result", "output_url", "error_code", "error",
         ]
 

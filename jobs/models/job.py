@@ -8,6 +8,7 @@ from django.db import models
 from jobs.states import TERMINAL, JobState
 
 MAX_URGENCY_S = 86_400  # the most a job may go ahead of its user's own: the wait bound's term
+MAX_START_WITHIN_S = 30 * 86_400  # the longest start deadline a client may set
 
 
 class Job(models.Model):
@@ -53,6 +54,9 @@ class Job(models.Model):
     # (GPUSCHED_MAX_RETRIES, as it is when one is needed)
     max_retries = models.PositiveSmallIntegerField(null=True, blank=True)
     retry_at = models.DateTimeField(null=True, blank=True, help_text="End of RETRY_WAIT.")
+    start_by = models.DateTimeField(
+        null=True, blank=True,
+        help_text="Cancelled if it has not started by then (the client's start_within_s).")
     # the node its last try failed on (a crash, a hang): its retry goes elsewhere where it
     # can start as soon (a bad GPU there would fail it again). Its attempts say it too, but
     # the scheduler's queue reads only the jobs' own rows (scheduler/queue_cache.py)
@@ -104,6 +108,10 @@ class Job(models.Model):
             # every tick releases the jobs whose retry wait is over
             models.Index(fields=["retry_at"], name="job_retry_due_idx",
                          condition=models.Q(state=JobState.RETRY_WAIT)),
+            # every tick cancels the waiting jobs whose start deadline passed
+            models.Index(fields=["start_by"], name="job_start_by_idx",
+                         condition=models.Q(state__in=[JobState.QUEUED, JobState.HELD],
+                                            start_by__isnull=False)),
             # every tick looks up the few queued jobs holding a nomination
             models.Index(fields=["nominated_node"], name="job_nominated_idx",
                          condition=models.Q(state=JobState.QUEUED,

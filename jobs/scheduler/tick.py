@@ -22,6 +22,7 @@ from jobs.scheduler.positions import positions_due, publish_positions
 from jobs.scheduler.queue_cache import held_reasons, queue_rows_read
 from jobs.scheduler.snapshot import load_snapshot
 from jobs.scheduler.usage import fold_ended_attempts
+from jobs.services.start_deadlines import cancel_late_starts
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ def scheduler_tick_run() -> TickReport:
         now = timezone.now()
         reap_expired_attempts(now=now)
         release_due_retries(now=now)
+        cancel_late_starts(now=now)
         nominees = start_nominees(now)
         fold_ended_attempts(now, settings.GPUSCHED_USAGE_HALF_LIFE_S)
         clock = time.perf_counter()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -12,7 +13,7 @@ from django.utils import timezone
 
 from credits.services.holds import hold_for_job
 from jobs.models import Job, Organization, Project
-from jobs.models.job import MAX_URGENCY_S
+from jobs.models.job import MAX_START_WITHIN_S, MAX_URGENCY_S
 from jobs.scheduler.trigger import request_tick
 from jobs.services.admission import admit
 from jobs.services.dependencies import dependencies_of, held_reason
@@ -40,6 +41,7 @@ class JobSpec:
     max_retries: int | None = None  # after lost or failed attempts; None: the service's
     after: tuple[int, ...] = ()  # jobs of the organization that must succeed first
     labels: dict = field(default_factory=dict)  # the client's names for it
+    start_within_s: int | None = None  # cancelled if not started this long after submission
 
 
 def _project_for(org: Organization, name: str) -> Project:
@@ -77,6 +79,9 @@ def check_limits(spec: JobSpec) -> int:
             settings.GPUSCHED_MAX_RETRIES):
         raise ValidationFailed(f"max_retries must be 0..{settings.GPUSCHED_MAX_RETRIES}",
                                code="max_retries_out_of_range", field="max_retries")
+    if spec.start_within_s is not None and not 1 <= spec.start_within_s <= MAX_START_WITHIN_S:
+        raise ValidationFailed(f"start_within_s must be 1..{MAX_START_WITHIN_S}",
+                               code="start_within_out_of_range", field="start_within_s")
     if spec.min_gpus is not None and not 1 <= spec.min_gpus <= spec.gpus:
         raise ValidationFailed(f"min_gpus must be 1..{spec.gpus} (gpus)",
                                code="min_gpus_out_of_range", field="min_gpus")
@@ -102,7 +107,9 @@ def spec_of(job: Job) -> JobSpec:
                    checkpointable=job.checkpointable, preemptible=job.preemptible,
                    project=job.project.name, urgency_s=job.urgency_s,
                    max_retries=job.max_retries, labels=job.labels,
-                   after=tuple(sorted(job.after.values_list("pk", flat=True))))
+                   after=tuple(sorted(job.after.values_list("pk", flat=True))),
+                   start_within_s=None if job.start_by is None else
+                   round((job.start_by - job.created_at).total_seconds()))
 
 
 def job_submit(*, organization: Organization, spec: JobSpec, user=None,
@@ -136,6 +143,7 @@ def job_submit_once(*, organization: Organization, spec: JobSpec, user=None,
         time_limit = check_limits(spec)
         admit(org)
         after, waiting = dependencies_of(org, spec.after)
+        now = timezone.now()
         job = Job.objects.create(
             state=JobState.HELD if waiting else JobState.QUEUED,
             organization=org,
@@ -154,7 +162,9 @@ def job_submit_once(*, organization: Organization, spec: JobSpec, user=None,
             preemptible=spec.preemptible,
             urgency_s=spec.urgency_s,
             max_retries=spec.max_retries,
-            enqueued_at=timezone.now(),
+            enqueued_at=now,
+            start_by=None if spec.start_within_s is None else
+            now + timedelta(seconds=spec.start_within_s),
             pending_code="dependency" if waiting else "new",
             pending_reason=held_reason(waiting) if waiting else
             "waiting for the next scheduling round",
@@ -175,7 +185,7 @@ def _fingerprint(spec: JobSpec) -> str:
     # they were, so that a retry still finds its job
     fields["after"] = sorted(set(spec.after))
     for name, default in (("min_gpus", None), ("urgency_s", 0), ("max_retries", None),
-                          ("after", []), ("labels", {})):
+                          ("after", []), ("labels", {}), ("start_within_s", None)):
         if fields[name] == default:
             del fields[name]
     text = json.dumps(fields, sort_keys=True, separators=(",", ":"))

@@ -27,7 +27,7 @@ TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")
 KEY_PREFIX = "dashboard:"
 # fields of a request the form shows, in its order; `after` is the API's alone
 TEXT_FIELDS = ("prompt", "gpus", "min_gpus", "gpu_types", "time_limit_s", "min_gpu_memory_mb",
-               "region", "urgency_s", "max_retries")
+               "region", "urgency_s", "max_retries", "start_within_s")
 FLAGS = ("checkpointable", "preemptible")
 ZERO_DEFAULTS = {"min_gpu_memory_mb": (0,), "urgency_s": (0,)}
 # what the page calls each field a refusal names
@@ -35,7 +35,8 @@ FIELD_NAMES = {"target": "Organization / project", "prompt": "Prompt", "gpus": "
                "min_gpus": "Accepts as few as", "gpu_types": "GPU types",
                "time_limit_s": "Time limit", "min_gpu_memory_mb": "GPU memory",
                "region": "Region", "urgency_s": "Ahead of my own jobs by",
-               "max_retries": "Retries", "params": "Parameters", "labels": "Labels",
+               "max_retries": "Retries", "start_within_s": "Give up unless started within",
+               "params": "Parameters", "labels": "Labels",
                "checkpointable": "Writes checkpoints", "preemptible": "May be preempted"}
 
 

@@ -25,7 +25,7 @@ _FIELDS = {
     "gpu_types": st.lists(text, max_size=9), "min_gpu_memory_mb": numbers, "region": text,
     "time_limit_s": numbers, "checkpointable": st.booleans(), "preemptible": st.booleans(),
     "project": text, "min_gpus": numbers, "urgency_s": numbers, "max_retries": numbers,
-    "after": st.lists(numbers, max_size=4),
+    "after": st.lists(numbers, max_size=4), "start_within_s": numbers,
     "labels": st.one_of(st.dictionaries(text, text, max_size=4),
                         st.dictionaries(text, values, max_size=3)),
 }

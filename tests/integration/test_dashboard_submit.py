@@ -50,7 +50,7 @@ def test_the_form_offers_the_users_projects_and_the_fleets_gpu_types(member, bob
 def test_a_member_submits_a_job_that_queues_with_the_member_as_submitter(member, alice):
     answer = member.post("/dashboard/jobs/new", _form(
         member, gpu_types="H100, A100", time_limit_s="900", checkpointable="on",
-        params='{"seconds": 8}', labels="pipeline: trailers\nshot: 12"))
+        params='{"seconds": 8}', labels="pipeline: trailers\nshot: 12", start_within_s="120"))
     job = Job.objects.get()
     assert answer.status_code == 302 and answer["Location"] == f"/dashboard/jobs/{job.pk}"
     assert (job.organization, job.project.name, job.submitted_by.username) == (
@@ -60,6 +60,7 @@ def test_a_member_submits_a_job_that_queues_with_the_member_as_submitter(member,
     assert (job.checkpointable, job.preemptible, job.params, job.labels) == (
         True, True, {"seconds": 8}, {"pipeline": "trailers", "shot": "12"})
     assert job.events.get().reason == "submitted on the dashboard by mia"
+    assert (job.start_by - job.created_at).total_seconds() == pytest.approx(120, abs=1)
     assert f"Submitted as job #{job.pk}" in member.get(answer["Location"]).content.decode()
 
 
@@ -102,6 +103,7 @@ def test_a_form_sent_again_changed_makes_nothing_and_offers_a_new_one(member):
     ({"labels": "no colon here"}, "is not key: value"),
     ({"labels": "bad key!: x"}, "Labels: "),
     ({"min_gpus": "3"}, "Accepts as few as: "),
+    ({"start_within_s": "0"}, "Give up unless started within: "),
     ({"target": "alice/nope"}, "no project"),
     ({"target": "garbage"}, "choose one"),
     ({"token": "short"}, "out of date"),
@@ -159,14 +161,16 @@ def test_a_job_is_sent_again_with_its_request_filled_in(member, alice, bob):
     earlier = job_submit(organization=alice, spec=JobSpec(
         prompt="a fox in snow", gpus=4, min_gpus=2, gpu_types=("H100",), time_limit_s=1200,
         params={"seconds": 6}, labels={"shot": "3"}, project="trailers", max_retries=0,
-        preemptible=False))
+        preemptible=False, start_within_s=600))
     page = member.get(f"/dashboard/jobs/new?from={earlier.pk}").content.decode()
     for shown in ("a fox in snow", 'value="4"', 'value="2"', 'value="H100"', 'value="1200"',
                   "shot: 3", "&quot;seconds&quot;: 6", 'name="max_retries" type="number" '
-                  'min="0" value="0"', "<option selected>alice/trailers</option>"):
+                  'min="0" value="0"', "<option selected>alice/trailers</option>",
+                  'name="start_within_s" type="number" min="1" value="600"'):
         assert shown in page, shown
     assert 'name="preemptible" checked' not in page
     theirs = job_submit(organization=bob, spec=JobSpec(prompt="bob's"))
     assert member.get(f"/dashboard/jobs/new?from={theirs.pk}").status_code == 404
     assert member.get("/dashboard/jobs/new?from=x").status_code == 404
-    assert "Send it again" in member.get(f"/dashboard/jobs/{earlier.pk}").content.decode()
+    shown = member.get(f"/dashboard/jobs/{earlier.pk}").content.decode()
+    assert "Send it again" in shown and "Cancelled unless started by" in shown
