@@ -33,4 +33,6 @@ def cancel_late_starts(*, now: datetime) -> int:
             log.info("start deadline of job %s: %s", job.pk, exc)
             continue
         cancelled += 1
+    if cancelled:
+        log.info("cancelled %d jobs not started by their deadlines", cancelled)
     return cancelled
