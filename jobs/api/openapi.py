@@ -25,6 +25,7 @@ from jobs.api.schema_fields import (
     request_schema,
 )
 from jobs.api.serializers import (
+    DeliveryQuery,
     JobListQuery,
     JobSubmitSerializer,
     LabelledQuery,
@@ -32,6 +33,7 @@ from jobs.api.serializers import (
     LogQuery,
     WebhookEndpointSerializer,
 )
+from jobs.models import WebhookDelivery
 from jobs.models.webhook import EVENTS, JOB_EVENTS
 from jobs.services.cancellation import CANCEL_BATCH
 from jobs.states import JobState
@@ -145,6 +147,13 @@ WEBHOOK = obj({"id": INT, "url": STR, "events": {"type": "array", "items": {
     "type": "string", "enum": list(EVENTS)}}, "active": BOOL, "created_at": TIME})
 WEBHOOK_CREATED = {**WEBHOOK, "properties": {**WEBHOOK["properties"], "secret": STR},
                    "required": [*WEBHOOK["required"], "secret"]}
+DELIVERY = obj({
+    "id": {**INT, "description": "The `delivery` of the notice: the same on every send."},
+    "event": STR, "job": nullable(INT),
+    "status": {"type": "string", "enum": list(WebhookDelivery.Status.values)},
+    "attempts": INT, "last_error": {**STR, "description": "Why the last send failed: "
+                                    "'HTTP 503', 'unreachable: ...'; empty once delivered."},
+    "created_at": TIME, "next_attempt_at": TIME, "delivered_at": nullable(TIME)})
 TRANSFER = obj({
     "id": INT, "kind": STR, "amount": INT, "direction": {"enum": ["in", "out"]},
     "bucket": STR, "job": nullable(INT), "attempt": nullable(INT), "memo": STR,
@@ -202,6 +211,7 @@ def _query(serializer: serializers.Serializer) -> list[dict]:
 
 JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": INT}
 HOOK_ID = {"name": "hook_id", "in": "path", "required": True, "schema": INT}
+DELIVERY_ID = {"name": "delivery_id", "in": "path", "required": True, "schema": INT}
 ATTEMPT_ID = {"name": "attempt_id", "in": "path", "required": True, "schema": INT}
 LOG_TEXT = {
     "description": "what the try's binary printed to the stream, its last "
@@ -313,6 +323,21 @@ def _paths() -> dict:
         "/api/v1/webhooks/{hook_id}": {"delete": {
             "operationId": "deleteWebhook", "parameters": [HOOK_ID],
             "responses": {"204": _answer("removed"), **_errors(404, 429)}}},
+        "/api/v1/webhooks/{hook_id}/deliveries": {"get": {
+            "operationId": "listWebhookDeliveries",
+            "parameters": [HOOK_ID, *_query(DeliveryQuery())],
+            "responses": {"200": {"description": "what was sent to the endpoint, newest "
+                                                 "first, a page at a time", "content": {
+                "application/json": {"schema": obj(
+                    {"results": {"type": "array", "items": _ref("Delivery")},
+                     "next": nullable(STR)})}}},
+                          **_errors(400, 404, 429)}}},
+        "/api/v1/webhooks/{hook_id}/deliveries/{delivery_id}/redeliver": {"post": {
+            "operationId": "redeliverWebhook", "parameters": [HOOK_ID, DELIVERY_ID],
+            "description": "Send a delivery that failed, or arrived, again now, with a fresh "
+                           "round of attempts; one still pending keeps its schedule.",
+            "responses": {"202": _answer("sent again (pending)", "Delivery"),
+                          **_errors(404, 429)}}},
         "/api/v1/credits/transfers": {"get": {
             "operationId": "listCreditTransfers", "parameters": _query(TransferListQuery()),
             "responses": {"200": {"description": "the organization's transfers, newest "
@@ -362,6 +387,7 @@ def openapi_document() -> dict:
             "schemas": {"JobSubmit": _job_submit(), "JobChange": _job_change(), "Job": JOB,
                         "JobDetail": JOB_DETAIL, "Accepted": ACCEPTED, "QueueLine": QUEUE_LINE,
                         "Error": ERROR, "Webhook": WEBHOOK,
-                        "WebhookCreated": WEBHOOK_CREATED, "Credits": CREDITS,
+                        "WebhookCreated": WEBHOOK_CREATED, "Delivery": DELIVERY,
+                        "Credits": CREDITS,
                         "Usage": USAGE, "Notice": NOTICE, "CreditsNotice": CREDITS_NOTICE}},
     }

@@ -7,7 +7,7 @@ from django.core.validators import URLValidator
 from rest_framework import serializers
 
 from jobs.api.paging import PageQuery
-from jobs.models import Attempt, Job, JobEvent, WebhookEndpoint
+from jobs.models import Attempt, Job, JobEvent, WebhookDelivery, WebhookEndpoint
 from jobs.models.job import MAX_START_WITHIN_S, MAX_URGENCY_S
 from jobs.models.webhook import EVENTS
 from jobs.scheduler.positions import QueuePosition, places_of
@@ -227,3 +227,14 @@ class WebhookEndpointSerializer(serializers.ModelSerializer):
 
     def validate_events(self, events: list[str]) -> list[str]:
         return sorted(set(events), key=EVENTS.index)
+
+
+class DeliveryQuery(PageQuery):
+    status = serializers.ChoiceField(choices=WebhookDelivery.Status.values, required=False)
+
+
+class WebhookDeliverySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = WebhookDelivery
+        fields = ["id", "event", "job", "status", "attempts", "last_error", "created_at",
+                  "next_attempt_at", "delivered_at"]

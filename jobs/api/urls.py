@@ -11,8 +11,10 @@ from jobs.api.views import (
     JobsCancel,
     OpenApiDocument,
     QueueLine,
+    WebhookDeliveries,
     WebhookDetail,
     WebhookListCreate,
+    WebhookRedeliver,
 )
 
 urlpatterns = [
@@ -29,5 +31,9 @@ urlpatterns = [
     path("queue", QueueLine.as_view(), name="queue-line"),
     path("webhooks", WebhookListCreate.as_view(), name="webhook-list"),
     path("webhooks/<int:hook_id>", WebhookDetail.as_view(), name="webhook-detail"),
+    path("webhooks/<int:hook_id>/deliveries", WebhookDeliveries.as_view(),
+         name="webhook-deliveries"),
+    path("webhooks/<int:hook_id>/deliveries/<int:delivery_id>/redeliver",
+         WebhookRedeliver.as_view(), name="webhook-redeliver"),
     path("openapi.json", OpenApiDocument.as_view(), name="openapi"),
 ]

@@ -11,6 +11,7 @@ from jobs.api.openapi import openapi_document
 from jobs.api.paging import PageQuery, page_of
 from jobs.api.serializers import (
     AttemptSerializer,
+    DeliveryQuery,
     JobEventSerializer,
     JobListQuery,
     JobSerializer,
@@ -18,6 +19,7 @@ from jobs.api.serializers import (
     LabelledQuery,
     LineQuery,
     LogQuery,
+    WebhookDeliverySerializer,
     WebhookEndpointSerializer,
     position_body,
 )
@@ -26,12 +28,17 @@ from jobs.scheduler.backlog import backlog_seconds
 from jobs.scheduler.positions import in_line, places_of
 from jobs.services.amend import job_amend
 from jobs.services.cancellation import job_cancel, jobs_cancel_labelled
-from jobs.services.errors import Conflict, ValidationFailed
+from jobs.services.errors import ValidationFailed
 from jobs.services.labels import with_labels
 from jobs.services.outputs import output_expired, output_response
 from jobs.services.placements import placements_of
 from jobs.services.submission import job_submit_once
-from jobs.services.webhooks import url_refusal
+from jobs.services.webhook_endpoints import (
+    deliveries_of,
+    webhook_endpoint_create,
+    webhook_endpoint_delete,
+    webhook_redeliver,
+)
 from jobs.states import LIVE
 from workers.services.checkpoint_cuts import may_resume, resume_points
 from workers.services.logs import attempt_log
@@ -197,9 +204,6 @@ class JobOutput(APIView):
         return response or not_found("no such job, or it has no output")
 
 
-MAX_WEBHOOKS = 10  # endpoints per organization
-
-
 class WebhookListCreate(APIView):
     """An organization's webhook endpoints; the secret that signs deliveries is given once,
     in the answer that creates the endpoint."""
@@ -211,25 +215,43 @@ class WebhookListCreate(APIView):
     def post(self, request):
         body = WebhookEndpointSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        refusal = url_refusal(body.validated_data["url"])
-        if refusal:
-            raise ValidationFailed(refusal, code="webhook_url_not_allowed", field="url")
-        org = request.user.organization
-        if WebhookEndpoint.objects.filter(organization=org).count() >= MAX_WEBHOOKS:
-            raise Conflict(f"at most {MAX_WEBHOOKS} webhook endpoints per organization",
-                           code="too_many_webhooks")
-        hook = body.save(organization=org)
+        hook = webhook_endpoint_create(organization=request.user.organization,
+                                       url=body.validated_data["url"],
+                                       events=body.validated_data.get("events"))
         return Response({**WebhookEndpointSerializer(hook).data, "secret": hook.secret},
                         status=status.HTTP_201_CREATED)
 
 
 class WebhookDetail(APIView):
     def delete(self, request, hook_id: int):
-        deleted, _ = WebhookEndpoint.objects.filter(
-            organization=request.user.organization, pk=hook_id).delete()
-        if not deleted:
-            return not_found("no such webhook endpoint")
+        webhook_endpoint_delete(organization=request.user.organization, hook_id=hook_id)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class WebhookDeliveries(APIView):
+    """GET: what was sent to the endpoint, newest first, a page at a time (`?status=`,
+    `?limit=`, `?before=`): each delivery's event, job, status, attempts and last error."""
+
+    def get(self, request, hook_id: int):
+        query = DeliveryQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        deliveries = deliveries_of(organization=request.user.organization, hook_id=hook_id)
+        if "status" in query.validated_data:
+            deliveries = deliveries.filter(status=query.validated_data["status"])
+        page, following = page_of(deliveries, query.validated_data, request,
+                                  f"/api/v1/webhooks/{hook_id}/deliveries")
+        return Response({"results": WebhookDeliverySerializer(page, many=True).data,
+                         "next": following})
+
+
+class WebhookRedeliver(APIView):
+    """POST: send a delivery that failed (or arrived) again, now; 202 with it."""
+
+    def post(self, request, hook_id: int, delivery_id: int):
+        delivery = webhook_redeliver(organization=request.user.organization, hook_id=hook_id,
+                                     delivery_id=delivery_id)
+        return Response(WebhookDeliverySerializer(delivery).data,
+                        status=status.HTTP_202_ACCEPTED)
 
 
 class OpenApiDocument(APIView):

@@ -52,7 +52,7 @@ def api_key_issue_by_owner(*, organization: Organization, name: str, user,
                            days: int | None = None) -> tuple[ApiKey, str]:
     """A key an owner of `organization` makes for it (the dashboard), its jobs `user`'s,
     refused after `days` if given."""
-    _owner_or_refuse(organization, user)
+    owner_or_refuse(organization, user)
     if days is not None and not 1 <= days <= MAX_KEY_DAYS:
         raise ValidationFailed(f"a key lasts 1 to {MAX_KEY_DAYS} days, or for ever",
                                code="invalid_key_days", field="days")
@@ -76,7 +76,7 @@ def api_key_issue_by_owner(*, organization: Organization, name: str, user,
 def api_key_revoke(*, organization: Organization, key_id: int, user) -> ApiKey:
     """Revoke one of `organization`'s keys (an owner's act): refused from then on. A key
     already revoked stays as it was."""
-    _owner_or_refuse(organization, user)
+    owner_or_refuse(organization, user)
     ApiKey.objects.filter(pk=key_id, organization=organization,
                           revoked_at__isnull=True).update(revoked_at=timezone.now(),
                                                           revoked_by=user)
@@ -86,8 +86,9 @@ def api_key_revoke(*, organization: Organization, key_id: int, user) -> ApiKey:
     return key
 
 
-def _owner_or_refuse(organization: Organization, user) -> None:
+def owner_or_refuse(organization: Organization, user, manages: str = "its keys") -> None:
+    """Refuse (403 not_an_owner) a user who is not an owner of `organization`."""
     if not Membership.objects.filter(organization=organization, user=user,
                                      role=Membership.Role.OWNER).exists():
-        raise Forbidden("only an owner of the organization manages its keys",
+        raise Forbidden(f"only an owner of the organization manages {manages}",
                         code="not_an_owner")

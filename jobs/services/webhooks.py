@@ -67,7 +67,7 @@ def _owe(organization_id: int, event: str, payload, job: Job | None = None) -> N
         WebhookDelivery(endpoint=e, job=job, event=event, payload=body, next_attempt_at=now)
         for e in endpoints)
     ids = [d.pk for d in made]
-    transaction.on_commit(lambda: _send_later(ids))
+    transaction.on_commit(lambda: send_later(ids))
 
 
 def _payload(job: Job, event: str) -> dict:
@@ -83,7 +83,7 @@ def _payload(job: Job, event: str) -> dict:
         "credits": job_credits(job)}}
 
 
-def _send_later(ids: list[int]) -> None:
+def send_later(ids: list[int]) -> None:
     from jobs.tasks import deliver_webhook
 
     try:

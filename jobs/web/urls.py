@@ -1,7 +1,7 @@
 from django.urls import path
 
 from credits.web import credits_page
-from jobs.web import keys, submit, views
+from jobs.web import keys, submit, views, webhooks
 
 urlpatterns = [
     path("", views.job_list, name="dashboard"),
@@ -16,4 +16,10 @@ urlpatterns = [
     path("keys", keys.keys_page, name="dashboard-keys"),
     path("keys/<slug:slug>", keys.key_create, name="dashboard-key-create"),
     path("keys/<slug:slug>/<int:key_id>/revoke", keys.key_revoke, name="dashboard-key-revoke"),
+    path("webhooks", webhooks.webhooks_page, name="dashboard-webhooks"),
+    path("webhooks/<slug:slug>", webhooks.webhook_create, name="dashboard-webhook-create"),
+    path("webhooks/<slug:slug>/<int:hook_id>/delete", webhooks.webhook_delete,
+         name="dashboard-webhook-delete"),
+    path("webhooks/<slug:slug>/<int:hook_id>/deliveries/<int:delivery_id>/resend",
+         webhooks.webhook_resend, name="dashboard-webhook-resend"),
 ]

@@ -10,11 +10,12 @@ from rest_framework.test import APIClient
 from credits.models import GpuPrice
 from credits.services.grants import credits_grant
 from jobs.api.serializers import JobSubmitSerializer
-from jobs.models import Attempt, Tier
+from jobs.models import Attempt, Tier, WebhookDelivery
 from jobs.scheduler.tick import scheduler_tick_run
+from jobs.services.cancellation import job_cancel
 from jobs.services.tenancy import api_key_issue, organization_create
 from jobs.transitions import AMENDABLE
-from tests.support.factories import make_node
+from tests.support.factories import make_job, make_node
 from tests.support.openapi import conforms
 from workers.services.attempts import attempt_start
 from workers.services.checkpoints import checkpoint_record
@@ -100,6 +101,20 @@ def test_real_answers_are_what_the_document_says(document, api, alice, settings)
     hook = api.post("/api/v1/webhooks", {"url": "http://127.0.0.1:9/hook"}, format="json")
     _check(d, hook, "/api/v1/webhooks", "post", 201)
     _check(d, api.get("/api/v1/webhooks"), "/api/v1/webhooks", "get", 200)
+    job_cancel(job=make_job(alice))  # a notice owed to the endpoint
+    deliveries = f"/api/v1/webhooks/{hook.json()['id']}/deliveries"
+    listed = api.get(deliveries)
+    _check(d, listed, "/api/v1/webhooks/{hook_id}/deliveries", "get", 200)
+    _check(d, api.get(f"{deliveries}?status=LOST"), "/api/v1/webhooks/{hook_id}/deliveries",
+           "get", 400)
+    _check(d, api.get("/api/v1/webhooks/999999/deliveries"),
+           "/api/v1/webhooks/{hook_id}/deliveries", "get", 404)
+    WebhookDelivery.objects.update(status="FAILED")
+    again = api.post(f"{deliveries}/{listed.json()['results'][0]['id']}/redeliver")
+    _check(d, again, "/api/v1/webhooks/{hook_id}/deliveries/{delivery_id}/redeliver", "post",
+           202)
+    _check(d, api.post(f"{deliveries}/999999/redeliver"),
+           "/api/v1/webhooks/{hook_id}/deliveries/{delivery_id}/redeliver", "post", 404)
     _check(d, api.delete(f"/api/v1/webhooks/{hook.json()['id']}"), "/api/v1/webhooks/{hook_id}",
            "delete", 204)
     GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)

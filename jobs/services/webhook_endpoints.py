@@ -1,0 +1,76 @@
+"""An organization's webhook endpoints and what was sent to them: made and removed through the
+API (a key acts for the whole organization) or the dashboard (by an owner); each delivery,
+its answers and whether it arrived, read back; one that failed, or that a receiver lost,
+sent again. A delivery sent again keeps its id, so a receiver that deduplicates by it (as
+it must: deliveries are at least once) takes it once."""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from jobs.models import Organization, WebhookDelivery, WebhookEndpoint
+from jobs.services.errors import Conflict, NotFound, ValidationFailed
+from jobs.services.tenancy import owner_or_refuse
+from jobs.services.webhooks import send_later, url_refusal
+
+MAX_WEBHOOKS = 10  # endpoints per organization
+Status = WebhookDelivery.Status
+
+
+def _by_owner(organization: Organization, user) -> None:
+    """`user` is the dashboard's member, who must be an owner; None for an API key."""
+    if user is not None:
+        owner_or_refuse(organization, user, manages="its webhooks")
+
+
+def webhook_endpoint_create(*, organization: Organization, url: str,
+                            events: list[str] | None = None, user=None) -> WebhookEndpoint:
+    """A new endpoint (`events`: validated names; None for the default, a job's end). Its
+    secret is on the instance returned: shown once, by the caller."""
+    _by_owner(organization, user)
+    refusal = url_refusal(url)
+    if refusal:
+        raise ValidationFailed(refusal, code="webhook_url_not_allowed", field="url")
+    with transaction.atomic():  # two at once cannot pass the limit together
+        Organization.objects.select_for_update(no_key=True).get(pk=organization.pk)
+        if WebhookEndpoint.objects.filter(organization=organization).count() >= MAX_WEBHOOKS:
+            raise Conflict(f"at most {MAX_WEBHOOKS} webhook endpoints per organization",
+                           code="too_many_webhooks")
+        return WebhookEndpoint.objects.create(
+            organization=organization, url=url,
+            **({"events": events} if events is not None else {}))
+
+
+def webhook_endpoint_delete(*, organization: Organization, hook_id: int, user=None) -> None:
+    """Remove an endpoint and what it was owed: nothing more is sent to it."""
+    _by_owner(organization, user)
+    deleted, _ = WebhookEndpoint.objects.filter(organization=organization, pk=hook_id).delete()
+    if not deleted:
+        raise NotFound("no such webhook endpoint")
+
+
+def deliveries_of(*, organization: Organization, hook_id: int) -> QuerySet[WebhookDelivery]:
+    """The endpoint's deliveries, newest first."""
+    if not WebhookEndpoint.objects.filter(organization=organization, pk=hook_id).exists():
+        raise NotFound("no such webhook endpoint")
+    return WebhookDelivery.objects.filter(endpoint_id=hook_id).order_by("-pk")
+
+
+def webhook_redeliver(*, organization: Organization, hook_id: int, delivery_id: int,
+                      user=None) -> WebhookDelivery:
+    """Send a delivery that failed or arrived again, now, with a fresh round of attempts.
+    One still pending is left to its own schedule."""
+    _by_owner(organization, user)
+    mine = deliveries_of(organization=organization, hook_id=hook_id).filter(pk=delivery_id)
+    with transaction.atomic():
+        # conditional: a sender that holds it pending is never raced
+        if mine.exclude(status=Status.PENDING).update(
+                status=Status.PENDING, attempts=0, next_attempt_at=timezone.now(),
+                delivered_at=None):
+            transaction.on_commit(lambda: send_later([delivery_id]))
+    delivery = mine.first()
+    if delivery is None:
+        raise NotFound("no such delivery")
+    return delivery

@@ -1,0 +1,100 @@
+"""The dashboard's webhooks page: each of the user's organizations' endpoints and what was
+lately sent to each, whether it arrived and why not; its owners add and remove endpoints and
+send a failed delivery again there. A new endpoint's secret is shown once, in the answer
+that makes it."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from jobs.api.serializers import WebhookEndpointSerializer
+from jobs.models import Membership, Organization
+from jobs.models.webhook import ENDED_EVENTS, EVENTS
+from jobs.services.errors import ServiceError
+from jobs.services.webhook_endpoints import (
+    webhook_endpoint_create,
+    webhook_endpoint_delete,
+    webhook_redeliver,
+)
+
+RECENT = 10  # deliveries shown per endpoint
+
+
+def _organizations(request: HttpRequest) -> list[dict]:
+    memberships = (Membership.objects.filter(user=request.user)
+                   .select_related("organization").order_by("organization__slug"))
+    return [{"org": m.organization, "owner": m.role == Membership.Role.OWNER,
+             "hooks": [(hook, hook.deliveries.order_by("-pk")[:RECENT])
+                       for hook in m.organization.webhooks.order_by("pk")]}
+            for m in memberships]
+
+
+def _organization(request: HttpRequest, slug: str) -> Organization:
+    org = Organization.objects.filter(slug=slug, memberships__user=request.user).first()
+    if org is None:  # another organization is indistinguishable from none
+        raise Http404("no such organization")
+    return org
+
+
+@login_required
+def webhooks_page(request: HttpRequest, new=None, status: int = 200) -> HttpResponse:
+    response = render(request, "dashboard/webhooks.html", {
+        "organizations": _organizations(request), "new": new, "events": EVENTS,
+        "default_events": ENDED_EVENTS}, status=status)
+    if new:  # a secret: no cache keeps it
+        response["Cache-Control"] = "no-store"
+    return response
+
+
+@login_required
+@require_POST
+def webhook_create(request: HttpRequest, slug: str) -> HttpResponse:
+    org = _organization(request, slug)
+    body = WebhookEndpointSerializer(data={"url": request.POST.get("url", "").strip(),
+                                           "events": request.POST.getlist("events")})
+    if not body.is_valid():
+        problems = "; ".join(f"{field}: {' '.join(map(str, errors))}"
+                             for field, errors in body.errors.items())
+        messages.warning(request, problems)
+        return webhooks_page(request, status=400)
+    try:
+        hook = webhook_endpoint_create(organization=org, url=body.validated_data["url"],
+                                       events=body.validated_data["events"], user=request.user)
+    except ServiceError as exc:
+        messages.warning(request, exc.message)
+        return webhooks_page(request, status=exc.status)
+    # shown in this answer only: a redirect would carry it through the session
+    return webhooks_page(request, new=(org, hook))
+
+
+@login_required
+@require_POST
+def webhook_delete(request: HttpRequest, slug: str, hook_id: int) -> HttpResponse:
+    try:
+        webhook_endpoint_delete(organization=_organization(request, slug), hook_id=hook_id,
+                                user=request.user)
+    except ServiceError as exc:
+        messages.warning(request, exc.message)
+        return webhooks_page(request, status=exc.status)
+    messages.info(request, "The endpoint is removed: nothing more is sent to it.")
+    return redirect("dashboard-webhooks")
+
+
+@login_required
+@require_POST
+def webhook_resend(request: HttpRequest, slug: str, hook_id: int,
+                   delivery_id: int) -> HttpResponse:
+    try:
+        delivery = webhook_redeliver(organization=_organization(request, slug),
+                                     hook_id=hook_id, delivery_id=delivery_id,
+                                     user=request.user)
+    except ServiceError as exc:
+        messages.warning(request, exc.message)
+        return webhooks_page(request, status=exc.status)
+    messages.info(request, f"Delivery {delivery.pk} ({delivery.event}) is sent again.")
+    return redirect("dashboard-webhooks")
+

@@ -1,0 +1,120 @@
+"""An organization reads back what was sent to each of its endpoints (status, attempts, why
+a send failed) and sends a delivery that failed, or that its receiver lost, again: posted
+again to a real HTTP server under the same delivery id, never while a sender holds it, and
+never another organization's."""
+
+import json
+
+import pytest
+from rest_framework.test import APIClient
+
+from jobs.models import WebhookDelivery, WebhookEndpoint
+from jobs.services.cancellation import job_cancel
+from jobs.services.webhook_endpoints import webhook_redeliver
+from jobs.services.webhooks import MAX_ATTEMPTS, webhook_deliver, webhooks_sweep
+from tests.support.factories import make_job
+from tests.support.receiver import Receiver
+from tests.support.threads import race
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def receiver(settings):
+    settings.GPUSCHED_WEBHOOK_ALLOW_PRIVATE = True  # it listens on loopback
+    r = Receiver()
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def hook(alice, receiver) -> WebhookEndpoint:
+    return WebhookEndpoint.objects.create(organization=alice, url=receiver.url)
+
+
+def _failed(alice, receiver) -> WebhookDelivery:
+    """A notice its endpoint refused every time it was sent."""
+    job_cancel(job=make_job(alice))
+    delivery = WebhookDelivery.objects.latest("pk")
+    receiver.status = 503
+    for _ in range(MAX_ATTEMPTS):
+        WebhookDelivery.objects.filter(pk=delivery.pk).update(next_attempt_at=delivery.created_at)
+        webhook_deliver(delivery.pk)
+    delivery.refresh_from_db()
+    assert delivery.status == "FAILED"
+    return delivery
+
+
+def test_an_organization_reads_what_was_sent_newest_first(api, alice, hook, receiver):
+    failed = _failed(alice, receiver)
+    receiver.status = 200
+    job_cancel(job=make_job(alice))
+    delivered = WebhookDelivery.objects.latest("pk")
+    webhook_deliver(delivered.pk)
+    answer = api.get(f"/api/v1/webhooks/{hook.pk}/deliveries").json()
+    assert [(d["id"], d["status"], d["attempts"]) for d in answer["results"]] == [
+        (delivered.pk, "DELIVERED", 1), (failed.pk, "FAILED", MAX_ATTEMPTS)]
+    assert answer["results"][1]["last_error"] == "HTTP 503"
+    assert answer["results"][1]["event"] == "job.cancelled"
+    only = api.get(f"/api/v1/webhooks/{hook.pk}/deliveries?status=FAILED&limit=1").json()
+    assert [d["id"] for d in only["results"]] == [failed.pk] and only["next"] is None
+    page = api.get(f"/api/v1/webhooks/{hook.pk}/deliveries?limit=1").json()
+    assert [d["id"] for d in page["results"]] == [delivered.pk]
+    assert [d["id"] for d in api.get(page["next"]).json()["results"]] == [failed.pk]
+
+
+def test_a_failed_delivery_is_sent_again_under_its_own_id(api, alice, hook, receiver):
+    failed = _failed(alice, receiver)
+    receiver.status, receiver.posts[:] = 200, []
+    answer = api.post(f"/api/v1/webhooks/{hook.pk}/deliveries/{failed.pk}/redeliver")
+    assert answer.status_code == 202
+    assert (answer.json()["status"], answer.json()["attempts"]) == ("PENDING", 0)
+    assert webhooks_sweep() == 1  # due now (its worker would take it at once)
+    (headers, body), = receiver.posts
+    assert json.loads(body)["delivery"] == failed.pk == int(headers["X-Gpusched-Delivery"])
+    failed.refresh_from_db()
+    assert (failed.status, failed.attempts, failed.last_error) == ("DELIVERED", 1, "")
+
+
+def test_a_pending_delivery_keeps_its_schedule(api, alice, hook, receiver):
+    job_cancel(job=make_job(alice))
+    pending = WebhookDelivery.objects.get()
+    before = pending.next_attempt_at
+    answer = api.post(f"/api/v1/webhooks/{hook.pk}/deliveries/{pending.pk}/redeliver")
+    assert answer.status_code == 202 and answer.json()["status"] == "PENDING"
+    pending.refresh_from_db()
+    assert (pending.next_attempt_at, pending.attempts) == (before, 0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_racing_resends_post_it_once(alice, hook, receiver):
+    failed = _failed(alice, receiver)
+    receiver.status, receiver.posts[:] = 200, []
+    race(lambda: webhook_redeliver(organization=alice, hook_id=hook.pk,
+                                   delivery_id=failed.pk), 4)
+    race(webhooks_sweep, 3)
+    assert len(receiver.posts) == 1
+    failed.refresh_from_db()
+    assert (failed.status, failed.attempts) == ("DELIVERED", 1)
+
+
+def test_nobody_reads_or_resends_another_organizations_deliveries(api, alice, bob, hook,
+                                                                   receiver):
+    failed = _failed(alice, receiver)
+    theirs = APIClient()
+    theirs.credentials(HTTP_AUTHORIZATION=f"Bearer {bob.raw_key}")
+    assert theirs.get(f"/api/v1/webhooks/{hook.pk}/deliveries").status_code == 404
+    answer = theirs.post(f"/api/v1/webhooks/{hook.pk}/deliveries/{failed.pk}/redeliver")
+    assert (answer.status_code, answer.json()["error"]["code"]) == (404, "not_found")
+    # alice's other endpoint does not reach this delivery either
+    other = WebhookEndpoint.objects.create(organization=alice, url=hook.url)
+    assert api.post(f"/api/v1/webhooks/{other.pk}/deliveries/{failed.pk}/redeliver"
+                    ).status_code == 404
+    failed.refresh_from_db()
+    assert failed.status == "FAILED"
+
+
+@pytest.mark.parametrize("query", ["status=LOST", "limit=0", "limit=x", "before=-1"])
+def test_a_bad_question_is_a_400(api, hook, query):
+    answer = api.get(f"/api/v1/webhooks/{hook.pk}/deliveries?{query}")
+    assert (answer.status_code, answer.json()["error"]["code"]) == (400, "invalid")
