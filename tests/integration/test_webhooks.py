@@ -13,9 +13,12 @@ from rest_framework.test import APIClient
 
 from jobs.models import WebhookDelivery, WebhookEndpoint
 from jobs.services.cancellation import job_cancel
+from jobs.services.errors import Conflict
+from jobs.services.webhook_endpoints import webhook_endpoint_create
 from jobs.services.webhooks import MAX_ATTEMPTS, webhook_deliver, webhooks_sweep
 from tests.support.factories import make_job
 from tests.support.receiver import Receiver
+from tests.support.threads import race
 
 pytestmark = pytest.mark.django_db
 
@@ -121,6 +124,22 @@ def test_an_organization_has_at_most_ten_endpoints(api):
         api.post("/api/v1/webhooks", {"url": f"https://93.184.216.34/{i}"}, format="json")
     refused = api.post("/api/v1/webhooks", {"url": "https://93.184.216.34/x"}, format="json")
     assert (refused.status_code, refused.json()["error"]["code"]) == (409, "too_many_webhooks")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_racing_requests_do_not_pass_the_limit_together(alice):
+    for i in range(8):
+        WebhookEndpoint.objects.create(organization=alice, url=f"https://93.184.216.34/{i}")
+    refused = []
+
+    def add() -> None:
+        try:
+            webhook_endpoint_create(organization=alice, url="https://93.184.216.34/x")
+        except Conflict:
+            refused.append(1)
+
+    race(add, 6)
+    assert WebhookEndpoint.objects.count() == 10 and len(refused) == 4
 
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:8080/hook", "http://169.254.169.254/latest",
