@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from django.core.files.storage import default_storage
 from django.db import connection
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from jobs.models import Attempt, Job
@@ -17,7 +18,7 @@ from tests.support.processes import wait_for
 from workers.agent.logs import BoundedCopy, last_lines
 from workers.agent.runner import run_attempt
 from workers.services.logs import expire_logs, log_name
-from workers.services.reaper import release_due_retries
+from workers.services.reaper import reap_expired_attempts, release_due_retries
 
 pytestmark = pytest.mark.django_db(transaction=True)
 QUICK = {"run_seconds": 1, "progress_interval": 0.1}
@@ -100,6 +101,34 @@ def test_a_running_job_is_followed_as_it_prints(alice, agent, api):
     final = api.get(f"/api/v1/jobs/{job.pk}/log")
     assert final["X-Log-Final"] == "true"
     assert final.content.count(b"PROGRESS") > seen[-1][1]  # more came, and all of it
+
+
+def test_a_fenced_off_try_keeps_what_it_printed_to_its_end(alice, agent, api, settings):
+    settings.GPUSCHED_LOG_PUBLISH_S = 600  # no copy on the way: what is kept is the end's
+    make_node("n1", gpus=1)
+    job = make_job(alice, run_seconds=30, progress_interval=0.1)
+    scheduler_tick_run()
+    attempt = Attempt.objects.get(job=job)
+
+    def run() -> None:
+        try:
+            run_attempt(attempt.pk, attempt.token)
+        finally:
+            connection.close()  # the thread's own
+    runner = threading.Thread(target=run)
+    runner.start()
+    try:
+        wait_for(lambda: Attempt.objects.get(pk=attempt.pk).progress > 0, 10, "progress")
+        # its node seems lost: the try is reaped and the job waits to run again
+        Attempt.objects.filter(pk=attempt.pk).update(lease_expires_at=timezone.now())
+        reap_expired_attempts(now=timezone.now() + timedelta(seconds=1))
+    finally:
+        runner.join(timeout=30)
+    assert not runner.is_alive()
+    answer = api.get(f"/api/v1/jobs/{job.pk}/attempts/{attempt.pk}/log")
+    assert answer.status_code == 200 and answer["X-Log-Final"] == "true"
+    assert answer.content.count(b"PROGRESS") >= 1
+    assert Job.objects.get(pk=job.pk).state == "RETRY_WAIT"  # and its end was not taken
 
 
 def test_a_log_keeps_its_last_bytes_from_a_whole_line(alice, agent, api, settings):

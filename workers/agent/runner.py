@@ -218,11 +218,13 @@ def _run(claim: AttemptClaim) -> str:
     for copy in kept.values():
         copy.close()
     _hold_gpus_left_in_use(claim)
+    # whole before the end is reported: a client that sees it reads it all. A fenced-off
+    # try publishes too: what it printed is its own try's log, the clue to why it ran on
+    logs.publish()
     if sup.stop == "stale":
         log.warning("attempt %s was fenced off; its result is discarded", attempt_id,
                     extra={"attempt_id": attempt_id, "job_id": claim.job_id})
         return _discard(claim, paths)
-    logs.publish()  # whole before the end is reported: a client that sees it reads it all
     stderr = _tail(paths.stderr)
     outcome, error_code = classify(
         exit_code=proc.returncode, stderr_tail=stderr, stop=sup.stop,
