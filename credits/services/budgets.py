@@ -6,13 +6,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from django.db import IntegrityError, transaction
 from django.db.models import F, Q, Sum
 from django.utils import timezone
 
 from credits.errors import BudgetExceeded
 from credits.models import Budget, Hold
 from jobs.metrics import count_refusal
-from jobs.models import Job
+from jobs.models import Job, Organization, Project
+from jobs.services.errors import Conflict, NotFound, ValidationFailed
+from jobs.services.tenancy import owner_or_refuse
 
 
 def month_start(now: datetime) -> datetime:
@@ -61,3 +64,32 @@ def budget_report(organization_id: int) -> list[dict]:
     return [{"scope": b.scope, "monthly_limit": b.monthly_limit,
              "committed": committed(b, since=since), "month": since.strftime("%Y-%m")}
             for b in budgets]
+
+
+MAX_MONTHLY_LIMIT = 10**15  # credits: past any bill, inside the column
+
+
+def budget_set(*, organization: Organization, monthly_limit: int | None, user,
+               project: Project | None = None, member=None) -> Budget | None:
+    """An owner caps (or, with None, stops capping) what the whole organization, one of its
+    projects or one of its members may commit a month. From the next submission on: what
+    is held already stays held."""
+    owner_or_refuse(organization, user, manages="its budgets")
+    if monthly_limit is not None and not 0 <= monthly_limit <= MAX_MONTHLY_LIMIT:
+        raise ValidationFailed(f"a monthly limit is 0 to {MAX_MONTHLY_LIMIT} credits",
+                               code="budget_out_of_range", field="monthly_limit")
+    if project is not None and project.organization_id != organization.pk or (
+            member is not None and not organization.memberships.filter(user=member).exists()):
+        raise NotFound("no such project or member")
+    scope = {"organization": organization, "project": project, "user": member}
+    if monthly_limit is None:
+        Budget.objects.filter(**scope).delete()
+        return None
+    for _ in range(2):
+        try:
+            with transaction.atomic():
+                return Budget.objects.update_or_create(
+                    **scope, defaults={"monthly_limit": monthly_limit})[0]
+        except IntegrityError:  # another owner made it meanwhile: update theirs
+            continue
+    raise Conflict("the budget keeps changing; try again", code="busy")

@@ -1,7 +1,7 @@
 from django.urls import path
 
 from credits.web import credits_page
-from jobs.web import keys, submit, views, webhooks
+from jobs.web import keys, submit, team, views, webhooks
 
 urlpatterns = [
     path("", views.job_list, name="dashboard"),
@@ -16,6 +16,13 @@ urlpatterns = [
     path("keys", keys.keys_page, name="dashboard-keys"),
     path("keys/<slug:slug>", keys.key_create, name="dashboard-key-create"),
     path("keys/<slug:slug>/<int:key_id>/revoke", keys.key_revoke, name="dashboard-key-revoke"),
+    path("team", team.team_page, name="dashboard-team"),
+    path("team/<slug:slug>/budget", team.organization_budget, name="dashboard-team-budget"),
+    path("team/<slug:slug>/projects", team.project_new, name="dashboard-project-new"),
+    path("team/<slug:slug>/projects/<int:project_id>", team.project_save,
+         name="dashboard-project-save"),
+    path("team/<slug:slug>/members/<int:membership_id>", team.member_save,
+         name="dashboard-member-save"),
     path("webhooks", webhooks.webhooks_page, name="dashboard-webhooks"),
     path("webhooks/<slug:slug>", webhooks.webhook_create, name="dashboard-webhook-create"),
     path("webhooks/<slug:slug>/<int:hook_id>/delete", webhooks.webhook_delete,

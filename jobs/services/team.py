@@ -1,0 +1,84 @@
+"""What an organization's owners settle for themselves, without an operator: its projects,
+how its GPUs are shared among its projects and members (fair-share weights inside the
+organization: the scheduler reads them every round; no other organization's share moves)
+and who else owns it. Its tier, its weight among organizations and its caps stay the
+operators' (admin)."""
+
+from __future__ import annotations
+
+import re
+
+from django.db import IntegrityError, transaction
+
+from jobs.models import Membership, Organization, Project
+from jobs.services.errors import Conflict, NotFound, ValidationFailed
+from jobs.services.tenancy import owner_or_refuse
+
+MIN_WEIGHT, MAX_WEIGHT = 0.01, 100.0  # a share inside the organization, against the others'
+MAX_PROJECTS = 100
+PROJECT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,59}")
+Role = Membership.Role
+
+
+def _weight(value: float) -> float:
+    if not MIN_WEIGHT <= value <= MAX_WEIGHT:  # NaN is refused too
+        raise ValidationFailed(f"a weight is {MIN_WEIGHT} to {MAX_WEIGHT:g}",
+                               code="weight_out_of_range", field="weight")
+    return value
+
+
+def project_create(*, organization: Organization, name: str, user,
+                   weight: float = 1.0) -> Project:
+    """A new project of the organization: jobs name it to share and budget apart."""
+    owner_or_refuse(organization, user, manages="its projects")
+    if not PROJECT_NAME.fullmatch(name):
+        raise ValidationFailed("a project's name is 1 to 60 lowercase letters, digits, '_' "
+                               "or '-', from a letter or digit", code="invalid_project_name",
+                               field="name")
+    with transaction.atomic():
+        Organization.objects.select_for_update(no_key=True).get(pk=organization.pk)
+        if organization.projects.count() >= MAX_PROJECTS:
+            raise Conflict(f"at most {MAX_PROJECTS} projects per organization",
+                           code="too_many_projects")
+        try:
+            with transaction.atomic():
+                return Project.objects.create(organization=organization, name=name,
+                                              weight=_weight(weight))
+        except IntegrityError:
+            raise Conflict(f"the organization has a project {name!r} already",
+                           code="project_exists", field="name") from None
+
+
+def project_weigh(*, organization: Organization, project_id: int, weight: float,
+                  user) -> Project:
+    """Set a project's share of the organization's GPUs against its other projects'."""
+    owner_or_refuse(organization, user, manages="its projects")
+    if not Project.objects.filter(organization=organization, pk=project_id).update(
+            weight=_weight(weight)):
+        raise NotFound("no such project")
+    return Project.objects.get(pk=project_id)
+
+
+def member_change(*, organization: Organization, membership_id: int, user,
+                  weight: float | None = None, role: str | None = None) -> Membership:
+    """Set a member's share of their projects' GPUs against the other members', or their
+    role. The organization keeps at least one owner."""
+    owner_or_refuse(organization, user, manages="its members")
+    if role is not None and role not in Role.values:
+        raise ValidationFailed(f"a role is one of {', '.join(Role.values)}",
+                               code="invalid_role", field="role")
+    fields = {"weight": _weight(weight)} if weight is not None else {}
+    with transaction.atomic():  # two owners demoting each other at once: one stays
+        Organization.objects.select_for_update(no_key=True).get(pk=organization.pk)
+        member = Membership.objects.filter(organization=organization, pk=membership_id).first()
+        if member is None:
+            raise NotFound("no such member")
+        if role is not None:
+            if role != Role.OWNER and member.role == Role.OWNER and not (
+                    organization.memberships.filter(role=Role.OWNER)
+                    .exclude(pk=member.pk).exists()):
+                raise Conflict("the organization would have no owner left",
+                               code="last_owner", field="role")
+            fields["role"] = role
+        Membership.objects.filter(pk=member.pk).update(**fields)
+    return Membership.objects.select_related("user").get(pk=member.pk)

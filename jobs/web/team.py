@@ -1,0 +1,150 @@
+"""The dashboard's team page: each of the user's organizations' projects and members, their
+fair-share weights inside it and their monthly budgets; its owners make projects and change
+weights, budgets and roles there (jobs/services/team.py, credits/services/budgets.py)."""
+
+from __future__ import annotations
+
+import math
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db import transaction
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from credits.models import Budget
+from credits.services.budgets import budget_set
+from jobs.models import Membership, Organization
+from jobs.services.errors import ServiceError, ValidationFailed
+from jobs.services.team import member_change, project_create, project_weigh
+
+
+def _budgets(org: Organization) -> dict:
+    """Monthly limits by scope: ("project", id), ("user", id) or ("organization", None)."""
+    limits = {}
+    for budget in Budget.objects.filter(organization=org):
+        scope = (("project", budget.project_id) if budget.project_id else
+                 ("user", budget.user_id) if budget.user_id else ("organization", None))
+        limits[scope] = budget.monthly_limit
+    return limits
+
+
+def _organizations(request: HttpRequest) -> list[dict]:
+    memberships = (Membership.objects.filter(user=request.user)
+                   .select_related("organization").order_by("organization__slug"))
+    shown = []
+    for m in memberships:
+        org, limits = m.organization, _budgets(m.organization)
+        shown.append({
+            "org": org, "owner": m.role == Membership.Role.OWNER,
+            "budget": limits.get(("organization", None)),
+            "projects": [(p, limits.get(("project", p.pk)))
+                         for p in org.projects.order_by("name")],
+            "members": [(member, limits.get(("user", member.user_id)))
+                        for member in org.memberships.select_related("user")
+                        .order_by("user__username")]})
+    return shown
+
+
+def _organization(request: HttpRequest, slug: str) -> Organization:
+    org = Organization.objects.filter(slug=slug, memberships__user=request.user).first()
+    if org is None:  # another organization is indistinguishable from none
+        raise Http404("no such organization")
+    return org
+
+
+@login_required
+def team_page(request: HttpRequest, status: int = 200) -> HttpResponse:
+    return render(request, "dashboard/team.html", {
+        "organizations": _organizations(request), "roles": Membership.Role.values},
+        status=status)
+
+
+def _weight(form: QueryDict) -> float | None:
+    text = form.get("weight", "").strip()
+    if not text:
+        return None
+    try:
+        weight = float(text)
+    except ValueError:
+        weight = math.nan
+    if not math.isfinite(weight):
+        raise ValidationFailed(f"{text!r} is not a weight", code="weight_out_of_range")
+    return weight
+
+
+def _limit(form: QueryDict) -> int | None:
+    """The monthly limit the form asks for; None (no budget) when blank."""
+    text = form.get("monthly_limit", "").strip().replace(",", "").replace("_", "")
+    if not text:
+        return None
+    if not text.isdigit():
+        raise ValidationFailed(f"{text!r} is not a whole number of credits",
+                               code="budget_out_of_range")
+    return int(text)
+
+
+def _changed(request: HttpRequest, change, done: str) -> HttpResponse:
+    """Apply `change` in one transaction: a refusal leaves everything as it was."""
+    try:
+        with transaction.atomic():
+            change()
+    except ServiceError as exc:
+        messages.warning(request, exc.message)
+        return team_page(request, status=exc.status)
+    messages.info(request, done)
+    return redirect("dashboard-team")
+
+
+@login_required
+@require_POST
+def organization_budget(request: HttpRequest, slug: str) -> HttpResponse:
+    org = _organization(request, slug)
+    return _changed(request, lambda: budget_set(
+        organization=org, monthly_limit=_limit(request.POST), user=request.user),
+        f"{org.slug}'s budget is saved.")
+
+
+@login_required
+@require_POST
+def project_new(request: HttpRequest, slug: str) -> HttpResponse:
+    org, name = _organization(request, slug), request.POST.get("name", "").strip()
+    def change() -> None:
+        weight = _weight(request.POST)
+        project_create(organization=org, name=name, user=request.user,
+                       weight=1.0 if weight is None else weight)
+    return _changed(request, change, f"Project {name} is made.")
+
+
+@login_required
+@require_POST
+def project_save(request: HttpRequest, slug: str, project_id: int) -> HttpResponse:
+    org = _organization(request, slug)
+
+    def change() -> None:
+        weight, limit = _weight(request.POST), _limit(request.POST)
+        project = project_weigh(organization=org, project_id=project_id, user=request.user,
+                                weight=1.0 if weight is None else weight)
+        budget_set(organization=org, project=project, monthly_limit=limit, user=request.user)
+    return _changed(request, change, "The project is saved.")
+
+
+@login_required
+@require_POST
+def member_save(request: HttpRequest, slug: str, membership_id: int) -> HttpResponse:
+    org = _organization(request, slug)
+
+    target = Membership.objects.filter(organization=org, pk=membership_id).first()
+    if target is None:
+        raise Http404("no such member")
+
+    def change() -> None:
+        weight, limit = _weight(request.POST), _limit(request.POST)
+        # the budget first: an owner who steps down here may no longer set it after
+        budget_set(organization=org, member=target.user, monthly_limit=limit,
+                   user=request.user)
+        member_change(organization=org, membership_id=membership_id, user=request.user,
+                      weight=1.0 if weight is None else weight,
+                      role=request.POST.get("role") or None)
+    return _changed(request, change, "The member is saved.")

@@ -1,0 +1,170 @@
+"""An organization's owners make its projects and set its weights, budgets and roles on the
+dashboard, and the scheduler and admission act on them; members look; a refusal changes
+nothing; the organization keeps an owner; nobody reaches another organization's."""
+
+import pytest
+from rest_framework.test import APIClient
+
+from credits.models import Budget, GpuPrice
+from credits.services.grants import credits_grant
+from jobs.models import Job, Membership, Project
+from jobs.scheduler.snapshot import load_project_weights, load_user_weights
+from jobs.scheduler.usage import user_key
+from jobs.services.errors import Conflict
+from jobs.services.team import member_change
+from tests.support.factories import make_member
+from tests.support.threads import race
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def olga(alice):
+    user = make_member(alice, "olga")
+    Membership.objects.filter(user=user).update(role=Membership.Role.OWNER)
+    return user
+
+
+@pytest.fixture
+def owner(client, olga):
+    client.force_login(olga)
+    return client
+
+
+def _page(client) -> str:
+    return client.get("/dashboard/team").content.decode()
+
+
+def test_an_owner_makes_a_project_that_jobs_may_name_at_once(owner, api, alice):
+    answer = owner.post("/dashboard/team/alice/projects", {"name": "trailers", "weight": "3"},
+                        follow=True)
+    assert "Project trailers is made." in answer.content.decode()
+    assert Project.objects.get(organization=alice, name="trailers").weight == 3
+    assert load_project_weights()[("alice", "trailers")] == 3  # the next round's
+    made = api.post("/api/v1/jobs", {"prompt": "a heron", "project": "trailers"},
+                    format="json")
+    assert made.status_code == 202
+    assert Job.objects.get(pk=made.json()["id"]).project.name == "trailers"
+
+
+@pytest.mark.parametrize("form, status, words", [
+    ({"name": "Trailers"}, 400, "lowercase"),
+    ({"name": "a b"}, 400, "lowercase"),
+    ({"name": ""}, 400, "lowercase"),
+    ({"name": "x" * 61}, 400, "lowercase"),
+    ({"name": "ok", "weight": "0"}, 400, "a weight is"),
+    ({"name": "ok", "weight": "1000"}, 400, "a weight is"),
+    ({"name": "ok", "weight": "nan"}, 400, "is not a weight"),
+    ({"name": "ok", "weight": "much"}, 400, "is not a weight"),
+    ({"name": "default"}, 409, "already"),
+])
+def test_a_bad_project_is_refused_and_nothing_is_made(owner, alice, form, status, words):
+    answer = owner.post("/dashboard/team/alice/projects", form)
+    assert answer.status_code == status and words in answer.content.decode()
+    assert list(Project.objects.values_list("name", flat=True)) == ["default"]
+
+
+def test_weights_and_budgets_reach_the_scheduler_and_admission(owner, api, alice, olga):
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
+    credits_grant(organization=alice, amount=100_000)
+    project = Project.objects.create(organization=alice, name="ads")
+    owner.post(f"/dashboard/team/alice/projects/{project.pk}",
+               {"weight": "0.5", "monthly_limit": "1,000"})
+    assert load_project_weights()[("alice", "ads")] == 0.5
+    assert Budget.objects.get(project=project).monthly_limit == 1_000
+    over = api.post("/api/v1/jobs", {"prompt": "x", "project": "ads", "time_limit_s": 1_200},
+                    format="json")
+    assert (over.status_code, over.json()["error"]["code"]) == (402, "budget_exceeded")
+    owner.post(f"/dashboard/team/alice/projects/{project.pk}",
+               {"weight": "0.5", "monthly_limit": ""})  # blank: no budget
+    assert not Budget.objects.exists()
+    assert api.post("/api/v1/jobs", {"prompt": "x", "project": "ads", "time_limit_s": 1_200},
+                    format="json").status_code == 202
+
+    mia = make_member(alice, "mia")
+    membership = Membership.objects.get(user=mia)
+    owner.post(f"/dashboard/team/alice/members/{membership.pk}",
+               {"role": "member", "weight": "2", "monthly_limit": "50"})
+    assert load_user_weights()[("alice", user_key(mia.pk))] == 2
+    assert Budget.objects.get(user=mia).monthly_limit == 50
+    owner.post("/dashboard/team/alice/budget", {"monthly_limit": "7"})
+    assert Budget.objects.get(project=None, user=None).monthly_limit == 7
+    assert 'name="monthly_limit" value="7"' in _page(owner)
+
+
+@pytest.mark.parametrize("form", [{"weight": "-1"}, {"weight": "2", "monthly_limit": "-5"},
+                                  {"weight": "2", "monthly_limit": "lots"},
+                                  {"weight": "2", "monthly_limit": str(10**16)}])
+def test_a_refused_save_changes_nothing(owner, alice, form):
+    project = Project.objects.create(organization=alice, name="ads", weight=1.5)
+    Budget.objects.create(organization=alice, project=project, monthly_limit=10)
+    answer = owner.post(f"/dashboard/team/alice/projects/{project.pk}", form)
+    assert answer.status_code == 400
+    project.refresh_from_db()
+    assert (project.weight, Budget.objects.get().monthly_limit) == (1.5, 10)
+
+
+def test_the_organization_keeps_an_owner(owner, alice, olga):
+    mine = Membership.objects.get(user=olga)
+    answer = owner.post(f"/dashboard/team/alice/members/{mine.pk}",
+                        {"role": "member", "weight": "1"})
+    assert answer.status_code == 409 and "no owner left" in answer.content.decode()
+    assert Membership.objects.get(pk=mine.pk).role == "owner"
+    # another owner first: then she may step down, and manages nothing after
+    mia = Membership.objects.get(user=make_member(alice, "mia"))
+    owner.post(f"/dashboard/team/alice/members/{mia.pk}", {"role": "owner", "weight": "1"})
+    owner.post(f"/dashboard/team/alice/members/{mine.pk}", {"role": "member", "weight": "1"})
+    assert Membership.objects.get(pk=mine.pk).role == "member"
+    assert owner.post("/dashboard/team/alice/projects", {"name": "x"}).status_code == 403
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_owners_stepping_down_at_once_leave_one(alice):
+    owners = [Membership.objects.get(user=make_member(alice, name)) for name in ("ann", "bo")]
+    for _ in range(5):  # each round a fresh race
+        Membership.objects.update(role="owner")
+        refused = []
+        steps = iter(owners)
+
+        def step_down(steps=steps, refused=refused) -> None:
+            mine = next(steps)
+            try:
+                member_change(organization=alice, membership_id=mine.pk, user=mine.user,
+                              role="member")
+            except Conflict:
+                refused.append(mine.pk)
+
+        race(step_down, 2)
+        assert Membership.objects.filter(organization=alice, role="owner").count() == 1
+        assert len(refused) == 1
+
+
+def test_a_member_looks_and_changes_nothing(client, alice):
+    project = Project.objects.create(organization=alice, name="ads")
+    client.force_login(make_member(alice, "mia"))
+    page = _page(client)
+    assert "ads" in page and "Make it" not in page and "Save" not in page
+    for path, form in ((f"/dashboard/team/alice/projects/{project.pk}", {"weight": "9"}),
+                       ("/dashboard/team/alice/projects", {"name": "mine"}),
+                       ("/dashboard/team/alice/budget", {"monthly_limit": "1"})):
+        assert client.post(path, form).status_code == 403
+    assert Project.objects.get(name="ads").weight == 1.0
+    assert not Project.objects.filter(name="mine").exists()
+    assert not Budget.objects.exists()
+
+
+def test_nobody_reaches_another_organizations_team(owner, bob):
+    project = Project.objects.create(organization=bob, name="bobs")
+    theirs = Membership.objects.get(user=make_member(bob, "ben"))
+    assert "bobs" not in _page(owner) and "ben" not in _page(owner)
+    assert owner.post("/dashboard/team/bob/projects", {"name": "x"}).status_code == 404
+    assert owner.post(f"/dashboard/team/bob/projects/{project.pk}",
+                      {"weight": "9"}).status_code == 404
+    # its own organization's path with another's ids: no such project or member
+    assert owner.post(f"/dashboard/team/alice/projects/{project.pk}",
+                      {"weight": "9"}).status_code == 404
+    assert owner.post(f"/dashboard/team/alice/members/{theirs.pk}",
+                      {"role": "owner"}).status_code == 404
+    assert Project.objects.get(pk=project.pk).weight == 1.0
+    assert Membership.objects.get(pk=theirs.pk).role == "member"
+    assert APIClient().get("/dashboard/team").status_code == 302  # log in first
