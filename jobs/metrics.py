@@ -17,7 +17,7 @@ from django.db.models import Count, Sum
 from django.utils import timezone
 
 from credits.models import Account
-from jobs.models import Attempt, AttemptRank, AttemptStatus, GpuBinding, Job
+from jobs.models import Attempt, AttemptRank, AttemptStatus, GpuBinding, Job, Tier
 from jobs.scheduler.backlog import BACKLOG_KEY
 from jobs.states import TERMINAL, JobState
 from workers.agent.outcome import FAILURE_KINDS
@@ -27,6 +27,7 @@ LAST_TICK_KEY = "gpusched:last-tick"
 log = logging.getLogger(__name__)
 _REFUSED_KEY = "gpusched:refused:{}"
 _FAILED_KEY = "gpusched:failed:{}"
+_LATE_KEY = "gpusched:late-start:{}"
 REFUSAL_CODES = ("queue_full", "overloaded", "rate_limited", "insufficient_credits",
                  "budget_exceeded")
 
@@ -46,6 +47,13 @@ def count_refusal(code: str, **fields) -> None:
 def count_failure(kind: str) -> None:
     """One more try that failed on its node, of `kind` (outcome.FAILURE_KINDS)."""
     key = _FAILED_KEY.format(kind)
+    cache.add(key, 0, timeout=None)
+    cache.incr(key)
+
+
+def count_late_start(tier: str) -> None:
+    """One more job of `tier` cancelled for not starting by its client's deadline."""
+    key = _LATE_KEY.format(tier)
     cache.add(key, 0, timeout=None)
     cache.incr(key)
 
@@ -106,6 +114,12 @@ def _metrics() -> Iterable[tuple[str, str, str, list[Sample]]]:
            "rise on every node is a bad release of the binary, on one node a failing node "
            "(docs/nodes.md, Failures and retries).",
            [({"kind": k}, cache.get(_FAILED_KEY.format(k), 0)) for k in FAILURE_KINDS])
+    yield ("gpusched_start_deadlines_missed_total", "counter",
+           "Jobs cancelled since the cache was last emptied because they had not started "
+           "by their client's deadline (start_within_s), by tier: what clients would not "
+           "wait for, a sign the fleet is short.",
+           [({"tier": t}, cache.get(_LATE_KEY.format(t), 0))
+            for t in Tier.objects.order_by("-priority").values_list("name", flat=True)])
     yield ("gpusched_requests_refused_total", "counter",
            "Requests refused (429, or 402 for credits) since the cache was last emptied, by "
            "code.",

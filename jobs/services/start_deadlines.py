@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from jobs.metrics import count_late_start
 from jobs.models import Job
 from jobs.states import JobState
 from jobs.transitions import TransitionError, transition
@@ -22,7 +23,7 @@ def cancel_late_starts(*, now: datetime) -> int:
     scheduler's round before it reads the queue, so that no round starts one of them late."""
     late = Job.objects.filter(state__in=WAITING, start_by__lte=now, started_at__isnull=True)
     cancelled = 0
-    for job in late.order_by("start_by")[:BATCH]:
+    for job in late.select_related("organization__tier").order_by("start_by")[:BATCH]:
         waited = round((job.start_by - job.created_at).total_seconds())
         try:
             transition(job, JobState.CANCELLED, reason="not started by its deadline",
@@ -32,6 +33,7 @@ def cancel_late_starts(*, now: datetime) -> int:
         except TransitionError as exc:  # cancelled or changed meanwhile: the next round sees
             log.info("start deadline of job %s: %s", job.pk, exc)
             continue
+        count_late_start(job.organization.tier.name)
         cancelled += 1
     if cancelled:
         log.info("cancelled %d jobs not started by their deadlines", cancelled)

@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 from django.db.models import F
+from django.test import Client
 from django.utils import timezone
 
 from credits.models import GpuPrice, Hold
@@ -20,7 +21,7 @@ from tests.support.ledger import assert_ledger_consistent, wallet_of
 from tests.support.threads import race
 from workers.services.reaper import reap_expired_attempts, release_due_retries
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("clean_cache")]
 
 
 def _submit(org, within=60, **more) -> Job:
@@ -58,6 +59,9 @@ def test_a_job_not_started_in_time_is_cancelled_and_its_credits_go_back(alice):
     assert wallet_of(alice).available == 1_000
     assert_ledger_consistent()
     assert WebhookDelivery.objects.get(job=job).event == "job.cancelled"
+    metrics = Client().get("/metrics").content.decode()
+    assert 'gpusched_start_deadlines_missed_total{tier="paid"} 1' in metrics
+    assert 'gpusched_start_deadlines_missed_total{tier="free"} 0' in metrics
 
 
 def test_the_round_starts_no_job_past_its_deadline(alice):
