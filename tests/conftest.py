@@ -55,6 +55,35 @@ def api(alice):
 
 
 @pytest.fixture
+def olga(alice):
+    """An owner of alice's organization, a dashboard user."""
+    from jobs.models import Membership
+    from tests.support.factories import make_member
+
+    user = make_member(alice, "olga")
+    Membership.objects.filter(user=user).update(role=Membership.Role.OWNER)
+    return user
+
+
+@pytest.fixture
+def owner(client, olga):
+    """The dashboard, logged in as olga."""
+    client.force_login(olga)
+    return client
+
+
+@pytest.fixture
+def receiver(settings):
+    """A webhook receiver listening on loopback (tests/support/receiver.py)."""
+    from tests.support.receiver import Receiver
+
+    settings.GPUSCHED_WEBHOOK_ALLOW_PRIVATE = True
+    r = Receiver()
+    yield r
+    r.close()
+
+
+@pytest.fixture
 def processes():
     group = ProcessGroup()
     yield group

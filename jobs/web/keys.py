@@ -6,29 +6,23 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from jobs.models import Membership, Organization
+from jobs.models import Membership
 from jobs.services.errors import ServiceError
 from jobs.services.tenancy import api_key_issue_by_owner, api_key_revoke
+from jobs.web.access import memberships_of, organization_of_member
 
 
 def _organizations(request: HttpRequest) -> list[dict]:
-    memberships = (Membership.objects.filter(user=request.user)
-                   .select_related("organization").order_by("organization__slug"))
+    memberships = memberships_of(request)
     return [{"org": m.organization, "owner": m.role == Membership.Role.OWNER,
              "keys": m.organization.api_keys.select_related("user", "revoked_by")
              .order_by("-pk")}
             for m in memberships]
 
-
-def _organization(request: HttpRequest, slug: str) -> Organization:
-    org = Organization.objects.filter(slug=slug, memberships__user=request.user).first()
-    if org is None:  # another organization is indistinguishable from none
-        raise Http404("no such organization")
-    return org
 
 
 @login_required
@@ -44,7 +38,7 @@ def keys_page(request: HttpRequest, new: tuple | None = None,
 @login_required
 @require_POST
 def key_create(request: HttpRequest, slug: str) -> HttpResponse:
-    org = _organization(request, slug)
+    org = organization_of_member(request, slug)
     days = request.POST.get("days", "").strip()
     try:
         key, raw = api_key_issue_by_owner(
@@ -61,7 +55,7 @@ def key_create(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def key_revoke(request: HttpRequest, slug: str, key_id: int) -> HttpResponse:
-    org = _organization(request, slug)
+    org = organization_of_member(request, slug)
     try:
         key = api_key_revoke(organization=org, key_id=key_id, user=request.user)
     except ServiceError as exc:

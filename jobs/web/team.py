@@ -18,6 +18,7 @@ from credits.services.budgets import budget_set
 from jobs.models import Membership, Organization
 from jobs.services.errors import ServiceError, ValidationFailed
 from jobs.services.team import member_change, project_create, project_weigh
+from jobs.web.access import memberships_of, organization_of_member
 
 
 def _budgets(org: Organization) -> dict:
@@ -31,8 +32,7 @@ def _budgets(org: Organization) -> dict:
 
 
 def _organizations(request: HttpRequest) -> list[dict]:
-    memberships = (Membership.objects.filter(user=request.user)
-                   .select_related("organization").order_by("organization__slug"))
+    memberships = memberships_of(request)
     shown = []
     for m in memberships:
         org, limits = m.organization, _budgets(m.organization)
@@ -46,12 +46,6 @@ def _organizations(request: HttpRequest) -> list[dict]:
                         .order_by("user__username")]})
     return shown
 
-
-def _organization(request: HttpRequest, slug: str) -> Organization:
-    org = Organization.objects.filter(slug=slug, memberships__user=request.user).first()
-    if org is None:  # another organization is indistinguishable from none
-        raise Http404("no such organization")
-    return org
 
 
 @login_required
@@ -100,7 +94,7 @@ def _changed(request: HttpRequest, change, done: str) -> HttpResponse:
 @login_required
 @require_POST
 def organization_budget(request: HttpRequest, slug: str) -> HttpResponse:
-    org = _organization(request, slug)
+    org = organization_of_member(request, slug)
     return _changed(request, lambda: budget_set(
         organization=org, monthly_limit=_limit(request.POST), user=request.user),
         f"{org.slug}'s budget is saved.")
@@ -109,7 +103,8 @@ def organization_budget(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def project_new(request: HttpRequest, slug: str) -> HttpResponse:
-    org, name = _organization(request, slug), request.POST.get("name", "").strip()
+    org = organization_of_member(request, slug)
+    name = request.POST.get("name", "").strip()
     def change() -> None:
         weight = _weight(request.POST)
         project_create(organization=org, name=name, user=request.user,
@@ -120,7 +115,7 @@ def project_new(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def project_save(request: HttpRequest, slug: str, project_id: int) -> HttpResponse:
-    org = _organization(request, slug)
+    org = organization_of_member(request, slug)
 
     def change() -> None:
         weight, limit = _weight(request.POST), _limit(request.POST)
@@ -133,7 +128,7 @@ def project_save(request: HttpRequest, slug: str, project_id: int) -> HttpRespon
 @login_required
 @require_POST
 def member_save(request: HttpRequest, slug: str, membership_id: int) -> HttpResponse:
-    org = _organization(request, slug)
+    org = organization_of_member(request, slug)
 
     target = Membership.objects.filter(organization=org, pk=membership_id).first()
     if target is None:

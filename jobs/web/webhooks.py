@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from jobs.api.serializers import WebhookEndpointSerializer
-from jobs.models import Membership, Organization
+from jobs.models import Membership
 from jobs.models.webhook import ENDED_EVENTS, EVENTS
 from jobs.services.errors import ServiceError
 from jobs.services.webhook_endpoints import (
@@ -20,24 +20,18 @@ from jobs.services.webhook_endpoints import (
     webhook_endpoint_delete,
     webhook_redeliver,
 )
+from jobs.web.access import memberships_of, organization_of_member
 
 RECENT = 10  # deliveries shown per endpoint
 
 
 def _organizations(request: HttpRequest) -> list[dict]:
-    memberships = (Membership.objects.filter(user=request.user)
-                   .select_related("organization").order_by("organization__slug"))
+    memberships = memberships_of(request)
     return [{"org": m.organization, "owner": m.role == Membership.Role.OWNER,
              "hooks": [(hook, hook.deliveries.order_by("-pk")[:RECENT])
                        for hook in m.organization.webhooks.order_by("pk")]}
             for m in memberships]
 
-
-def _organization(request: HttpRequest, slug: str) -> Organization:
-    org = Organization.objects.filter(slug=slug, memberships__user=request.user).first()
-    if org is None:  # another organization is indistinguishable from none
-        raise Http404("no such organization")
-    return org
 
 
 @login_required
@@ -53,7 +47,7 @@ def webhooks_page(request: HttpRequest, new=None, status: int = 200) -> HttpResp
 @login_required
 @require_POST
 def webhook_create(request: HttpRequest, slug: str) -> HttpResponse:
-    org = _organization(request, slug)
+    org = organization_of_member(request, slug)
     body = WebhookEndpointSerializer(data={"url": request.POST.get("url", "").strip(),
                                            "events": request.POST.getlist("events")})
     if not body.is_valid():
@@ -74,9 +68,9 @@ def webhook_create(request: HttpRequest, slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def webhook_delete(request: HttpRequest, slug: str, hook_id: int) -> HttpResponse:
+    org = organization_of_member(request, slug)
     try:
-        webhook_endpoint_delete(organization=_organization(request, slug), hook_id=hook_id,
-                                user=request.user)
+        webhook_endpoint_delete(organization=org, hook_id=hook_id, user=request.user)
     except ServiceError as exc:
         messages.warning(request, exc.message)
         return webhooks_page(request, status=exc.status)
@@ -88,10 +82,10 @@ def webhook_delete(request: HttpRequest, slug: str, hook_id: int) -> HttpRespons
 @require_POST
 def webhook_resend(request: HttpRequest, slug: str, hook_id: int,
                    delivery_id: int) -> HttpResponse:
+    org = organization_of_member(request, slug)
     try:
-        delivery = webhook_redeliver(organization=_organization(request, slug),
-                                     hook_id=hook_id, delivery_id=delivery_id,
-                                     user=request.user)
+        delivery = webhook_redeliver(organization=org, hook_id=hook_id,
+                                     delivery_id=delivery_id, user=request.user)
     except ServiceError as exc:
         messages.warning(request, exc.message)
         return webhooks_page(request, status=exc.status)

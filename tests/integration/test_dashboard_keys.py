@@ -7,19 +7,11 @@ import re
 import pytest
 from rest_framework.test import APIClient
 
-from jobs.models import ApiKey, Membership
+from jobs.models import ApiKey
 from jobs.services import tenancy
 from tests.support.factories import make_member
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def owner(client, alice):
-    user = make_member(alice, "olga")
-    Membership.objects.filter(user=user).update(role=Membership.Role.OWNER)
-    client.force_login(user)
-    return client
 
 
 def _api(raw: str) -> APIClient:

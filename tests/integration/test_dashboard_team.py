@@ -18,19 +18,6 @@ from tests.support.threads import race
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def olga(alice):
-    user = make_member(alice, "olga")
-    Membership.objects.filter(user=user).update(role=Membership.Role.OWNER)
-    return user
-
-
-@pytest.fixture
-def owner(client, olga):
-    client.force_login(olga)
-    return client
-
-
 def _page(client) -> str:
     return client.get("/dashboard/team").content.decode()
 

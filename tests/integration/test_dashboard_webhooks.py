@@ -6,29 +6,12 @@ import re
 
 import pytest
 
-from jobs.models import Membership, WebhookDelivery, WebhookEndpoint
+from jobs.models import WebhookDelivery, WebhookEndpoint
 from jobs.services.cancellation import job_cancel
 from jobs.services.webhooks import webhooks_sweep
 from tests.support.factories import make_job, make_member
-from tests.support.receiver import Receiver
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def receiver(settings):
-    settings.GPUSCHED_WEBHOOK_ALLOW_PRIVATE = True  # it listens on loopback
-    r = Receiver()
-    yield r
-    r.close()
-
-
-@pytest.fixture
-def owner(client, alice):
-    user = make_member(alice, "olga")
-    Membership.objects.filter(user=user).update(role=Membership.Role.OWNER)
-    client.force_login(user)
-    return client
 
 
 def test_an_owner_adds_an_endpoint_and_its_secret_is_shown_once(owner, alice, receiver):

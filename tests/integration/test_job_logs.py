@@ -42,6 +42,23 @@ def _run(org, **params) -> Job:
     return Job.objects.get(pk=job.pk)
 
 
+def _running(org, run_seconds: float) -> tuple[Job, Attempt, threading.Thread]:
+    """A job placed on a node and run by its agent in a thread of its own, started."""
+    make_node("n1", gpus=1)
+    job = make_job(org, run_seconds=run_seconds, progress_interval=0.1)
+    scheduler_tick_run()
+    attempt = Attempt.objects.get(job=job)
+
+    def run() -> None:
+        try:
+            run_attempt(attempt.pk, attempt.token)
+        finally:
+            connection.close()  # the thread's own
+    runner = threading.Thread(target=run)
+    runner.start()
+    return job, attempt, runner
+
+
 def test_the_organization_reads_what_its_binary_printed(alice, agent, api):
     job = _run(alice, **QUICK)
     assert job.state == "SUCCEEDED", job.error
@@ -76,18 +93,7 @@ def test_each_try_keeps_its_own_log_and_stderr_says_why_it_crashed(alice, agent,
 
 
 def test_a_running_job_is_followed_as_it_prints(alice, agent, api):
-    make_node("n1", gpus=1)
-    job = make_job(alice, run_seconds=4, progress_interval=0.1)
-    scheduler_tick_run()
-    attempt = Attempt.objects.get(job=job)
-
-    def run() -> None:
-        try:
-            run_attempt(attempt.pk, attempt.token)
-        finally:
-            connection.close()  # the thread's own
-    runner = threading.Thread(target=run)
-    runner.start()
+    job, attempt, runner = _running(alice, run_seconds=4)
     try:
         seen = []
 
@@ -105,18 +111,7 @@ def test_a_running_job_is_followed_as_it_prints(alice, agent, api):
 
 def test_a_fenced_off_try_keeps_what_it_printed_to_its_end(alice, agent, api, settings):
     settings.GPUSCHED_LOG_PUBLISH_S = 600  # no copy on the way: what is kept is the end's
-    make_node("n1", gpus=1)
-    job = make_job(alice, run_seconds=30, progress_interval=0.1)
-    scheduler_tick_run()
-    attempt = Attempt.objects.get(job=job)
-
-    def run() -> None:
-        try:
-            run_attempt(attempt.pk, attempt.token)
-        finally:
-            connection.close()  # the thread's own
-    runner = threading.Thread(target=run)
-    runner.start()
+    job, attempt, runner = _running(alice, run_seconds=30)
     try:
         wait_for(lambda: Attempt.objects.get(pk=attempt.pk).progress > 0, 10, "progress")
         # its node seems lost: the try is reaped and the job waits to run again

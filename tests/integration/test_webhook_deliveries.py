@@ -13,18 +13,9 @@ from jobs.services.cancellation import job_cancel
 from jobs.services.webhook_endpoints import webhook_redeliver
 from jobs.services.webhooks import MAX_ATTEMPTS, webhook_deliver, webhooks_sweep
 from tests.support.factories import make_job
-from tests.support.receiver import Receiver
 from tests.support.threads import race
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def receiver(settings):
-    settings.GPUSCHED_WEBHOOK_ALLOW_PRIVATE = True  # it listens on loopback
-    r = Receiver()
-    yield r
-    r.close()
 
 
 @pytest.fixture

@@ -1,0 +1,22 @@
+"""Which organizations a dashboard user reaches: those they are a member of, and no other."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest
+
+from jobs.models import Membership, Organization
+
+
+def memberships_of(request: HttpRequest) -> QuerySet[Membership]:
+    """The user's memberships, with their organizations, by the organizations' slugs."""
+    return (Membership.objects.filter(user=request.user)
+            .select_related("organization").order_by("organization__slug"))
+
+
+def organization_of_member(request: HttpRequest, slug: str) -> Organization:
+    """The organization `slug` if the user is a member of it; 404 otherwise."""
+    org = Organization.objects.filter(slug=slug, memberships__user=request.user).first()
+    if org is None:  # another organization is indistinguishable from none
+        raise Http404("no such organization")
+    return org
