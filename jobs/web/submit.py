@@ -1,7 +1,8 @@
 """The dashboard's "New job" page: a member submits a job of an organization as the API would
 take it (the same validation, admission, credit hold and fair share by submitter), or sends
 an earlier job again with its request filled in. Each form carries a one-time token, its
-Idempotency-Key: a double click, or the form sent again after a reload, makes one job."""
+Idempotency-Key: a double click, or a POST the browser or a proxy sends again, makes one job
+(a form loaded anew is a new form)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from django.shortcuts import redirect, render
 
 from jobs.api.serializers import JobSubmitSerializer
 from jobs.models import Job, Organization
-from jobs.services.errors import Conflict, ServiceError
+from jobs.services.errors import ServiceError
 from jobs.services.submission import JobSpec, job_submit_once, spec_of
 from workers.models import Node
 
@@ -38,6 +39,10 @@ FIELD_NAMES = {"target": "Organization / project", "prompt": "Prompt", "gpus": "
                "max_retries": "Retries", "start_within_s": "Give up unless started within",
                "params": "Parameters", "labels": "Labels",
                "checkpointable": "Writes checkpoints", "preemptible": "May be preempted"}
+
+# a refusal the form says in its own words
+REFUSAL_WORDS = {"idempotency_key_reused": "this form was sent before with other values; it "
+                                           "is ready to send as a new job"}
 
 
 class FormRefused(Exception):
@@ -177,15 +182,10 @@ def job_new(request: HttpRequest) -> HttpResponse:
                                                f"{request.user.get_username()}")
     except FormRefused as exc:
         return _page(request, _values_sent(form), {exc.field: exc.message}, status=400)
-    except Conflict as exc:
-        if exc.code != "idempotency_key_reused":
-            raise
-        return _page(request, _values_sent(form), {"form": (
-            "this form was sent before with other values; it is ready to send as a new job")},
-            status=exc.status)
-    except ServiceError as exc:  # admission, credits, budgets
+    except ServiceError as exc:  # admission, credits, budgets, the token used before
         field = "target" if exc.field == "project" else exc.field or "form"
-        return _page(request, _values_sent(form), {field: exc.message}, status=exc.status)
+        return _page(request, _values_sent(form), {field: REFUSAL_WORDS.get(
+            exc.code, exc.message)}, status=exc.status)
     messages.info(request, f"This form was sent already: it made job #{job.pk}." if replayed
                   else f"Submitted as job #{job.pk}.")
     return redirect("dashboard-job", job_id=job.pk)
