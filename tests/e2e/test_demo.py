@@ -2,12 +2,14 @@
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -15,6 +17,33 @@ import pytest
 from tests.support.processes import ROOT, wait_for
 
 pytestmark = pytest.mark.e2e
+
+
+def _hidden(page: str, name: str) -> str:
+    return re.search(rf'name="{name}" value="([^"]+)"', page).group(1)
+
+
+def _submit_on_the_dashboard(base: str, login_file) -> None:
+    """Log in with the demo's printed password and submit a job through the New job form,
+    CSRF cookie and all, as a browser would."""
+    user, password = login_file.read_text().split()
+    browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+
+    def post(path: str, form: dict) -> str:
+        request = urllib.request.Request(base + path, data=urllib.parse.urlencode(
+            form).encode(), headers={"Referer": base + path})
+        with browser.open(request, timeout=10) as answer:
+            return answer.read().decode()
+
+    login = browser.open(f"{base}/accounts/login/", timeout=10).read().decode()
+    post("/accounts/login/", {"username": user, "password": password,
+                              "csrfmiddlewaretoken": _hidden(login, "csrfmiddlewaretoken")})
+    form = browser.open(f"{base}/dashboard/jobs/new", timeout=10).read().decode()
+    made = post("/dashboard/jobs/new", {
+        "csrfmiddlewaretoken": _hidden(form, "csrfmiddlewaretoken"),
+        "token": _hidden(form, "token"), "target": "demo/default", "prompt": "a grey heron",
+        "gpus": "1", "params": '{"run_seconds": 1}', "preemptible": "on"})
+    assert "Submitted as job #" in made and "a grey heron" in made
 
 
 def _free_port() -> int:
@@ -73,6 +102,7 @@ def test_the_demo_runs_a_job_without_any_server(tmp_path, stop):
         credits = _call(f"http://127.0.0.1:{port}/api/v1/credits", key)
         assert credits["held"] == 0 and 0 < 1_000_000 - credits["available"] < 1_000
         assert [t["kind"] for t in credits["transfers"]] == ["VOID", "POST", "HOLD", "GRANT"]
+        _submit_on_the_dashboard(f"http://127.0.0.1:{port}", tmp_path / "demo-login")
     finally:
         os.kill(demo.pid, stop)  # Ctrl-C or `kill`, as a person would
         # its processes write to the same pipe: the output ends once all of them are gone

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -11,17 +12,19 @@ import time
 from pathlib import Path
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from credits.models import GpuPrice
 from credits.services.grants import credits_grant
-from jobs.models import Organization
+from jobs.models import Membership, Organization
 from jobs.services.tenancy import api_key_issue, organization_create, tiers_ensure_defaults
 
 NODES = [("demo-a", 2, "H100"), ("demo-b", 4, "A100")]
 DEMO_PRICES = {"H100": 7200, "A100": 3600}  # credits per GPU-hour
 DEMO_GRANT = 1_000_000
+DEMO_USER = "demo"
 
 
 class Command(BaseCommand):
@@ -35,11 +38,13 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts):
         call_command("migrate", interactive=False, verbosity=0)
-        key = self._demo_key()
+        key, password = self._demo_key(), self._demo_login()
         procs = self._start_all(opts["port"])
         url = f"http://127.0.0.1:{opts['port']}"
         self.stdout.write(self.style.SUCCESS(f"gpusched demo running at {url}"))
         self.stdout.write(f"API key (also in {self._key_file()}): {key}")
+        self.stdout.write(f"dashboard: {url}/dashboard/ and admin: {url}/admin/ as {DEMO_USER}, "
+                          f"password {password} (also in {self._login_file()})")
         self.stdout.write(
             f"try: curl -s -X POST {url}/api/v1/jobs -H 'Authorization: Bearer {key}' "
             "-H 'Content-Type: application/json' -d '{\"prompt\": \"a red fox\", \"gpus\": 2}'")
@@ -69,6 +74,28 @@ class Command(BaseCommand):
         path.write_text(raw + "\n")
         path.chmod(0o600)
         return raw
+
+    def _login_file(self) -> Path:
+        return settings.VAR_DIR / "demo-login"
+
+    def _demo_login(self) -> str:
+        """The demo's dashboard user: an owner of the demo organization and an operator, with
+        a password of its own, kept beside the API key."""
+        path = self._login_file()
+        users = get_user_model().objects
+        if path.exists() and users.filter(username=DEMO_USER).exists():
+            return path.read_text().split()[-1]
+        password = secrets.token_urlsafe(12)
+        user = users.filter(username=DEMO_USER).first() or users.create_superuser(
+            DEMO_USER, email="", password=password)
+        user.set_password(password)
+        user.save(update_fields=["password"])
+        Membership.objects.update_or_create(
+            user=user, organization=Organization.objects.get(slug="demo"),
+            defaults={"role": Membership.Role.OWNER})
+        path.write_text(f"{DEMO_USER} {password}\n")
+        path.chmod(0o600)
+        return password
 
     def _start_all(self, port: int) -> list[subprocess.Popen]:
         manage = [sys.executable, str(settings.BASE_DIR / "manage.py")]
