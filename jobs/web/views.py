@@ -20,7 +20,7 @@ from jobs.services.errors import ServiceError
 from jobs.services.labels import with_labels
 from jobs.services.outputs import output_response
 from jobs.services.relaxations import relaxation
-from jobs.states import TERMINAL
+from jobs.states import TERMINAL, JobState
 from workers.services.checkpoint_cuts import resume_point
 from workers.services.logs import STREAMS, attempt_log
 
@@ -47,20 +47,29 @@ def _with_positions(jobs: list[Job]) -> list[Job]:
 
 @login_required
 def job_list(request: HttpRequest) -> HttpResponse:
-    """The latest jobs, or those with a label (`?label=key:value`, as the API's list)."""
-    label = request.GET.get("label", "").strip()
+    """The latest jobs, RECENT a page, older ones after `?before=<id>`; only those of a state
+    (`?state=`) or with a label (`?label=key:value`), as the API's list finds them."""
+    label, state = request.GET.get("label", "").strip(), request.GET.get("state", "")
+    before = request.GET.get("before", "")
     jobs = _jobs_of_user(request)
+    if state in JobState.values:
+        jobs = jobs.filter(state=state)
+    if before.isdigit():
+        jobs = jobs.filter(pk__lt=int(before))
     try:
         jobs = with_labels(jobs, [label] if label else [])
     except ServiceError as exc:
         messages.warning(request, exc.message)
         jobs = jobs.none()
-    jobs = _with_positions(list(jobs.order_by("-pk")[:RECENT]))
+    page = list(jobs.order_by("-pk")[:RECENT + 1])  # one more: is there an older page?
+    older = page[RECENT - 1].pk if len(page) > RECENT else None
+    jobs_shown = _with_positions(page[:RECENT])
     orgs = Organization.objects.filter(memberships__user=request.user).order_by("slug")
     return render(request, "dashboard/job_list.html", {
-        "jobs": jobs, "label": label,
+        "jobs": jobs_shown, "label": label, "state": state if state in JobState.values else "",
+        "states": JobState.values, "older": older,
         "balances": [(org, organization_balance(org)) for org in orgs],
-        "refresh_s": _refresh(*jobs)})
+        "refresh_s": None if before else _refresh(*jobs_shown)})
 
 
 def _refresh(*jobs: Job) -> int | None:

@@ -1,6 +1,9 @@
 """The users' dashboard shows the jobs of their organizations, why each waits and how far
 each runs, and nothing of other organizations."""
 
+import html
+import re
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
@@ -211,3 +214,35 @@ def test_a_member_finds_jobs_by_their_label(member, alice, bob):
     assert "No job has the label" in none
     refused = member.get("/dashboard/", {"label": "bad key"}, follow=True).content.decode()
     assert "not key or key:value" in refused and _link(fox) not in refused
+
+
+def test_a_member_pages_back_through_every_job_and_finds_them_by_state(member, alice, bob,
+                                                                      monkeypatch):
+    from jobs.services.cancellation import job_cancel
+    from jobs.web import views
+
+    monkeypatch.setattr(views, "RECENT", 3)
+    jobs = [make_job(alice) for _ in range(7)]
+    make_job(bob)
+    for job in jobs[::3]:
+        job_cancel(job=job)
+    seen, path, pages = [], "/dashboard/", 0
+    while path:
+        page = member.get(path).content.decode()
+        seen += sorted((job for job in jobs if _link(job) in page),
+                       key=lambda job, page=page: page.index(_link(job)))
+        older = re.search(r'class="older" href="([^"]+)"', page)
+        path = "/dashboard/" + html.unescape(older.group(1)) if older else ""
+        pages += 1
+    # each once, newest first
+    assert [job.pk for job in seen] == [job.pk for job in reversed(jobs)] and pages == 3
+    cancelled = member.get("/dashboard/", {"state": "CANCELLED"}).content.decode()
+    assert {job.pk for job in jobs if _link(job) in cancelled} == {
+        jobs[6].pk, jobs[3].pk, jobs[0].pk}
+    assert "Older jobs" not in cancelled
+    assert "No job is SUCCEEDED" in member.get("/dashboard/", {"state": "SUCCEEDED"}
+                                               ).content.decode()
+    # what is not a state or a cursor is no filter
+    for odd in ({"state": "NOPE"}, {"before": "x"}, {"before": "99999999999999999999"}):
+        answer = member.get("/dashboard/", odd)
+        assert answer.status_code == 200 and _link(jobs[6]) in answer.content.decode()
