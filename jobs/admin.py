@@ -14,6 +14,7 @@ from jobs.models import (
     JobEvent,
     Membership,
     Organization,
+    OrganizationEvent,
     Project,
     RunTimeStat,
     StoredCheckpoint,
@@ -259,6 +260,16 @@ class JobEventAdmin(ReadOnly):
 
     list_display = ["id", "job", "from_state", "to_state", "version", "at", "reason"]
     list_filter = ["to_state"]
+
+
+@admin.register(OrganizationEvent)
+class OrganizationEventAdmin(ReadOnly):
+    """What organizations' people changed in them, and who: append-only."""
+
+    list_display = ["id", "organization", "at", "actor", "action", "detail"]
+    list_filter = ["action"]
+    list_select_related = ["organization", "user", "api_key"]
+    search_fields = ["organization__slug", "action"]
 
 
 @admin.register(GpuBinding)

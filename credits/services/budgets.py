@@ -14,6 +14,7 @@ from credits.errors import BudgetExceeded
 from credits.models import Budget, Hold
 from jobs.metrics import count_refusal
 from jobs.models import Job, Organization, Project
+from jobs.services.audit import audit
 from jobs.services.errors import Conflict, NotFound, ValidationFailed
 from jobs.services.tenancy import owner_or_refuse
 
@@ -82,14 +83,28 @@ def budget_set(*, organization: Organization, monthly_limit: int | None, user,
             member is not None and not organization.memberships.filter(user=member).exists()):
         raise NotFound("no such project or member")
     scope = {"organization": organization, "project": project, "user": member}
-    if monthly_limit is None:
-        Budget.objects.filter(**scope).delete()
-        return None
     for _ in range(2):
         try:
             with transaction.atomic():
-                return Budget.objects.update_or_create(
-                    **scope, defaults={"monthly_limit": monthly_limit})[0]
-        except IntegrityError:  # another owner made it meanwhile: update theirs
+                return _budget_change(scope, monthly_limit, user)
+        except IntegrityError:  # another owner made it meanwhile: change theirs
             continue
     raise Conflict("the budget keeps changing; try again", code="busy")
+
+
+def _budget_change(scope: dict, monthly_limit: int | None, user) -> Budget | None:
+    budget = Budget.objects.select_for_update().filter(**scope).first()
+    was = budget.monthly_limit if budget else None
+    if was == monthly_limit:
+        return budget
+    if monthly_limit is None:
+        budget.delete()
+    elif budget is None:
+        budget = Budget.objects.create(**scope, monthly_limit=monthly_limit)
+    else:
+        budget.monthly_limit = monthly_limit
+        budget.save(update_fields=["monthly_limit"])
+    audit(scope["organization"], "budget.set" if monthly_limit is not None else
+          "budget.cleared", user=user, scope=(budget or Budget(**scope)).scope,
+          monthly_limit=monthly_limit, was=was)
+    return budget if monthly_limit is not None else None

@@ -217,14 +217,16 @@ class WebhookListCreate(APIView):
         body.is_valid(raise_exception=True)
         hook = webhook_endpoint_create(organization=request.user.organization,
                                        url=body.validated_data["url"],
-                                       events=body.validated_data.get("events"))
+                                       events=body.validated_data.get("events"),
+                                       api_key=request.auth)
         return Response({**WebhookEndpointSerializer(hook).data, "secret": hook.secret},
                         status=status.HTTP_201_CREATED)
 
 
 class WebhookDetail(APIView):
     def delete(self, request, hook_id: int):
-        webhook_endpoint_delete(organization=request.user.organization, hook_id=hook_id)
+        webhook_endpoint_delete(organization=request.user.organization, hook_id=hook_id,
+                                api_key=request.auth)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -249,7 +251,7 @@ class WebhookRedeliver(APIView):
 
     def post(self, request, hook_id: int, delivery_id: int):
         delivery = webhook_redeliver(organization=request.user.organization, hook_id=hook_id,
-                                     delivery_id=delivery_id)
+                                     delivery_id=delivery_id, api_key=request.auth)
         return Response(WebhookDeliverySerializer(delivery).data,
                         status=status.HTTP_202_ACCEPTED)
 

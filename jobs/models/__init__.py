@@ -1,4 +1,5 @@
 from .attempt import Attempt, AttemptRank, AttemptStatus, GpuBinding
+from .audit import OrganizationEvent
 from .checkpoint import StoredCheckpoint
 from .job import Job, JobEvent
 from .runtime import RunTimeStat
@@ -9,6 +10,6 @@ from .webhook import WebhookDelivery, WebhookEndpoint
 
 __all__ = [
     "ApiKey", "Attempt", "AttemptRank", "AttemptStatus", "Counter", "GpuBinding", "Job",
-    "JobEvent", "Membership", "Organization", "Project", "RunTimeStat", "StoredCheckpoint",
-    "Tier", "UsageAccount", "WebhookDelivery", "WebhookEndpoint",
+    "JobEvent", "Membership", "Organization", "OrganizationEvent", "Project", "RunTimeStat",
+    "StoredCheckpoint", "Tier", "UsageAccount", "WebhookDelivery", "WebhookEndpoint",
 ]

@@ -11,6 +11,7 @@ import re
 from django.db import IntegrityError, transaction
 
 from jobs.models import Membership, Organization, Project
+from jobs.services.audit import audit
 from jobs.services.errors import Conflict, NotFound, ValidationFailed
 from jobs.services.tenancy import owner_or_refuse
 
@@ -42,21 +43,30 @@ def project_create(*, organization: Organization, name: str, user,
                            code="too_many_projects")
         try:
             with transaction.atomic():
-                return Project.objects.create(organization=organization, name=name,
-                                              weight=_weight(weight))
+                project = Project.objects.create(organization=organization, name=name,
+                                                 weight=_weight(weight))
         except IntegrityError:
             raise Conflict(f"the organization has a project {name!r} already",
                            code="project_exists", field="name") from None
+        audit(organization, "project.made", user=user, project=name, weight=weight)
+        return project
 
 
 def project_weigh(*, organization: Organization, project_id: int, weight: float,
                   user) -> Project:
     """Set a project's share of the organization's GPUs against its other projects'."""
     owner_or_refuse(organization, user, manages="its projects")
-    if not Project.objects.filter(organization=organization, pk=project_id).update(
-            weight=_weight(weight)):
-        raise NotFound("no such project")
-    return Project.objects.get(pk=project_id)
+    with transaction.atomic():
+        project = (Project.objects.select_for_update()
+                   .filter(organization=organization, pk=project_id).first())
+        if project is None:
+            raise NotFound("no such project")
+        if project.weight != _weight(weight):
+            audit(organization, "project.weighed", user=user, project=project.name,
+                  weight=weight, was=project.weight)
+            project.weight = weight
+            project.save(update_fields=["weight"])
+    return project
 
 
 def member_change(*, organization: Organization, membership_id: int, user,
@@ -70,7 +80,8 @@ def member_change(*, organization: Organization, membership_id: int, user,
     fields = {"weight": _weight(weight)} if weight is not None else {}
     with transaction.atomic():  # two owners demoting each other at once: one stays
         Organization.objects.select_for_update(no_key=True).get(pk=organization.pk)
-        member = Membership.objects.filter(organization=organization, pk=membership_id).first()
+        member = (Membership.objects.select_related("user")
+                  .filter(organization=organization, pk=membership_id).first())
         if member is None:
             raise NotFound("no such member")
         if role is not None:
@@ -80,5 +91,10 @@ def member_change(*, organization: Organization, membership_id: int, user,
                 raise Conflict("the organization would have no owner left",
                                code="last_owner", field="role")
             fields["role"] = role
-        Membership.objects.filter(pk=member.pk).update(**fields)
+        changed = {name: [getattr(member, name), value] for name, value in fields.items()
+                   if getattr(member, name) != value}
+        if changed:
+            Membership.objects.filter(pk=member.pk).update(**fields)
+            audit(organization, "member.changed", user=user,
+                  member=member.user.get_username(), changed=changed)
     return Membership.objects.select_related("user").get(pk=member.pk)

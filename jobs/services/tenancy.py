@@ -14,6 +14,7 @@ from jobs.defaults import (
     TIER_FIELDS,
 )
 from jobs.models import ApiKey, Membership, Organization, Project, Tier
+from jobs.services.audit import audit
 from jobs.services.errors import Conflict, Forbidden, NotFound, ValidationFailed
 from jobs.services.storable import unstorable
 
@@ -69,20 +70,27 @@ def api_key_issue_by_owner(*, organization: Organization, name: str, user,
         if organization.api_keys.filter(ApiKey.live_at(now)).count() >= MAX_KEYS:
             raise Conflict(f"at most {MAX_KEYS} live keys per organization: revoke one first",
                            code="too_many_keys")
-        return api_key_issue(organization=organization, name=name, user=user,
-                             expires_at=now + timedelta(days=days) if days else None)
+        key, raw = api_key_issue(organization=organization, name=name, user=user,
+                                 expires_at=now + timedelta(days=days) if days else None)
+        audit(organization, "api_key.made", user=user, key=f"{key.prefix}…", name=name,
+              expires_at=key.expires_at.isoformat() if key.expires_at else None)
+        return key, raw
 
 
 def api_key_revoke(*, organization: Organization, key_id: int, user) -> ApiKey:
     """Revoke one of `organization`'s keys (an owner's act): refused from then on. A key
     already revoked stays as it was."""
     owner_or_refuse(organization, user)
-    ApiKey.objects.filter(pk=key_id, organization=organization,
-                          revoked_at__isnull=True).update(revoked_at=timezone.now(),
-                                                          revoked_by=user)
-    key = ApiKey.objects.filter(pk=key_id, organization=organization).first()
-    if key is None:
-        raise NotFound("no such key")
+    with transaction.atomic():
+        revoked = ApiKey.objects.filter(pk=key_id, organization=organization,
+                                        revoked_at__isnull=True).update(
+            revoked_at=timezone.now(), revoked_by=user)
+        key = ApiKey.objects.filter(pk=key_id, organization=organization).first()
+        if key is None:
+            raise NotFound("no such key")
+        if revoked:
+            audit(organization, "api_key.revoked", user=user, key=f"{key.prefix}…",
+                  name=key.name)
     return key
 
 

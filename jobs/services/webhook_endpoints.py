@@ -10,7 +10,8 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from jobs.models import Organization, WebhookDelivery, WebhookEndpoint
+from jobs.models import ApiKey, Organization, WebhookDelivery, WebhookEndpoint
+from jobs.services.audit import audit
 from jobs.services.errors import Conflict, NotFound, ValidationFailed
 from jobs.services.tenancy import owner_or_refuse
 from jobs.services.webhooks import send_later, url_refusal
@@ -26,9 +27,11 @@ def _by_owner(organization: Organization, user) -> None:
 
 
 def webhook_endpoint_create(*, organization: Organization, url: str,
-                            events: list[str] | None = None, user=None) -> WebhookEndpoint:
+                            events: list[str] | None = None, user=None,
+                            api_key: ApiKey | None = None) -> WebhookEndpoint:
     """A new endpoint (`events`: validated names; None for the default, a job's end). Its
-    secret is on the instance returned: shown once, by the caller."""
+    secret is on the instance returned: shown once, by the caller. `api_key`: the client's
+    key that asked, for the audit trail."""
     _by_owner(organization, user)
     refusal = url_refusal(url)
     if refusal:
@@ -38,17 +41,24 @@ def webhook_endpoint_create(*, organization: Organization, url: str,
         if WebhookEndpoint.objects.filter(organization=organization).count() >= MAX_WEBHOOKS:
             raise Conflict(f"at most {MAX_WEBHOOKS} webhook endpoints per organization",
                            code="too_many_webhooks")
-        return WebhookEndpoint.objects.create(
+        hook = WebhookEndpoint.objects.create(
             organization=organization, url=url,
             **({"events": events} if events is not None else {}))
+        audit(organization, "webhook.added", user=user, api_key=api_key, url=url,
+              events=hook.events)
+        return hook
 
 
-def webhook_endpoint_delete(*, organization: Organization, hook_id: int, user=None) -> None:
+def webhook_endpoint_delete(*, organization: Organization, hook_id: int, user=None,
+                            api_key: ApiKey | None = None) -> None:
     """Remove an endpoint and what it was owed: nothing more is sent to it."""
     _by_owner(organization, user)
-    deleted, _ = WebhookEndpoint.objects.filter(organization=organization, pk=hook_id).delete()
-    if not deleted:
-        raise NotFound("no such webhook endpoint")
+    with transaction.atomic():
+        hook = WebhookEndpoint.objects.filter(organization=organization, pk=hook_id).first()
+        if hook is None:
+            raise NotFound("no such webhook endpoint")
+        hook.delete()
+        audit(organization, "webhook.removed", user=user, api_key=api_key, url=hook.url)
 
 
 def deliveries_of(*, organization: Organization, hook_id: int) -> QuerySet[WebhookDelivery]:
@@ -59,7 +69,7 @@ def deliveries_of(*, organization: Organization, hook_id: int) -> QuerySet[Webho
 
 
 def webhook_redeliver(*, organization: Organization, hook_id: int, delivery_id: int,
-                      user=None) -> WebhookDelivery:
+                      user=None, api_key: ApiKey | None = None) -> WebhookDelivery:
     """Send a delivery that failed or arrived again, now, with a fresh round of attempts.
     One still pending is left to its own schedule."""
     _by_owner(organization, user)
@@ -69,6 +79,8 @@ def webhook_redeliver(*, organization: Organization, hook_id: int, delivery_id: 
         if mine.exclude(status=Status.PENDING).update(
                 status=Status.PENDING, attempts=0, next_attempt_at=timezone.now(),
                 delivered_at=None):
+            audit(organization, "webhook.resent", user=user, api_key=api_key,
+                  delivery=delivery_id, url=mine.values_list("endpoint__url", flat=True)[0])
             transaction.on_commit(lambda: send_later([delivery_id]))
     delivery = mine.first()
     if delivery is None:

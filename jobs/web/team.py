@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 from credits.models import Budget
 from credits.services.budgets import budget_set
 from jobs.models import Membership, Organization
+from jobs.services.audit import recent_events
 from jobs.services.errors import ServiceError, ValidationFailed
 from jobs.services.team import member_change, project_create, project_weigh
 from jobs.web.access import memberships_of, organization_of_member
@@ -43,7 +44,8 @@ def _organizations(request: HttpRequest) -> list[dict]:
                          for p in org.projects.order_by("name")],
             "members": [(member, limits.get(("user", member.user_id)))
                         for member in org.memberships.select_related("user")
-                        .order_by("user__username")]})
+                        .order_by("user__username")],
+            "events": recent_events(org)})
     return shown
 
 

@@ -1,0 +1,18 @@
+"""The organization's audit trail: one event per change its people make (jobs/models/audit.py),
+written in the change's own transaction, so that a change is never without its event."""
+
+from __future__ import annotations
+
+from jobs.models import ApiKey, Organization, OrganizationEvent
+
+
+def audit(organization: Organization, action: str, *, user=None, api_key: ApiKey | None = None,
+          **detail) -> OrganizationEvent:
+    """Record that `user` (a member) or `api_key` (a client) did `action`, with `detail`."""
+    return OrganizationEvent.objects.create(organization=organization, action=action,
+                                            user=user, api_key=api_key, detail=detail)
+
+
+def recent_events(organization: Organization, limit: int = 20) -> list[OrganizationEvent]:
+    return list(organization.audit_events.select_related("user", "api_key")
+                .order_by("-pk")[:limit])

@@ -1,0 +1,83 @@
+"""Each change an organization's people make to it (keys, webhooks, projects, weights,
+budgets, roles) leaves one event naming who made it and what it was before, written with the
+change: a save that changes nothing, or a refused one, leaves none. Its members read them on
+the team page; nobody else does."""
+
+import pytest
+from django.test import Client
+
+from jobs.models import ApiKey, Membership, OrganizationEvent, Project, WebhookDelivery
+from jobs.services.cancellation import job_cancel
+from tests.support.factories import make_job, make_member
+
+pytestmark = pytest.mark.django_db
+
+
+def _events(org) -> list[tuple]:
+    return [(e.actor, e.action, e.detail) for e in
+            OrganizationEvent.objects.filter(organization=org).order_by("pk")]
+
+
+def test_an_owners_changes_are_each_recorded_with_what_they_replaced(owner, alice):
+    project = Project.objects.get(organization=alice, name="default")
+    mia = Membership.objects.get(user=make_member(alice, "mia"))
+    owner.post("/dashboard/keys/alice", {"name": "render"})
+    key = ApiKey.objects.get(name="render")
+    owner.post(f"/dashboard/keys/alice/{key.pk}/revoke")
+    owner.post("/dashboard/team/alice/projects", {"name": "ads", "weight": "2"})
+    owner.post(f"/dashboard/team/alice/projects/{project.pk}",
+               {"weight": "3", "monthly_limit": "500"})
+    owner.post(f"/dashboard/team/alice/projects/{project.pk}",
+               {"weight": "3", "monthly_limit": "500"})  # the same again: no change
+    owner.post(f"/dashboard/team/alice/members/{mia.pk}", {"role": "owner", "weight": "1"})
+    owner.post("/dashboard/team/alice/budget", {"monthly_limit": "9000"})
+    owner.post("/dashboard/team/alice/budget", {"monthly_limit": ""})
+    assert _events(alice) == [
+        ("olga", "api_key.made", {"key": f"{key.prefix}…", "name": "render",
+                                  "expires_at": None}),
+        ("olga", "api_key.revoked", {"key": f"{key.prefix}…", "name": "render"}),
+        ("olga", "project.made", {"project": "ads", "weight": 2.0}),
+        ("olga", "project.weighed", {"project": "default", "weight": 3.0, "was": 1.0}),
+        ("olga", "budget.set", {"scope": "project alice/default", "monthly_limit": 500,
+                                "was": None}),
+        ("olga", "member.changed", {"member": "mia", "changed": {"role": ["member",
+                                                                          "owner"]}}),
+        ("olga", "budget.set", {"scope": "organization alice", "monthly_limit": 9000,
+                                "was": None}),
+        ("olga", "budget.cleared", {"scope": "organization alice", "monthly_limit": None,
+                                    "was": 9000}),
+    ]
+
+
+def test_a_refused_change_leaves_no_event(owner, alice):
+    project = Project.objects.get(organization=alice, name="default")
+    assert owner.post(f"/dashboard/team/alice/projects/{project.pk}",
+                      {"weight": "5", "monthly_limit": "-1"}).status_code == 400
+    assert owner.post("/dashboard/team/alice/projects", {"name": "Bad Name"}
+                      ).status_code == 400
+    assert _events(alice) == [] and project.weight == 1.0
+
+
+def test_a_clients_key_is_named_for_what_it_changed(api, alice, receiver):
+    hook = api.post("/api/v1/webhooks", {"url": receiver.url}, format="json").json()
+    job_cancel(job=make_job(alice))
+    delivery = WebhookDelivery.objects.get()
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(status="FAILED")
+    api.post(f"/api/v1/webhooks/{hook['id']}/deliveries/{delivery.pk}/redeliver")
+    api.post(f"/api/v1/webhooks/{hook['id']}/deliveries/{delivery.pk}/redeliver")  # pending
+    api.delete(f"/api/v1/webhooks/{hook['id']}")
+    key = ApiKey.objects.get(name="ci")
+    assert [(actor, action) for actor, action, _ in _events(alice)] == [
+        (f"key {key.prefix}…", "webhook.added"), (f"key {key.prefix}…", "webhook.resent"),
+        (f"key {key.prefix}…", "webhook.removed")]
+    assert _events(alice)[2][2] == {"url": receiver.url}
+
+
+def test_members_read_the_changes_and_nobody_else(owner, alice, bob):
+    owner.post("/dashboard/team/alice/projects", {"name": "ads"})
+    member, outsider = Client(), Client()
+    member.force_login(make_member(alice, "mia"))
+    outsider.force_login(make_member(bob, "ben"))
+    page = member.get("/dashboard/team").content.decode()
+    assert "project.made" in page and "project: ads" in page and "olga" in page
+    assert "project.made" not in outsider.get("/dashboard/team").content.decode()
