@@ -83,6 +83,10 @@ try:
         "--checkpoint-dir {checkpoint_dir} --seed {seed} --params-file {params_file}",
     )
     LOG_FORMAT = env_choice("LOG_FORMAT", "plain", ("plain", "json"))
+    # password guessing on the dashboard and admin: after this many failed logins for one
+    # username, or ten times as many from one address, refuse logins there for the window
+    GPUSCHED_LOGIN_MAX_FAILURES = env_int("GPUSCHED_LOGIN_MAX_FAILURES", 10, minimum=1)
+    GPUSCHED_LOGIN_WINDOW_S = env_int("GPUSCHED_LOGIN_WINDOW_S", 900, minimum=1)
 except ConfigError as exc:  # fail at start, naming the variable
     raise SystemExit(f"gpusched: bad configuration: {exc}") from None
 
@@ -130,6 +134,7 @@ TEMPLATES = [
 ]
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+AUTHENTICATION_BACKENDS = ["gpusched.login_guard.GuardedModelBackend"]
 LOGIN_REDIRECT_URL = "/dashboard/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 USE_TZ = True

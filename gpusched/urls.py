@@ -1,9 +1,11 @@
 from django.contrib import admin
+from django.contrib.auth.views import LoginView
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.urls import include, path
 
 from gpusched.health import healthz, readyz
+from gpusched.login_guard import GuardedAdminAuthenticationForm, GuardedAuthenticationForm
 from jobs.metrics import render as render_metrics
 from jobs.models import Job
 from jobs.scheduler.tick import capacity_advice
@@ -30,10 +32,14 @@ def home(request):
     })
 
 
+admin.site.login_form = GuardedAdminAuthenticationForm
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("jobs.api.urls")),
     path("api/v1/", include("credits.api.urls")),
+    path("accounts/login/", LoginView.as_view(authentication_form=GuardedAuthenticationForm),
+         name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("dashboard/", include("jobs.web.urls")),
     path("healthz", healthz),
