@@ -61,9 +61,9 @@ def project_weigh(*, organization: Organization, project_id: int, weight: float,
                    .filter(organization=organization, pk=project_id).first())
         if project is None:
             raise NotFound("no such project")
-        if project.weight != _weight(weight):
+        if project.weight != weight:  # one an operator set beyond the range may stay
             audit(organization, "project.weighed", user=user, project=project.name,
-                  weight=weight, was=project.weight)
+                  weight=_weight(weight), was=project.weight)
             project.weight = weight
             project.save(update_fields=["weight"])
     return project
@@ -77,7 +77,7 @@ def member_change(*, organization: Organization, membership_id: int, user,
     if role is not None and role not in Role.values:
         raise ValidationFailed(f"a role is one of {', '.join(Role.values)}",
                                code="invalid_role", field="role")
-    fields = {"weight": _weight(weight)} if weight is not None else {}
+    fields: dict = {"weight": weight} if weight is not None else {}
     with transaction.atomic():  # two owners demoting each other at once: one stays
         Organization.objects.select_for_update(no_key=True).get(pk=organization.pk)
         member = (Membership.objects.select_related("user")
@@ -93,6 +93,8 @@ def member_change(*, organization: Organization, membership_id: int, user,
             fields["role"] = role
         changed = {name: [getattr(member, name), value] for name, value in fields.items()
                    if getattr(member, name) != value}
+        if "weight" in changed:  # one an operator set beyond the range may stay
+            _weight(weight)
         if changed:
             Membership.objects.filter(pk=member.pk).update(**fields)
             audit(organization, "member.changed", user=user,

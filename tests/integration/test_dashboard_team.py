@@ -155,3 +155,14 @@ def test_nobody_reaches_another_organizations_team(owner, bob):
     assert Project.objects.get(pk=project.pk).weight == 1.0
     assert Membership.objects.get(pk=theirs.pk).role == "member"
     assert APIClient().get("/dashboard/team").status_code == 302  # log in first
+
+
+def test_a_weight_an_operator_set_beyond_the_range_stays_as_the_budget_changes(owner, alice):
+    project = Project.objects.create(organization=alice, name="ads", weight=500)
+    answer = owner.post(f"/dashboard/team/alice/projects/{project.pk}",
+                        {"weight": "500", "monthly_limit": "10"})
+    assert answer.status_code == 302
+    assert Budget.objects.get(project=project).monthly_limit == 10
+    assert owner.post(f"/dashboard/team/alice/projects/{project.pk}",
+                      {"weight": "400"}).status_code == 400  # but an owner sets none
+    assert Project.objects.get(pk=project.pk).weight == 500
