@@ -3,11 +3,14 @@ when it should start, how far each runs, and what each made."""
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Prefetch, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from credits.services.holds import job_credits
@@ -15,7 +18,7 @@ from credits.services.statements import job_transfers, organization_balance
 from jobs.models import Attempt, Job, Organization
 from jobs.scheduler.positions import places_of
 from jobs.services.amend import job_amend
-from jobs.services.cancellation import job_cancel
+from jobs.services.cancellation import job_cancel, jobs_cancel_labelled
 from jobs.services.errors import ServiceError
 from jobs.services.labels import with_labels
 from jobs.services.outputs import output_response
@@ -152,6 +155,27 @@ def job_relax_view(request: HttpRequest, job_id: int) -> HttpResponse:
     else:
         messages.info(request, "Changed; it keeps its place and waits for the next round.")
     return redirect("dashboard-job", job_id=job.pk)
+
+
+@login_required
+@require_POST
+def jobs_cancel_labelled_view(request: HttpRequest) -> HttpResponse:
+    """Cancel the jobs with a label in each of the user's organizations, as the API's bulk
+    cancel does (a batch at a time: the message says how many more match)."""
+    label = request.POST.get("label", "").strip()
+    cancelled = stopping = left = 0
+    try:
+        for org in Organization.objects.filter(memberships__user=request.user):
+            done = jobs_cancel_labelled(organization=org, labels=[label] if label else [])
+            cancelled, stopping = cancelled + len(done.cancelled), stopping + len(done.stopping)
+            left += done.left
+    except ServiceError as exc:
+        messages.warning(request, exc.message)
+    else:
+        more = f"; {left} more match: cancel again" if left else ""
+        messages.info(request, f"{cancelled} cancelled, {stopping} stopping on their "
+                               f"nodes{more}.")
+    return redirect(f"{reverse('dashboard')}?{urlencode({'label': label})}")
 
 
 @login_required

@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from jobs.models import Attempt, Membership
+from jobs.models import Attempt, Job, Membership
 from jobs.scheduler.tick import scheduler_tick_run
 from tests.support.factories import make_job, make_node, run_placed_job, start_placed
 from workers.services.attempts import attempt_heartbeat, attempt_start
@@ -246,3 +246,28 @@ def test_a_member_pages_back_through_every_job_and_finds_them_by_state(member, a
     for odd in ({"state": "NOPE"}, {"before": "x"}, {"before": "99999999999999999999"}):
         answer = member.get("/dashboard/", odd)
         assert answer.status_code == 200 and _link(jobs[6]) in answer.content.decode()
+
+
+def test_a_member_cancels_every_job_with_a_label_and_no_other(member, alice, bob):
+    from jobs.services.submission import JobSpec, job_submit
+
+    def labelled(org, batch: str):
+        return job_submit(organization=org, spec=JobSpec(prompt="x", labels={"batch": batch}))
+
+    make_node("n1", gpus=1)
+    running = labelled(alice, "b1")
+    start_placed(running)
+    waiting = [labelled(alice, "b1") for _ in range(2)]
+    other, theirs = labelled(alice, "b2"), labelled(bob, "b1")
+    answer = member.post("/dashboard/jobs/cancel", {"label": "batch:b1"}, follow=True)
+    assert "2 cancelled, 1 stopping on their nodes." in answer.content.decode()
+    assert answer.redirect_chain[-1][0] == "/dashboard/?label=batch%3Ab1"
+    states = {job.pk: state for job, state in ((j, Job.objects.get(pk=j.pk).state)
+                                                for j in (*waiting, other, theirs))}
+    assert [states[j.pk] for j in waiting] == ["CANCELLED", "CANCELLED"]
+    assert (states[other.pk], states[theirs.pk]) == ("QUEUED", "QUEUED")
+    assert Attempt.objects.get(job=running).stop_requested == "cancel"
+    refused = member.post("/dashboard/jobs/cancel", {"label": ""}, follow=True)
+    assert "never takes every job" in refused.content.decode()
+    assert Job.objects.filter(state="QUEUED").count() == 2
+    assert member.get("/dashboard/jobs/cancel").status_code == 405
