@@ -308,6 +308,15 @@ def _paths() -> dict:
             "operationId": "cancelJob", "parameters": [JOB_ID],
             "responses": {"202": _answer("cancelled, or stopping on its node", "Job"),
                           **_errors(404, 409, 429)}}},
+        "/api/v1/projects": {"get": {
+            "operationId": "listProjects",
+            "responses": {"200": {"description": "the organization's projects: the names a "
+                                                 "job's `project` may take", "content": {
+                "application/json": {"schema": obj({"results": {"type": "array", "items": obj({
+                    "name": STR, "weight": NUMBER,
+                    "monthly_limit": {**nullable(INT), "description": "credits a calendar "
+                                      "month its jobs may commit; null: no budget"}})}})}}},
+                **_errors(429)}}},
         "/api/v1/webhooks": {
             "get": {"operationId": "listWebhooks", "responses": {
                 "200": {"description": "the organization's endpoints", "content": {

@@ -5,6 +5,7 @@ from rest_framework import permissions, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from credits.models import Budget
 from credits.services.holds import job_credits
 from jobs.api.errors import gone, not_found
 from jobs.api.openapi import openapi_document
@@ -89,6 +90,20 @@ class JobListCreate(APIView):
             "positions": places_of(page), "placements": placements_of(live),
             "checkpoints": resume_points(ran)})
         return Response({"results": serialized.data, "next": following})
+
+
+class ProjectList(APIView):
+    """GET: the organization's projects, the names a job's `project` may take, with their
+    fair-share weights inside it and their monthly budgets (owners set both on the
+    dashboard's team page)."""
+
+    def get(self, request):
+        org = request.user.organization
+        limits = dict(Budget.objects.filter(organization=org, project__isnull=False)
+                      .values_list("project_id", "monthly_limit"))
+        return Response({"results": [
+            {"name": p.name, "weight": p.weight, "monthly_limit": limits.get(p.pk)}
+            for p in org.projects.order_by("name")]})
 
 
 class QueueLine(APIView):

@@ -166,3 +166,14 @@ def test_a_weight_an_operator_set_beyond_the_range_stays_as_the_budget_changes(o
     assert owner.post(f"/dashboard/team/alice/projects/{project.pk}",
                       {"weight": "400"}).status_code == 400  # but an owner sets none
     assert Project.objects.get(pk=project.pk).weight == 500
+
+
+def test_clients_list_the_projects_their_jobs_may_name(owner, api, alice, bob):
+    owner.post("/dashboard/team/alice/projects", {"name": "ads", "weight": "2"})
+    ads = Project.objects.get(organization=alice, name="ads")
+    owner.post(f"/dashboard/team/alice/projects/{ads.pk}", {"weight": "2",
+                                                            "monthly_limit": "300"})
+    Project.objects.create(organization=bob, name="bobs")
+    assert api.get("/api/v1/projects").json()["results"] == [
+        {"name": "ads", "weight": 2.0, "monthly_limit": 300},
+        {"name": "default", "weight": 1.0, "monthly_limit": None}]

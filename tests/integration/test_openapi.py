@@ -101,6 +101,7 @@ def test_real_answers_are_what_the_document_says(document, api, alice, settings)
     hook = api.post("/api/v1/webhooks", {"url": "http://127.0.0.1:9/hook"}, format="json")
     _check(d, hook, "/api/v1/webhooks", "post", 201)
     _check(d, api.get("/api/v1/webhooks"), "/api/v1/webhooks", "get", 200)
+    _check(d, api.get("/api/v1/projects"), "/api/v1/projects", "get", 200)
     job_cancel(job=make_job(alice))  # a notice owed to the endpoint
     deliveries = f"/api/v1/webhooks/{hook.json()['id']}/deliveries"
     listed = api.get(deliveries)
