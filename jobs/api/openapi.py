@@ -147,6 +147,9 @@ WEBHOOK = obj({"id": INT, "url": STR, "events": {"type": "array", "items": {
     "type": "string", "enum": list(EVENTS)}}, "active": BOOL, "created_at": TIME})
 WEBHOOK_CREATED = {**WEBHOOK, "properties": {**WEBHOOK["properties"], "secret": STR},
                    "required": [*WEBHOOK["required"], "secret"]}
+WEBHOOK_ROTATED = {**WEBHOOK_CREATED, "properties": {
+    **WEBHOOK_CREATED["properties"], "previous_secret_until": TIME},
+    "required": [*WEBHOOK_CREATED["required"], "previous_secret_until"]}
 DELIVERY = obj({
     "id": {**INT, "description": "The `delivery` of the notice: the same on every send."},
     "event": STR, "job": nullable(INT),
@@ -332,6 +335,13 @@ def _paths() -> dict:
         "/api/v1/webhooks/{hook_id}": {"delete": {
             "operationId": "deleteWebhook", "parameters": [HOOK_ID],
             "responses": {"204": _answer("removed"), **_errors(404, 429)}}},
+        "/api/v1/webhooks/{hook_id}/rotate-secret": {"post": {
+            "operationId": "rotateWebhookSecret", "parameters": [HOOK_ID],
+            "description": "A new secret, shown this once. For a day the one before signs "
+                           "each notice too (a second sha256= in X-Gpusched-Signature), so "
+                           "the receiver moves to the new one without refusing any.",
+            "responses": {"200": _answer("rotated: the new secret", "WebhookRotated"),
+                          **_errors(404, 429)}}},
         "/api/v1/webhooks/{hook_id}/deliveries": {"get": {
             "operationId": "listWebhookDeliveries",
             "parameters": [HOOK_ID, *_query(DeliveryQuery())],
@@ -373,7 +383,9 @@ def _notice(summary: str, schema: str) -> dict:
         "summary": summary,
         "description": "Headers X-Gpusched-Event, X-Gpusched-Timestamp and "
                        "X-Gpusched-Signature: sha256= HMAC-SHA256 of '<timestamp>.<body>' under "
-                       "the endpoint's secret. At least once: deduplicate by `delivery`.",
+                       "the endpoint's secret (for a day after a rotation, a second one "
+                       "under the secret before, comma separated: accept either). At least "
+                       "once: deduplicate by `delivery`.",
         "requestBody": {"content": {"application/json": {"schema": _ref(schema)}}},
         "responses": {"200": {"description": "any 2xx: delivered"}}}}
 
@@ -397,6 +409,7 @@ def openapi_document() -> dict:
                         "JobDetail": JOB_DETAIL, "Accepted": ACCEPTED, "QueueLine": QUEUE_LINE,
                         "Error": ERROR, "Webhook": WEBHOOK,
                         "WebhookCreated": WEBHOOK_CREATED, "Delivery": DELIVERY,
+                        "WebhookRotated": WEBHOOK_ROTATED,
                         "Credits": CREDITS,
                         "Usage": USAGE, "Notice": NOTICE, "CreditsNotice": CREDITS_NOTICE}},
     }

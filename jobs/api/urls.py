@@ -16,6 +16,7 @@ from jobs.api.views import (
     WebhookDetail,
     WebhookListCreate,
     WebhookRedeliver,
+    WebhookRotateSecret,
 )
 
 urlpatterns = [
@@ -33,6 +34,8 @@ urlpatterns = [
     path("projects", ProjectList.as_view(), name="project-list"),
     path("webhooks", WebhookListCreate.as_view(), name="webhook-list"),
     path("webhooks/<int:hook_id>", WebhookDetail.as_view(), name="webhook-detail"),
+    path("webhooks/<int:hook_id>/rotate-secret", WebhookRotateSecret.as_view(),
+         name="webhook-rotate-secret"),
     path("webhooks/<int:hook_id>/deliveries", WebhookDeliveries.as_view(),
          name="webhook-deliveries"),
     path("webhooks/<int:hook_id>/deliveries/<int:delivery_id>/redeliver",

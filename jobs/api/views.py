@@ -39,6 +39,7 @@ from jobs.services.webhook_endpoints import (
     webhook_endpoint_create,
     webhook_endpoint_delete,
     webhook_redeliver,
+    webhook_secret_rotate,
 )
 from jobs.states import LIVE
 from workers.services.checkpoint_cuts import may_resume, resume_points
@@ -243,6 +244,17 @@ class WebhookDetail(APIView):
         webhook_endpoint_delete(organization=request.user.organization, hook_id=hook_id,
                                 api_key=request.auth)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class WebhookRotateSecret(APIView):
+    """POST: a new secret for the endpoint, shown this once; the one before signs too until
+    `previous_secret_until` (a day), while the receiver moves to the new one."""
+
+    def post(self, request, hook_id: int):
+        hook = webhook_secret_rotate(organization=request.user.organization, hook_id=hook_id,
+                                     api_key=request.auth)
+        return Response({**WebhookEndpointSerializer(hook).data, "secret": hook.secret,
+                         "previous_secret_until": hook.previous_secret_until})
 
 
 class WebhookDeliveries(APIView):

@@ -31,6 +31,10 @@ class WebhookEndpoint(models.Model):
     secret = models.CharField(max_length=64, default=_new_secret, editable=False,
                               help_text="Signs each delivery (HMAC-SHA256); the receiver "
                                         "checks it.")
+    # the secret before the last rotation, which signs too until `previous_secret_until`,
+    # while receivers move to the new one
+    previous_secret = models.CharField(max_length=64, blank=True, editable=False)
+    previous_secret_until = models.DateTimeField(null=True, blank=True, editable=False)
     active = models.BooleanField(default=True)
     events = models.JSONField(default=_ended_events, blank=True,
                               help_text=f"What it is told of, among {', '.join(EVENTS)}.")
@@ -38,6 +42,13 @@ class WebhookEndpoint(models.Model):
 
     def __str__(self) -> str:
         return f"{self.organization} → {self.url}"
+
+    def signing_secrets(self, now) -> list[str]:
+        """The secrets a delivery is signed with now: the current one first."""
+        if self.previous_secret and self.previous_secret_until and (
+                now < self.previous_secret_until):
+            return [self.secret, self.previous_secret]
+        return [self.secret]
 
     def clean(self) -> None:
         unknown = [e for e in self.events or [] if e not in EVENTS] if isinstance(

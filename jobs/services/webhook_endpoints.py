@@ -6,6 +6,8 @@ it must: deliveries are at least once) takes it once."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -59,6 +61,29 @@ def webhook_endpoint_delete(*, organization: Organization, hook_id: int, user=No
             raise NotFound("no such webhook endpoint")
         hook.delete()
         audit(organization, "webhook.removed", user=user, api_key=api_key, url=hook.url)
+
+
+ROTATION_OVERLAP = timedelta(days=1)  # the old secret signs too, while receivers move
+
+
+def webhook_secret_rotate(*, organization: Organization, hook_id: int, user=None,
+                          api_key: ApiKey | None = None) -> WebhookEndpoint:
+    """A new secret for the endpoint, on the instance returned (shown once, by the caller).
+    Notices are signed with the one before too for ROTATION_OVERLAP, so that receivers move
+    to the new one without refusing any; a second rotation meanwhile ends that at once."""
+    _by_owner(organization, user)
+    with transaction.atomic():
+        hook = (WebhookEndpoint.objects.select_for_update()
+                .filter(organization=organization, pk=hook_id).first())
+        if hook is None:
+            raise NotFound("no such webhook endpoint")
+        hook.previous_secret = hook.secret
+        hook.secret = WebhookEndpoint._meta.get_field("secret").get_default()
+        hook.previous_secret_until = timezone.now() + ROTATION_OVERLAP
+        hook.save(update_fields=["secret", "previous_secret", "previous_secret_until"])
+        audit(organization, "webhook.secret_rotated", user=user, api_key=api_key,
+              url=hook.url, previous_valid_until=hook.previous_secret_until.isoformat())
+    return hook
 
 
 def deliveries_of(*, organization: Organization, hook_id: int) -> QuerySet[WebhookDelivery]:

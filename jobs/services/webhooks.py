@@ -9,7 +9,9 @@ then records the answer. A refusal or an unreachable endpoint is tried again wit
 by the sweep (beat) until `MAX_ATTEMPTS`; receivers deduplicate by the delivery id.
 
 Signature: `X-Gpusched-Signature: sha256=HMAC(secret, "<timestamp>.<body>")` with the
-timestamp in `X-Gpusched-Timestamp`, so a receiver can refuse replays of old notices.
+timestamp in `X-Gpusched-Timestamp`, so a receiver can refuse replays of old notices. For a
+day after its secret is rotated an endpoint's notices carry a second signature, under the
+secret before (`sha256=<new>,sha256=<old>`): a receiver accepts the notice if one matches.
 """
 
 from __future__ import annotations
@@ -137,12 +139,11 @@ def _post(delivery: WebhookDelivery) -> str:
         return f"refused: {refusal}"
     body = json.dumps({**delivery.payload, "delivery": delivery.pk}).encode()
     stamp = str(int(time.time()))
-    signature = hmac.new(delivery.endpoint.secret.encode(), stamp.encode() + b"." + body,
-                         hashlib.sha256).hexdigest()
     request = urllib.request.Request(delivery.endpoint.url, data=body, method="POST", headers={
         "Content-Type": "application/json", "User-Agent": "gpusched-webhooks",
         "X-Gpusched-Event": delivery.event, "X-Gpusched-Delivery": str(delivery.pk),
-        "X-Gpusched-Timestamp": stamp, "X-Gpusched-Signature": f"sha256={signature}"})
+        "X-Gpusched-Timestamp": stamp,
+        "X-Gpusched-Signature": signatures(delivery.endpoint, stamp, body)})
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
             return "" if 200 <= response.status < 300 else f"HTTP {response.status}"
@@ -150,6 +151,14 @@ def _post(delivery: WebhookDelivery) -> str:
         return f"HTTP {exc.code}"
     except (urllib.error.URLError, OSError, ValueError) as exc:
         return f"unreachable: {exc}"
+
+
+def signatures(endpoint: WebhookEndpoint, stamp: str, body: bytes) -> str:
+    """`sha256=<hex>` under each secret that signs now, the current one first, comma
+    separated: during a rotation a receiver holding either secret finds its own."""
+    signed = stamp.encode() + b"." + body
+    return ",".join(f"sha256={hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()}"
+                    for secret in endpoint.signing_secrets(timezone.now()))
 
 
 def webhooks_sweep(limit: int = 100) -> int:

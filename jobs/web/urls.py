@@ -28,6 +28,8 @@ urlpatterns = [
     path("webhooks/<slug:slug>", webhooks.webhook_create, name="dashboard-webhook-create"),
     path("webhooks/<slug:slug>/<int:hook_id>/delete", webhooks.webhook_delete,
          name="dashboard-webhook-delete"),
+    path("webhooks/<slug:slug>/<int:hook_id>/rotate", webhooks.webhook_rotate,
+         name="dashboard-webhook-rotate"),
     path("webhooks/<slug:slug>/<int:hook_id>/deliveries/<int:delivery_id>/resend",
          webhooks.webhook_resend, name="dashboard-webhook-resend"),
 ]

@@ -19,6 +19,7 @@ from jobs.services.webhook_endpoints import (
     webhook_endpoint_create,
     webhook_endpoint_delete,
     webhook_redeliver,
+    webhook_secret_rotate,
 )
 from jobs.web.access import memberships_of, organization_of_member
 
@@ -76,6 +77,19 @@ def webhook_delete(request: HttpRequest, slug: str, hook_id: int) -> HttpRespons
         return webhooks_page(request, status=exc.status)
     messages.info(request, "The endpoint is removed: nothing more is sent to it.")
     return redirect("dashboard-webhooks")
+
+
+@login_required
+@require_POST
+def webhook_rotate(request: HttpRequest, slug: str, hook_id: int) -> HttpResponse:
+    org = organization_of_member(request, slug)
+    try:
+        hook = webhook_secret_rotate(organization=org, hook_id=hook_id, user=request.user)
+    except ServiceError as exc:
+        messages.warning(request, exc.message)
+        return webhooks_page(request, status=exc.status)
+    # shown in this answer only, as a new endpoint's
+    return webhooks_page(request, new=(org, hook))
 
 
 @login_required

@@ -99,3 +99,15 @@ def test_nobody_reaches_another_organizations_webhooks(owner, bob):
     assert owner.post(f"/dashboard/webhooks/alice/{hook.pk}/deliveries/{delivery.pk}/resend"
                       ).status_code == 404
     assert WebhookEndpoint.objects.filter(pk=hook.pk).exists()
+
+
+def test_an_owner_rotates_a_secret_and_sees_the_new_one_once(owner, client, alice):
+    hook = WebhookEndpoint.objects.create(organization=alice, url="https://93.184.216.34/h")
+    before = hook.secret
+    answer = owner.post(f"/dashboard/webhooks/alice/{hook.pk}/rotate")
+    assert answer.status_code == 200 and answer["Cache-Control"] == "no-store"
+    hook.refresh_from_db()
+    page = answer.content.decode()
+    assert hook.secret in page and before not in page and "move your receiver to this one" in page
+    assert (hook.previous_secret, hook.previous_secret_until is not None) == (before, True)
+    assert hook.secret not in owner.get("/dashboard/webhooks").content.decode()

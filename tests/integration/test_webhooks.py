@@ -234,3 +234,34 @@ def test_a_job_waiting_to_retry_is_posted_with_its_retry_and_when(alice, receive
     assert conforms(notice, {"$ref": "#/components/schemas/Notice"}, openapi_document()) == []
     assert (notice["event"], notice["job"]["retries"]) == ("job.retry_wait", 1)
     assert notice["job"]["retry_at"] == job.retry_at.isoformat()
+
+
+def _signed_with(secret: str, headers: dict, body: bytes) -> bool:
+    signed = headers["X-Gpusched-Timestamp"].encode() + b"." + body
+    mine = "sha256=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+    return mine in headers["X-Gpusched-Signature"].split(",")
+
+
+def test_a_rotated_secret_signs_at_once_and_the_one_before_for_a_day(api, alice, bob,
+                                                                      receiver):
+    made = api.post("/api/v1/webhooks", {"url": receiver.url}, format="json").json()
+    rotated = api.post(f"/api/v1/webhooks/{made['id']}/rotate-secret")
+    assert rotated.status_code == 200
+    new = rotated.json()["secret"]
+    assert new != made["secret"] and len(new) == 64
+    job_cancel(job=make_job(alice))
+    webhook_deliver(WebhookDelivery.objects.latest("pk").pk)
+    (headers, body), = receiver.posts
+    assert headers["X-Gpusched-Signature"].count("sha256=") == 2
+    assert _signed_with(new, headers, body) and _signed_with(made["secret"], headers, body)
+    # a day later the old one signs no more
+    WebhookEndpoint.objects.filter(pk=made["id"]).update(
+        previous_secret_until=timezone.now() - timedelta(seconds=1))
+    job_cancel(job=make_job(alice))
+    webhook_deliver(WebhookDelivery.objects.latest("pk").pk)
+    headers, body = receiver.posts[1]
+    assert _signed_with(new, headers, body) and not _signed_with(made["secret"], headers, body)
+    theirs = APIClient()
+    theirs.credentials(HTTP_AUTHORIZATION=f"Bearer {bob.raw_key}")
+    assert theirs.post(f"/api/v1/webhooks/{made['id']}/rotate-secret").status_code == 404
+    assert WebhookEndpoint.objects.get(pk=made["id"]).secret == new
