@@ -1,11 +1,16 @@
-"""Which organizations a dashboard user reaches: those they are a member of, and no other."""
+"""Which organizations a dashboard user reaches (those they are a member of, and no other),
+and how a page answers a refusal."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from django.contrib import messages
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse
 
 from jobs.models import Membership, Organization
+from jobs.services.errors import ServiceError
 
 
 def memberships_of(request: HttpRequest) -> QuerySet[Membership]:
@@ -20,3 +25,13 @@ def organization_of_member(request: HttpRequest, slug: str) -> Organization:
     if org is None:  # another organization is indistinguishable from none
         raise Http404("no such organization")
     return org
+
+
+def answered(request: HttpRequest, act: Callable[[], HttpResponse],
+             page: Callable[..., HttpResponse]) -> HttpResponse:
+    """What `act` answers, or `page` again, with the refusal a service gave and its status."""
+    try:
+        return act()
+    except ServiceError as exc:
+        messages.warning(request, exc.message)
+        return page(request, status=exc.status)

@@ -11,9 +11,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from jobs.models import Membership
-from jobs.services.errors import ServiceError
 from jobs.services.tenancy import api_key_issue_by_owner, api_key_revoke
-from jobs.web.access import memberships_of, organization_of_member
+from jobs.web.access import answered, memberships_of, organization_of_member
 
 
 def _organizations(request: HttpRequest) -> list[dict]:
@@ -40,26 +39,24 @@ def keys_page(request: HttpRequest, new: tuple | None = None,
 def key_create(request: HttpRequest, slug: str) -> HttpResponse:
     org = organization_of_member(request, slug)
     days = request.POST.get("days", "").strip()
-    try:
+
+    def act() -> HttpResponse:
         key, raw = api_key_issue_by_owner(
             organization=org, name=request.POST.get("name", ""), user=request.user,
             # what is not a whole number of days is out of range: refused with the rest
             days=(int(days) if days.isdigit() else 0) if days else None)
-    except ServiceError as exc:
-        messages.warning(request, exc.message)
-        return keys_page(request, status=exc.status)
-    # shown in this answer only: a redirect would carry it through the session
-    return keys_page(request, new=(org, key, raw))
+        # shown in this answer only: a redirect would carry it through the session
+        return keys_page(request, new=(org, key, raw))
+    return answered(request, act, keys_page)
 
 
 @login_required
 @require_POST
 def key_revoke(request: HttpRequest, slug: str, key_id: int) -> HttpResponse:
     org = organization_of_member(request, slug)
-    try:
+
+    def act() -> HttpResponse:
         key = api_key_revoke(organization=org, key_id=key_id, user=request.user)
-    except ServiceError as exc:
-        messages.warning(request, exc.message)
-        return keys_page(request, status=exc.status)
-    messages.info(request, f"Key {key.prefix}… ({key.name}) is revoked.")
-    return redirect("dashboard-keys")
+        messages.info(request, f"Key {key.prefix}… ({key.name}) is revoked.")
+        return redirect("dashboard-keys")
+    return answered(request, act, keys_page)

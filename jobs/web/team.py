@@ -17,9 +17,9 @@ from credits.models import Budget
 from credits.services.budgets import budget_set
 from jobs.models import Membership, Organization
 from jobs.services.audit import recent_events
-from jobs.services.errors import ServiceError, ValidationFailed
+from jobs.services.errors import ValidationFailed
 from jobs.services.team import member_change, project_create, project_weigh
-from jobs.web.access import memberships_of, organization_of_member
+from jobs.web.access import answered, memberships_of, organization_of_member
 
 
 def _budgets(org: Organization) -> dict:
@@ -83,14 +83,12 @@ def _limit(form: QueryDict) -> int | None:
 
 def _changed(request: HttpRequest, change, done: str) -> HttpResponse:
     """Apply `change` in one transaction: a refusal leaves everything as it was."""
-    try:
+    def act() -> HttpResponse:
         with transaction.atomic():
             change()
-    except ServiceError as exc:
-        messages.warning(request, exc.message)
-        return team_page(request, status=exc.status)
-    messages.info(request, done)
-    return redirect("dashboard-team")
+        messages.info(request, done)
+        return redirect("dashboard-team")
+    return answered(request, act, team_page)
 
 
 @login_required

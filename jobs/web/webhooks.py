@@ -14,14 +14,13 @@ from django.views.decorators.http import require_POST
 from jobs.api.serializers import WebhookEndpointSerializer
 from jobs.models import Membership
 from jobs.models.webhook import ENDED_EVENTS, EVENTS
-from jobs.services.errors import ServiceError
 from jobs.services.webhook_endpoints import (
     webhook_endpoint_create,
     webhook_endpoint_delete,
     webhook_redeliver,
     webhook_secret_rotate,
 )
-from jobs.web.access import memberships_of, organization_of_member
+from jobs.web.access import answered, memberships_of, organization_of_member
 
 RECENT = 10  # deliveries shown per endpoint
 
@@ -56,40 +55,31 @@ def webhook_create(request: HttpRequest, slug: str) -> HttpResponse:
                              for field, errors in body.errors.items())
         messages.warning(request, problems)
         return webhooks_page(request, status=400)
-    try:
-        hook = webhook_endpoint_create(organization=org, url=body.validated_data["url"],
-                                       events=body.validated_data["events"], user=request.user)
-    except ServiceError as exc:
-        messages.warning(request, exc.message)
-        return webhooks_page(request, status=exc.status)
-    # shown in this answer only: a redirect would carry it through the session
-    return webhooks_page(request, new=(org, hook))
+    # the secret is shown in this answer only: a redirect would carry it through the session
+    return answered(request, lambda: webhooks_page(request, new=(org, webhook_endpoint_create(
+        organization=org, url=body.validated_data["url"],
+        events=body.validated_data["events"], user=request.user))), webhooks_page)
 
 
 @login_required
 @require_POST
 def webhook_delete(request: HttpRequest, slug: str, hook_id: int) -> HttpResponse:
     org = organization_of_member(request, slug)
-    try:
+
+    def act() -> HttpResponse:
         webhook_endpoint_delete(organization=org, hook_id=hook_id, user=request.user)
-    except ServiceError as exc:
-        messages.warning(request, exc.message)
-        return webhooks_page(request, status=exc.status)
-    messages.info(request, "The endpoint is removed: nothing more is sent to it.")
-    return redirect("dashboard-webhooks")
+        messages.info(request, "The endpoint is removed: nothing more is sent to it.")
+        return redirect("dashboard-webhooks")
+    return answered(request, act, webhooks_page)
 
 
 @login_required
 @require_POST
 def webhook_rotate(request: HttpRequest, slug: str, hook_id: int) -> HttpResponse:
     org = organization_of_member(request, slug)
-    try:
-        hook = webhook_secret_rotate(organization=org, hook_id=hook_id, user=request.user)
-    except ServiceError as exc:
-        messages.warning(request, exc.message)
-        return webhooks_page(request, status=exc.status)
     # shown in this answer only, as a new endpoint's
-    return webhooks_page(request, new=(org, hook))
+    return answered(request, lambda: webhooks_page(request, new=(org, webhook_secret_rotate(
+        organization=org, hook_id=hook_id, user=request.user))), webhooks_page)
 
 
 @login_required
@@ -97,12 +87,11 @@ def webhook_rotate(request: HttpRequest, slug: str, hook_id: int) -> HttpRespons
 def webhook_resend(request: HttpRequest, slug: str, hook_id: int,
                    delivery_id: int) -> HttpResponse:
     org = organization_of_member(request, slug)
-    try:
+
+    def act() -> HttpResponse:
         delivery = webhook_redeliver(organization=org, hook_id=hook_id,
                                      delivery_id=delivery_id, user=request.user)
-    except ServiceError as exc:
-        messages.warning(request, exc.message)
-        return webhooks_page(request, status=exc.status)
-    messages.info(request, f"Delivery {delivery.pk} ({delivery.event}) is sent again.")
-    return redirect("dashboard-webhooks")
+        messages.info(request, f"Delivery {delivery.pk} ({delivery.event}) is sent again.")
+        return redirect("dashboard-webhooks")
+    return answered(request, act, webhooks_page)
 
