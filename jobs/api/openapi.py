@@ -320,6 +320,21 @@ def _paths() -> dict:
                     "monthly_limit": {**nullable(INT), "description": "credits a calendar "
                                       "month its jobs may commit; null: no budget"}})}})}}},
                 **_errors(429)}}},
+        "/api/v1/events": {"get": {
+            "operationId": "listOrganizationEvents", "parameters": _query(PageQuery()),
+            "responses": {"200": {"description": "what the organization's people changed in "
+                                                 "it, and who, newest first, a page at a "
+                                                 "time", "content": {
+                "application/json": {"schema": obj({
+                    "results": {"type": "array", "items": obj({
+                        "id": INT, "at": TIME,
+                        "by": {**STR, "description": "a member's username, or 'key gs_…' "
+                               "for a client's key"},
+                        "action": {**STR, "description": "e.g. api_key.made, budget.set, "
+                                   "webhook.removed, member.changed"},
+                        "detail": ANY_OBJECT})},
+                    "next": nullable(STR)})}}},
+                **_errors(400, 429)}}},
         "/api/v1/webhooks": {
             "get": {"operationId": "listWebhooks", "responses": {
                 "200": {"description": "the organization's endpoints", "content": {

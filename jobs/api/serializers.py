@@ -7,7 +7,14 @@ from django.core.validators import URLValidator
 from rest_framework import serializers
 
 from jobs.api.paging import PageQuery
-from jobs.models import Attempt, Job, JobEvent, WebhookDelivery, WebhookEndpoint
+from jobs.models import (
+    Attempt,
+    Job,
+    JobEvent,
+    OrganizationEvent,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 from jobs.models.job import MAX_START_WITHIN_S, MAX_URGENCY_S
 from jobs.models.webhook import EVENTS
 from jobs.scheduler.positions import QueuePosition, places_of
@@ -227,6 +234,14 @@ class WebhookEndpointSerializer(serializers.ModelSerializer):
 
     def validate_events(self, events: list[str]) -> list[str]:
         return sorted(set(events), key=EVENTS.index)
+
+
+class OrganizationEventSerializer(serializers.ModelSerializer):
+    by = serializers.CharField(source="actor")
+
+    class Meta:
+        model = OrganizationEvent
+        fields = ["id", "at", "by", "action", "detail"]
 
 
 class DeliveryQuery(PageQuery):

@@ -20,6 +20,7 @@ from jobs.api.serializers import (
     LabelledQuery,
     LineQuery,
     LogQuery,
+    OrganizationEventSerializer,
     WebhookDeliverySerializer,
     WebhookEndpointSerializer,
     position_body,
@@ -105,6 +106,20 @@ class ProjectList(APIView):
         return Response({"results": [
             {"name": p.name, "weight": p.weight, "monthly_limit": limits.get(p.pk)}
             for p in org.projects.order_by("name")]})
+
+
+class OrganizationEvents(APIView):
+    """GET: what the organization's people changed in it, and who, newest first, a page at
+    a time (`?limit=`, `?before=`): the audit trail for the organization's own tools."""
+
+    def get(self, request):
+        query = PageQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        events = request.user.organization.audit_events.select_related(
+            "user", "api_key").order_by("-pk")
+        page, following = page_of(events, query.validated_data, request, "/api/v1/events")
+        return Response({"results": OrganizationEventSerializer(page, many=True).data,
+                         "next": following})
 
 
 class QueueLine(APIView):

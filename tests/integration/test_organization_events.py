@@ -81,3 +81,18 @@ def test_members_read_the_changes_and_nobody_else(owner, alice, bob):
     page = member.get("/dashboard/team").content.decode()
     assert "project.made" in page and "project: ads" in page and "olga" in page
     assert "project.made" not in outsider.get("/dashboard/team").content.decode()
+
+
+def test_clients_read_the_trail_a_page_at_a_time(owner, api, alice, bob):
+    for name in ("ads", "docs", "eval"):
+        owner.post("/dashboard/team/alice/projects", {"name": name})
+    owner_of_bob = Client()
+    owner_of_bob.force_login(make_member(bob, "ben"))
+    Membership.objects.filter(user__username="ben").update(role="owner")
+    owner_of_bob.post("/dashboard/team/bob/projects", {"name": "bobs"})
+    page = api.get("/api/v1/events?limit=2").json()
+    assert [(e["by"], e["action"], e["detail"]["project"]) for e in page["results"]] == [
+        ("olga", "project.made", "eval"), ("olga", "project.made", "docs")]
+    rest = api.get(page["next"]).json()
+    assert [e["detail"]["project"] for e in rest["results"]] == ["ads"]
+    assert rest["next"] is None
