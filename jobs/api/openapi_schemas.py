@@ -1,0 +1,180 @@
+"""The schemas of the client API's answers and notices (jobs/api/openapi.py assembles the
+document): request bodies derived from the validating serializers, answers written out."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from jobs.api.schema_fields import (
+    ANY_OBJECT,
+    BOOL,
+    INT,
+    NUMBER,
+    STR,
+    TIME,
+    nullable,
+    obj,
+    request_schema,
+)
+from jobs.api.serializers import JobSubmitSerializer
+from jobs.models import WebhookDelivery
+from jobs.models.webhook import EVENTS, JOB_EVENTS
+from jobs.states import JobState
+from jobs.transitions import AMENDABLE
+
+
+def _job_submit() -> dict:
+    schema = request_schema(JobSubmitSerializer())
+    schema["properties"]["gpus"]["maximum"] = settings.GPUSCHED_MAX_GPUS_PER_JOB
+    schema["properties"]["time_limit_s"]["maximum"] = settings.GPUSCHED_MAX_TIME_LIMIT_S
+    return schema
+
+
+def _job_change() -> dict:
+    """The submission's fields that a waiting job may change, none required, no others."""
+    submit = _job_submit()
+    return {"type": "object", "additionalProperties": False, "required": [],
+            "properties": {name: schema for name, schema in submit["properties"].items()
+                           if name in AMENDABLE}}
+
+
+STATE = {"type": "string", "enum": list(JobState.values)}
+POSITION = nullable({**obj({"place": INT, "of": INT, "ahead_s": nullable(INT),
+                              "as_of": TIME}), "description":
+    "The job's place in line (1: first) among the `of` jobs waiting when the scheduler last "
+    "drew the line, at `as_of` (every GPUSCHED_POSITIONS_SECONDS): the order its ranking "
+    "would start them in, tiers and fair share included. `ahead_s`: how long the jobs ahead "
+    "of it (their run times: estimated, else learned, else time limits) would keep the "
+    "whole fleet busy; not a start estimate, as jobs that arrive later may rank ahead; null "
+    "while no GPU is schedulable. "
+    "Null until a line includes the job."})
+RELAXATION = nullable({**obj({"gpu_types": {"type": "array", "items": STR}, "gpus": INT},
+                               optional=("gpu_types", "gpus")), "description":
+    "The change that takes the what-if: send it as the body of PATCH /api/v1/jobs/{id}. "
+    "Null when there is no what-if."})
+PENDING = nullable(obj({"code": STR, "reason": STR, "estimated_start": nullable(TIME),
+                          "what_if": STR, "relaxation": RELAXATION, "position": POSITION}))
+PLACEMENT = nullable({"type": "array", "items": obj({"rank": INT, "node": STR,
+                                                     "gpus": {"type": "array", "items": INT}}),
+                      "description":
+    "Where the job holds GPUs, while it does (SCHEDULED, RUNNING, PREEMPTING): one entry a "
+    "node, rank 0 first; a gang larger than a node spans nodes of one island. Null otherwise."})
+CHECKPOINT = nullable({
+    **obj({"attempt": INT, "nodes": INT, "step": nullable(INT), "taken_at": nullable(TIME)}),
+    "description":
+    "What a retry of the job would resume from now, on any nodes: the stored checkpoint of "
+    "`attempt`, one copy for each of its `nodes` (a gang's all of one step). `step`: the "
+    "binary's, if it announced one; `taken_at`: when it was copied while the job ran, null "
+    "for the one written as it stopped. Null while there is none, and once the job ended."})
+LABELS = {"type": "object", "additionalProperties": STR,
+          "description": "The client's names for the job, as it submitted them."}
+JOB = obj({
+    "id": INT, "organization": STR, "project": STR,
+    "state": STATE, "version": INT, "prompt": STR,
+    "params": ANY_OBJECT, "labels": LABELS, "gpus": INT, "min_gpus": nullable(INT),
+    "gpu_types": {"type": "array", "items": STR},
+    "min_gpu_memory_mb": INT, "region": STR, "time_limit_s": INT, "checkpointable": BOOL,
+    "preemptible": BOOL, "urgency_s": INT,
+    "after": {"type": "array", "items": INT, "description": "Jobs that must succeed before "
+              "it queues: HELD until then, CANCELLED dependency_failed if one does not."},
+    "created_at": TIME, "started_at": nullable(TIME),
+    "finished_at": nullable(TIME), "preemptions": INT,
+    "start_by": {**nullable(TIME), "description": "Cancelled (start_deadline_passed) if it "
+                 "has not started by then: its start_within_s after submission."},
+    "retries": {**INT, "description": "Retries so far, after lost or failed attempts."},
+    "max_retries": {**INT, "description": "The retries it may have; then it is "
+                    "dead-lettered."},
+    "retry_at": {**nullable(TIME), "description": "While RETRY_WAIT: when it waits in the "
+                 "queue again."},
+    "pending": PENDING,
+    "placement": PLACEMENT, "checkpoint": CHECKPOINT,
+    "result": ANY_OBJECT, "output_url": nullable(STR), "error_code": STR, "error": STR})
+JOB_CREDITS = obj({"held": INT, "spent": INT, "refunded": INT})
+JOB_DETAIL = {**JOB, "properties": {**JOB["properties"], "credits": JOB_CREDITS},
+              "required": [*JOB["required"], "credits"]}
+JOB_EVENT = obj({
+    "id": INT, "at": TIME, "from_state": {**STATE, "enum": ["", *JobState.values]},
+    "to_state": STATE, "version": INT, "reason": STR, "attempt": nullable(INT),
+    "data": {**ANY_OBJECT, "description": "A change of the request: {changed: {field: "
+             "[old, new]}}; a move to RETRY_WAIT after a failed attempt: {error_code, "
+             "exit_code} (and changed, when an OOM raised min_gpu_memory_mb); otherwise "
+             "what the move recorded."}})
+ATTEMPT = obj({
+    "id": INT, "created_at": TIME, "started_at": nullable(TIME), "ended_at": nullable(TIME),
+    "nodes": {"type": "array", "items": obj({"rank": INT, "node": STR, "gpus": {
+        "type": "array", "items": INT}})},
+    "progress": NUMBER, "outcome": {**STR, "description": "Empty while it runs; else "
+                                    "SUCCEEDED, FAILED, OOM, TIMED_OUT, PREEMPTED, CANCELLED "
+                                    "or LOST."},
+    "exit_code": nullable(INT), "stderr_tail": STR,
+    "log_url": {**nullable(STR), "description": "Where what its binary printed is read "
+                "while it is kept (null if nothing was, or once it expired)."}})
+QUEUE_LINE = obj({
+    "of": nullable(INT), "as_of": nullable(TIME), "waiting": INT, "in_line": INT,
+    "results": {"type": "array", "items": obj({
+        "id": INT, "gpus": INT, "place": INT, "ahead_s": nullable(INT)})}})
+ACCEPTED = obj({"id": INT, "state": STR, "url": STR, "backlog_s": nullable({
+    "type": "integer", "description": "How long the work waiting at the job's tier or above "
+    "would keep the whole fleet busy, as of the last round (what admission sheds by); not a "
+    "start estimate, which the job's pending.estimated_start gives after the next round. "
+    "Null while no round has published one."})})
+ERROR = obj({"error": {
+    "type": "object", "required": ["code", "message"],
+    "description": "Refusals add their figures: retry_after_s (429), needed and available "
+                   "(402 insufficient_credits), scope, monthly_limit and committed (402 "
+                   "budget_exceeded).",
+    "properties": {"code": STR, "message": STR, "fields": ANY_OBJECT, "retry_after_s": INT,
+                   "needed": INT, "available": INT, "scope": STR, "monthly_limit": INT,
+                   "committed": INT}}})
+WEBHOOK = obj({"id": INT, "url": STR, "events": {"type": "array", "items": {
+    "type": "string", "enum": list(EVENTS)}}, "active": BOOL, "created_at": TIME})
+WEBHOOK_CREATED = {**WEBHOOK, "properties": {**WEBHOOK["properties"], "secret": STR},
+                   "required": [*WEBHOOK["required"], "secret"]}
+WEBHOOK_ROTATED = {**WEBHOOK_CREATED, "properties": {
+    **WEBHOOK_CREATED["properties"], "previous_secret_until": TIME},
+    "required": [*WEBHOOK_CREATED["required"], "previous_secret_until"]}
+DELIVERY = obj({
+    "id": {**INT, "description": "The `delivery` of the notice: the same on every send."},
+    "event": STR, "job": nullable(INT),
+    "status": {"type": "string", "enum": list(WebhookDelivery.Status.values)},
+    "attempts": INT, "last_error": {**STR, "description": "Why the last send failed: "
+                                    "'HTTP 503', 'unreachable: ...'; empty once delivered."},
+    "created_at": TIME, "next_attempt_at": TIME, "delivered_at": nullable(TIME)})
+TRANSFER = obj({
+    "id": INT, "kind": STR, "amount": INT, "direction": {"enum": ["in", "out"]},
+    "bucket": STR, "job": nullable(INT), "attempt": nullable(INT), "memo": STR,
+    "created_at": TIME})
+CREDITS = obj({
+    "available": INT, "held": INT,
+    "buckets": {"type": "array", "items": obj({
+        "bucket": {"type": "string", "enum": ["paid", "promo"]}, "available": INT,
+        "held": INT, "expires_at": nullable(TIME)})},
+    "budgets": {"type": "array", "items": obj({
+        "scope": STR, "monthly_limit": INT, "committed": INT, "month": STR})},
+    "transfers": {"type": "array", "items": TRANSFER}})
+
+_USED = {"spent": INT, "refunded": INT, "gpu_hours": NUMBER}
+USAGE = obj({"month": STR, **_USED,
+              "projects": {"type": "array", "items": obj({"project": STR, **_USED})},
+              "gpu_types": {"type": "array", "items": obj({
+                  "gpu_type": STR, "spent": INT, "gpu_hours": NUMBER})}})
+
+
+NOTICE = obj({
+    "event": {"type": "string", "enum": list(JOB_EVENTS)}, "delivery": INT,
+    "job": obj({"id": INT, "state": STATE, "labels": LABELS,
+                 "error_code": STR, "result": ANY_OBJECT, "output_url": nullable(STR),
+                 "finished_at": nullable(TIME), "retries": INT,
+                 "retry_at": nullable(TIME), "credits": JOB_CREDITS})})
+CREDITS_NOTICE = obj({
+    "event": {"enum": ["credits.low"]}, "delivery": INT, "organization": STR,
+    "credits": obj({"available": INT, "threshold": INT})})
+
+
+def component_schemas() -> dict:
+    """The document's named schemas (components/schemas)."""
+    return {"JobSubmit": _job_submit(), "JobChange": _job_change(), "Job": JOB,
+            "JobDetail": JOB_DETAIL, "Accepted": ACCEPTED, "QueueLine": QUEUE_LINE,
+            "Error": ERROR, "Webhook": WEBHOOK, "WebhookCreated": WEBHOOK_CREATED,
+            "WebhookRotated": WEBHOOK_ROTATED, "Delivery": DELIVERY, "Credits": CREDITS,
+            "Usage": USAGE, "Notice": NOTICE, "CreditsNotice": CREDITS_NOTICE}
