@@ -1,8 +1,9 @@
 """The client API described as OpenAPI 3.1, served at /api/v1/openapi.json.
 
 Request bodies are derived from the serializers that validate them, so they cannot drift;
-answers are written out here, and tests/integration/test_openapi.py checks real answers of
-every call against them (no key the document does not name, none it requires missing).
+answers are written out (jobs/api/openapi_schemas.py), and tests/integration/test_openapi.py
+checks real answers of every call against them (no key the document does not name, none it
+requires missing).
 """
 
 from __future__ import annotations
