@@ -61,6 +61,10 @@ try:
     # a job's output is deleted this long after it ended (0: kept); jobs/services/outputs.py
     GPUSCHED_OUTPUT_RETENTION_DAYS = env_number("GPUSCHED_OUTPUT_RETENTION_DAYS", 30.0,
                                                 minimum=0)
+    # a webhook delivery that arrived or was given up is deleted this long after it was made
+    # (0: kept); pending ones never are (jobs/services/webhooks.py)
+    GPUSCHED_WEBHOOK_RETENTION_DAYS = env_number("GPUSCHED_WEBHOOK_RETENTION_DAYS", 30.0,
+                                                 minimum=0)
     # what the binary prints: each stream's last bytes kept per try, published by the node
     # this often while it runs and at its end (workers/agent/logs.py), deleted with outputs
     GPUSCHED_LOG_MAX_BYTES = env_int("GPUSCHED_LOG_MAX_BYTES", 2 * 1024 * 1024, minimum=1024)

@@ -5,7 +5,7 @@ from django.utils import timezone
 
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.outputs import expire_outputs as outputs_expire
-from jobs.services.webhooks import webhook_deliver, webhooks_sweep
+from jobs.services.webhooks import expire_deliveries, webhook_deliver, webhooks_sweep
 from workers.services.logs import expire_logs as logs_expire
 
 
@@ -29,7 +29,8 @@ def sweep_webhooks() -> int:
 
 @shared_task(ignore_result=True)
 def expire_outputs() -> int:
-    """Run by beat: delete the outputs (jobs/services/outputs.py) and the binaries' logs
-    (workers/services/logs.py) kept past their retention."""
+    """Run by beat: delete the outputs (jobs/services/outputs.py), the binaries' logs
+    (workers/services/logs.py) and the webhook deliveries that ended
+    (jobs/services/webhooks.py), each kept past its retention."""
     now = timezone.now()
-    return outputs_expire(now=now) + logs_expire(now=now)
+    return outputs_expire(now=now) + logs_expire(now=now) + expire_deliveries(now=now)

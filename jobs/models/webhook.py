@@ -79,7 +79,10 @@ class WebhookDelivery(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["next_attempt_at"], name="webhook_due_idx",
-                                condition=models.Q(status="PENDING"))]
+                                condition=models.Q(status="PENDING")),
+                   # the hourly sweep reads exactly the ended ones, oldest first
+                   models.Index(fields=["created_at"], name="webhook_ended_idx",
+                                condition=~models.Q(status="PENDING"))]
 
     def __str__(self) -> str:
         about = f" of job {self.job_id}" if self.job_id else ""

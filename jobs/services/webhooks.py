@@ -26,7 +26,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -159,6 +159,24 @@ def signatures(endpoint: WebhookEndpoint, stamp: str, body: bytes) -> str:
     signed = stamp.encode() + b"." + body
     return ",".join(f"sha256={hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()}"
                     for secret in endpoint.signing_secrets(timezone.now()))
+
+
+EXPIRE_BATCH = 5_000  # deliveries one sweep deletes at most: it stays short, the next goes on
+
+
+def expire_deliveries(*, now: datetime) -> int:
+    """Delete deliveries that arrived or were given up past GPUSCHED_WEBHOOK_RETENTION_DAYS
+    after they were made; returns how many. A pending one stays, however old: it is owed."""
+    days = settings.GPUSCHED_WEBHOOK_RETENTION_DAYS
+    if days <= 0:
+        return 0
+    old = (WebhookDelivery.objects.exclude(status=Status.PENDING)
+           .filter(created_at__lt=now - timedelta(days=days)).order_by("created_at"))
+    ids = list(old.values_list("pk", flat=True)[:EXPIRE_BATCH])
+    # conditional again: one sent again meanwhile is pending, owed, and stays
+    deleted, _ = WebhookDelivery.objects.filter(pk__in=ids).exclude(
+        status=Status.PENDING).delete()
+    return deleted
 
 
 def webhooks_sweep(limit: int = 100) -> int:

@@ -4,14 +4,21 @@ again to a real HTTP server under the same delivery id, never while a sender hol
 never another organization's."""
 
 import json
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from jobs.models import WebhookDelivery, WebhookEndpoint
 from jobs.services.cancellation import job_cancel
 from jobs.services.webhook_endpoints import webhook_redeliver
-from jobs.services.webhooks import MAX_ATTEMPTS, webhook_deliver, webhooks_sweep
+from jobs.services.webhooks import (
+    MAX_ATTEMPTS,
+    expire_deliveries,
+    webhook_deliver,
+    webhooks_sweep,
+)
 from tests.support.factories import make_job
 from tests.support.threads import race
 
@@ -109,3 +116,21 @@ def test_nobody_reads_or_resends_another_organizations_deliveries(api, alice, bo
 def test_a_bad_question_is_a_400(api, hook, query):
     answer = api.get(f"/api/v1/webhooks/{hook.pk}/deliveries?{query}")
     assert (answer.status_code, answer.json()["error"]["code"]) == (400, "invalid")
+
+
+def test_ended_deliveries_go_after_their_retention_and_pending_ones_stay(alice, hook,
+                                                                        settings):
+    settings.GPUSCHED_WEBHOOK_RETENTION_DAYS = 30
+    for _ in range(4):
+        job_cancel(job=make_job(alice))
+    old_delivered, old_failed, old_pending, recent = WebhookDelivery.objects.order_by("pk")
+    WebhookDelivery.objects.filter(pk=old_delivered.pk).update(status="DELIVERED")
+    WebhookDelivery.objects.filter(pk__in=[old_failed.pk, recent.pk]).update(status="FAILED")
+    now = timezone.now()
+    WebhookDelivery.objects.exclude(pk=recent.pk).update(created_at=now - timedelta(days=31))
+    assert expire_deliveries(now=now) == 2
+    assert set(WebhookDelivery.objects.values_list("pk", flat=True)) == {
+        old_pending.pk, recent.pk}
+    settings.GPUSCHED_WEBHOOK_RETENTION_DAYS = 0  # kept for ever
+    WebhookDelivery.objects.update(status="FAILED", created_at=now - timedelta(days=999))
+    assert expire_deliveries(now=now) == 0 and WebhookDelivery.objects.count() == 2
