@@ -3,6 +3,8 @@ weights, budgets and roles. Append-only; read on the dashboard's team page and i
 
 from __future__ import annotations
 
+import json
+
 from django.conf import settings
 from django.db import models
 
@@ -24,6 +26,13 @@ class OrganizationEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.organization.slug}: {self.action} by {self.actor}"
+
+    @property
+    def described(self) -> str:
+        """The detail in a line: `key: value; ...`, a structured value as JSON."""
+        return "; ".join(
+            f"{key}: {json.dumps(value) if isinstance(value, dict | list) else value}"
+            for key, value in self.detail.items())
 
     @property
     def actor(self) -> str:

@@ -80,6 +80,10 @@ def test_members_read_the_changes_and_nobody_else(owner, alice, bob):
     outsider.force_login(make_member(bob, "ben"))
     page = member.get("/dashboard/team").content.decode()
     assert "project.made" in page and "project: ads" in page and "olga" in page
+    mia = Membership.objects.get(user__username="mia")
+    owner.post(f"/dashboard/team/alice/members/{mia.pk}", {"role": "owner", "weight": "1"})
+    assert ("member: mia; changed: {&quot;role&quot;: [&quot;member&quot;, &quot;owner&quot;]}"
+            in member.get("/dashboard/team").content.decode())
     assert "project.made" not in outsider.get("/dashboard/team").content.decode()
 
 
