@@ -52,8 +52,11 @@ RELAXATION = nullable({**obj({"gpu_types": {"type": "array", "items": STR}, "gpu
                                optional=("gpu_types", "gpus")), "description":
     "The change that takes the what-if: send it as the body of PATCH /api/v1/jobs/{id}. "
     "Null when there is no what-if."})
-PENDING = nullable(obj({"code": STR, "reason": STR, "estimated_start": nullable(TIME),
-                          "what_if": STR, "relaxation": RELAXATION, "position": POSITION}))
+PENDING = nullable(obj({
+    "code": STR, "reason": STR, "estimated_start": nullable(TIME), "what_if": STR,
+    "relaxation": RELAXATION, "position": POSITION,
+    "misses_start_deadline": {**BOOL, "description": "The estimated start is past the job's "
+                              "start_by: unless it starts sooner it is cancelled then."}}))
 PLACEMENT = nullable({"type": "array", "items": obj({"rank": INT, "node": STR,
                                                      "gpus": {"type": "array", "items": INT}}),
                       "description":

@@ -137,7 +137,7 @@ class JobSerializer(serializers.ModelSerializer):
         if job.state == JobState.HELD:
             return {"code": job.pending_code, "reason": job.pending_reason,
                     "estimated_start": None, "what_if": "", "relaxation": None,
-                    "position": None}
+                    "position": None, "misses_start_deadline": False}
         if job.state != "QUEUED":
             return None
         positions = self.context.get("positions")  # a page's, read at once
@@ -146,7 +146,10 @@ class JobSerializer(serializers.ModelSerializer):
         return {"code": job.pending_code, "reason": job.pending_reason,
                 "estimated_start": job.estimated_start, "what_if": job.pending_what_if,
                 "relaxation": relaxation(job.pending_what_if, job.gpu_types),
-                "position": position_body(positions.get(job.pk))}
+                "position": position_body(positions.get(job.pk)),
+                # the client may act before the deadline cancels it: relax it, or go elsewhere
+                "misses_start_deadline": bool(job.start_by and job.estimated_start
+                                              and job.estimated_start > job.start_by)}
 
     def get_max_retries(self, job: Job) -> int:
         return retry_budget(job)

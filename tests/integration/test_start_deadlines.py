@@ -141,3 +141,15 @@ def test_the_api_takes_and_shows_the_deadline_and_a_retry_finds_its_job(api, ali
     _, replayed = job_submit_once(organization=alice, spec=JobSpec(prompt="x"),
                                   idempotency_key="k2")
     assert not replayed and Job.objects.get(idempotency_key="k2").start_by is None
+
+
+def test_a_job_estimated_to_start_past_its_deadline_says_so_while_it_waits(api, alice):
+    made = api.post("/api/v1/jobs", {"prompt": "a heron", "start_within_s": 60},
+                    format="json").json()
+    waiting = api.get(made["url"]).json()["pending"]
+    assert waiting["misses_start_deadline"] is False  # no estimate yet
+    job = Job.objects.get(pk=made["id"])
+    Job.objects.filter(pk=job.pk).update(estimated_start=job.start_by + timedelta(minutes=5))
+    assert api.get(made["url"]).json()["pending"]["misses_start_deadline"] is True
+    Job.objects.filter(pk=job.pk).update(estimated_start=job.start_by - timedelta(seconds=5))
+    assert api.get(made["url"]).json()["pending"]["misses_start_deadline"] is False
