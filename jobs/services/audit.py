@@ -3,14 +3,25 @@ written in the change's own transaction, so that a change is never without its e
 
 from __future__ import annotations
 
+import logging
+
+from django.db import transaction
+
 from jobs.models import ApiKey, Organization, OrganizationEvent
+
+log = logging.getLogger(__name__)
 
 
 def audit(organization: Organization, action: str, *, user=None, api_key: ApiKey | None = None,
           **detail) -> OrganizationEvent:
-    """Record that `user` (a member) or `api_key` (a client) did `action`, with `detail`."""
-    return OrganizationEvent.objects.create(organization=organization, action=action,
-                                            user=user, api_key=api_key, detail=detail)
+    """Record that `user` (a member) or `api_key` (a client) did `action`, with `detail`;
+    logged too once the change commits, for log-based tools (LOG_FORMAT=json)."""
+    event = OrganizationEvent.objects.create(organization=organization, action=action,
+                                             user=user, api_key=api_key, detail=detail)
+    line = ("%s: %s by %s", organization.slug, action, event.actor)
+    transaction.on_commit(lambda: log.info(*line, extra={
+        "audit": action, "organization_id": organization.pk, "detail": detail}))
+    return event
 
 
 def recent_events(organization: Organization, limit: int = 20) -> list[OrganizationEvent]:

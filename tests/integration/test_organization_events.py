@@ -49,6 +49,19 @@ def test_an_owners_changes_are_each_recorded_with_what_they_replaced(owner, alic
     ]
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_change_is_logged_once_it_commits_and_a_refused_one_never(owner, alice, caplog):
+    caplog.set_level("INFO", logger="jobs.services.audit")
+    project = Project.objects.get(organization=alice, name="default")
+    refused = owner.post(f"/dashboard/team/alice/projects/{project.pk}", {
+        "weight": "5", "monthly_limit": str(10**16)})  # the weight's change rolled back
+    assert refused.status_code == 400
+    owner.post("/dashboard/team/alice/projects", {"name": "ads"})
+    (line,) = [r for r in caplog.records if getattr(r, "audit", None)]
+    assert (line.audit, line.organization_id, line.detail["project"]) == (
+        "project.made", alice.pk, "ads")
+
+
 def test_a_refused_change_leaves_no_event(owner, alice):
     project = Project.objects.get(organization=alice, name="default")
     assert owner.post(f"/dashboard/team/alice/projects/{project.pk}",
