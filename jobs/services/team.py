@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
-from jobs.models import Membership, Organization, Project
+from jobs.models import ApiKey, Membership, Organization, Project
 from jobs.services.audit import audit
 from jobs.services.errors import Conflict, NotFound, ValidationFailed
 from jobs.services.tenancy import owner_or_refuse
@@ -69,6 +70,35 @@ def project_weigh(*, organization: Organization, project_id: int, weight: float,
     return project
 
 
+def _keep_an_owner(organization: Organization, leaving: Membership) -> None:
+    """Refuse what would leave the organization without an owner (under its row lock)."""
+    if leaving.role == Role.OWNER and not organization.memberships.filter(
+            role=Role.OWNER).exclude(pk=leaving.pk).exists():
+        raise Conflict("the organization would have no owner left", code="last_owner",
+                       field="role")
+
+
+def member_remove(*, organization: Organization, membership_id: int, user) -> int:
+    """Take a member out of the organization (someone who left it): their dashboard access
+    ends at once and the organization's live keys issued to them are revoked; the jobs they
+    sent stay the organization's. Returns how many keys were revoked."""
+    owner_or_refuse(organization, user, manages="its members")
+    with transaction.atomic():
+        Organization.objects.select_for_update(no_key=True).get(pk=organization.pk)
+        member = (Membership.objects.select_related("user")
+                  .filter(organization=organization, pk=membership_id).first())
+        if member is None:
+            raise NotFound("no such member")
+        _keep_an_owner(organization, member)
+        revoked = ApiKey.objects.filter(organization=organization, user=member.user,
+                                        revoked_at__isnull=True).update(
+            revoked_at=timezone.now(), revoked_by=user)
+        member.delete()
+        audit(organization, "member.removed", user=user, member=member.user.get_username(),
+              keys_revoked=revoked)
+    return revoked
+
+
 def member_change(*, organization: Organization, membership_id: int, user,
                   weight: float | None = None, role: str | None = None) -> Membership:
     """Set a member's share of their projects' GPUs against the other members', or their
@@ -85,11 +115,8 @@ def member_change(*, organization: Organization, membership_id: int, user,
         if member is None:
             raise NotFound("no such member")
         if role is not None:
-            if role != Role.OWNER and member.role == Role.OWNER and not (
-                    organization.memberships.filter(role=Role.OWNER)
-                    .exclude(pk=member.pk).exists()):
-                raise Conflict("the organization would have no owner left",
-                               code="last_owner", field="role")
+            if role != Role.OWNER:
+                _keep_an_owner(organization, member)
             fields["role"] = role
         changed = {name: [getattr(member, name), value] for name, value in fields.items()
                    if getattr(member, name) != value}

@@ -18,7 +18,7 @@ from credits.services.budgets import budget_set
 from jobs.models import Membership, Organization
 from jobs.services.audit import recent_events
 from jobs.services.errors import ValidationFailed
-from jobs.services.team import member_change, project_create, project_weigh
+from jobs.services.team import member_change, member_remove, project_create, project_weigh
 from jobs.web.access import answered, memberships_of, organization_of_member
 
 
@@ -123,6 +123,20 @@ def project_save(request: HttpRequest, slug: str, project_id: int) -> HttpRespon
                                 weight=1.0 if weight is None else weight)
         budget_set(organization=org, project=project, monthly_limit=limit, user=request.user)
     return _changed(request, change, "The project is saved.")
+
+
+@login_required
+@require_POST
+def member_out(request: HttpRequest, slug: str, membership_id: int) -> HttpResponse:
+    org = organization_of_member(request, slug)
+
+    def act() -> HttpResponse:
+        revoked = member_remove(organization=org, membership_id=membership_id,
+                                user=request.user)
+        messages.info(request, f"The member is out of {org.slug}; {revoked} of their keys "
+                               f"revoked.")
+        return redirect("dashboard-team")
+    return answered(request, act, team_page)
 
 
 @login_required

@@ -24,6 +24,8 @@ urlpatterns = [
          name="dashboard-project-save"),
     path("team/<slug:slug>/members/<int:membership_id>", team.member_save,
          name="dashboard-member-save"),
+    path("team/<slug:slug>/members/<int:membership_id>/remove", team.member_out,
+         name="dashboard-member-remove"),
     path("webhooks", webhooks.webhooks_page, name="dashboard-webhooks"),
     path("webhooks/<slug:slug>", webhooks.webhook_create, name="dashboard-webhook-create"),
     path("webhooks/<slug:slug>/<int:hook_id>/delete", webhooks.webhook_delete,

@@ -3,11 +3,12 @@ dashboard, and the scheduler and admission act on them; members look; a refusal 
 nothing; the organization keeps an owner; nobody reaches another organization's."""
 
 import pytest
+from django.test import Client
 from rest_framework.test import APIClient
 
 from credits.models import Budget, GpuPrice
 from credits.services.grants import credits_grant
-from jobs.models import Job, Membership, Project
+from jobs.models import Job, Membership, OrganizationEvent, Project
 from jobs.scheduler.snapshot import load_project_weights, load_user_weights
 from jobs.scheduler.usage import user_key
 from jobs.services.errors import Conflict
@@ -152,6 +153,8 @@ def test_nobody_reaches_another_organizations_team(owner, bob):
                       {"weight": "9"}).status_code == 404
     assert owner.post(f"/dashboard/team/alice/members/{theirs.pk}",
                       {"role": "owner"}).status_code == 404
+    assert owner.post(f"/dashboard/team/bob/members/{theirs.pk}/remove").status_code == 404
+    assert owner.post(f"/dashboard/team/alice/members/{theirs.pk}/remove").status_code == 404
     assert Project.objects.get(pk=project.pk).weight == 1.0
     assert Membership.objects.get(pk=theirs.pk).role == "member"
     assert APIClient().get("/dashboard/team").status_code == 302  # log in first
@@ -177,3 +180,41 @@ def test_clients_list_the_projects_their_jobs_may_name(owner, api, alice, bob):
     assert api.get("/api/v1/projects").json()["results"] == [
         {"name": "ads", "weight": 2.0, "monthly_limit": 300},
         {"name": "default", "weight": 1.0, "monthly_limit": None}]
+
+
+def test_an_owner_takes_out_a_member_who_left_and_their_keys_stop(owner, alice, olga):
+    from jobs.services import tenancy
+    from tests.support.factories import make_job
+
+    mia = make_member(alice, "mia")
+    _, her_key = tenancy.api_key_issue(organization=alice, name="mia's", user=mia)
+    _, team_key = tenancy.api_key_issue(organization=alice, name="render", user=olga)
+    job = make_job(alice)
+    membership = Membership.objects.get(user=mia)
+    hers = Client()
+    hers.force_login(mia)
+    assert hers.get(f"/dashboard/jobs/{job.pk}").status_code == 200
+    answer = owner.post(f"/dashboard/team/alice/members/{membership.pk}/remove", follow=True)
+    assert "out of alice; 1 of their keys revoked" in answer.content.decode()
+    assert not Membership.objects.filter(user=mia).exists()
+    assert hers.get(f"/dashboard/jobs/{job.pk}").status_code == 404  # at once
+    for raw, status in ((her_key, 401), (team_key, 200)):
+        api = APIClient()
+        api.credentials(HTTP_AUTHORIZATION=f"Bearer {raw}")
+        assert api.get("/api/v1/jobs").status_code == status
+    assert Job.objects.get(pk=job.pk).state == "QUEUED"  # the organization's work stays
+    event = OrganizationEvent.objects.get(action="member.removed")
+    assert (event.actor, event.detail) == ("olga", {"member": "mia", "keys_revoked": 1})
+
+
+def test_the_last_owner_cannot_be_taken_out_and_members_take_out_nobody(owner, client,
+                                                                        alice, olga):
+    mine = Membership.objects.get(user=olga)
+    answer = owner.post(f"/dashboard/team/alice/members/{mine.pk}/remove")
+    assert answer.status_code == 409 and "no owner left" in answer.content.decode()
+    mia = make_member(alice, "mia")
+    other = Client()
+    other.force_login(mia)
+    assert other.post(f"/dashboard/team/alice/members/{mine.pk}/remove").status_code == 403
+    assert Membership.objects.filter(organization=alice).count() == 2
+    assert not OrganizationEvent.objects.filter(action="member.removed").exists()
