@@ -16,7 +16,7 @@ from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.cancellation import job_cancel
 from jobs.services.start_deadlines import cancel_late_starts
 from jobs.services.submission import JobSpec, job_submit, job_submit_once
-from tests.support.factories import make_node, start_placed
+from tests.support.factories import make_member, make_node, start_placed
 from tests.support.ledger import assert_ledger_consistent, wallet_of
 from tests.support.threads import race
 from workers.services.reaper import reap_expired_attempts, release_due_retries
@@ -151,5 +151,9 @@ def test_a_job_estimated_to_start_past_its_deadline_says_so_while_it_waits(api, 
     job = Job.objects.get(pk=made["id"])
     Job.objects.filter(pk=job.pk).update(estimated_start=job.start_by + timedelta(minutes=5))
     assert api.get(made["url"]).json()["pending"]["misses_start_deadline"] is True
+    member = Client()
+    member.force_login(make_member(alice, "mia"))
+    page = member.get(f"/dashboard/jobs/{job.pk}").content.decode()
+    assert "its estimated start is later" in page
     Job.objects.filter(pk=job.pk).update(estimated_start=job.start_by - timedelta(seconds=5))
     assert api.get(made["url"]).json()["pending"]["misses_start_deadline"] is False
