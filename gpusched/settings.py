@@ -18,9 +18,16 @@ from .env import (
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("GPUSCHED_VAR_DIR", str(BASE_DIR / "var")))
 
+DEV_SECRET_KEY = "dev-only-insecure-key-change-me"
+
 try:
-    SECRET_KEY = env_str("SECRET_KEY", "dev-only-insecure-key-change-me")
+    SECRET_KEY = env_str("SECRET_KEY", DEV_SECRET_KEY)
     DEBUG = env_bool("DEBUG", True)
+    if not DEBUG and SECRET_KEY == DEV_SECRET_KEY:  # sessions signed with a published key
+        raise ConfigError("SECRET_KEY: set one of your own when DEBUG is false")
+    # served over HTTPS (behind a proxy that sets X-Forwarded-Proto): cookies only over it,
+    # plain HTTP redirected but for the probes, HSTS for a year
+    GPUSCHED_HTTPS = env_bool("GPUSCHED_HTTPS", False)
     DATABASES = {
         "default": database_from_url(
             "DATABASE_URL", env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'gpusched.sqlite3'}")
@@ -109,6 +116,17 @@ INSTALLED_APPS = [
     "credits",
     "workers",
 ]
+
+# probes and scrapers on the operators' network speak plain HTTP, HTTPS or not
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$", r"^capacity$"]
+if GPUSCHED_HTTPS:
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SECURE_HSTS_SECONDS = 365 * 86400
+    # HSTS for every subdomain, or on the browsers' preload list, binds the whole domain:
+    # its owner's choice, made where the domain is served, not this service's
+    SILENCED_SYSTEM_CHECKS = ["security.W005", "security.W021"]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

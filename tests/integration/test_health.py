@@ -27,3 +27,13 @@ def test_unready_while_the_cache_does_not_answer(client, settings):
     assert body["ok"] is False and set(body["problems"]) == {"cache"}
     assert "Connection" in body["problems"]["cache"]
     assert client.get("/healthz").status_code == 200  # alive, just not ready
+
+
+def test_over_https_plain_http_is_redirected_but_for_the_probes(settings, db):
+    from django.test import Client
+
+    settings.SECURE_SSL_REDIRECT = True  # as GPUSCHED_HTTPS sets it
+    browser = Client()
+    assert browser.get("/dashboard/")["Location"].startswith("https://")
+    for probe in ("/healthz", "/metrics", "/capacity"):
+        assert browser.get(probe).status_code == 200

@@ -32,3 +32,31 @@ def test_the_first_kill_bound_reaches_the_policy(settings):
     assert policy_config().first_kill_loss_ratio == 16.0
     settings.GPUSCHED_FIRST_KILL_LOSS_RATIO = 0  # off
     assert policy_config().first_kill_loss_ratio is None
+
+
+def _deploy_check(**env) -> subprocess.CompletedProcess:
+    """`manage.py check --deploy`, failing on warnings, with `env` over the test's own."""
+    env = {**{k: v for k, v in os.environ.items() if k != "SECRET_KEY"}, **env}
+    return subprocess.run([sys.executable, "manage.py", "check", "--deploy",
+                           "--fail-level", "WARNING"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+STRONG_KEY = "k" * 20 + "-Zx9!q" * 6  # long and varied, as Django's check asks
+
+
+def test_production_over_https_passes_djangos_deploy_check():
+    done = _deploy_check(DEBUG="false", GPUSCHED_HTTPS="true", SECRET_KEY=STRONG_KEY,
+                         ALLOWED_HOSTS="gpusched.example")
+    assert done.returncode == 0, done.stderr
+    # without HTTPS the check names what is missing: cookies and redirects over TLS
+    plain = _deploy_check(DEBUG="false", SECRET_KEY=STRONG_KEY,
+                          ALLOWED_HOSTS="gpusched.example")
+    assert plain.returncode != 0 and "SESSION_COOKIE_SECURE" in plain.stderr
+
+
+def test_production_refuses_the_published_development_key():
+    done = _deploy_check(DEBUG="false", GPUSCHED_HTTPS="true",
+                         ALLOWED_HOSTS="gpusched.example")
+    assert done.returncode != 0
+    assert "SECRET_KEY" in done.stderr and "bad configuration" in done.stderr
