@@ -49,7 +49,6 @@ def _organizations(request: HttpRequest) -> list[dict]:
     return shown
 
 
-
 @login_required
 def team_page(request: HttpRequest, status: int = 200) -> HttpResponse:
     return render(request, "dashboard/team.html", {
@@ -57,10 +56,11 @@ def team_page(request: HttpRequest, status: int = 200) -> HttpResponse:
         status=status)
 
 
-def _weight(form: QueryDict) -> float | None:
+def _weight(form: QueryDict) -> float:
+    """The weight the form asks for; 1, as a new project's or member's, when blank."""
     text = form.get("weight", "").strip()
     if not text:
-        return None
+        return 1.0
     try:
         weight = float(text)
     except ValueError:
@@ -105,11 +105,9 @@ def organization_budget(request: HttpRequest, slug: str) -> HttpResponse:
 def project_new(request: HttpRequest, slug: str) -> HttpResponse:
     org = organization_of_member(request, slug)
     name = request.POST.get("name", "").strip()
-    def change() -> None:
-        weight = _weight(request.POST)
-        project_create(organization=org, name=name, user=request.user,
-                       weight=1.0 if weight is None else weight)
-    return _changed(request, change, f"Project {name} is made.")
+    return _changed(request, lambda: project_create(
+        organization=org, name=name, user=request.user, weight=_weight(request.POST)),
+        f"Project {name} is made.")
 
 
 @login_required
@@ -120,7 +118,7 @@ def project_save(request: HttpRequest, slug: str, project_id: int) -> HttpRespon
     def change() -> None:
         weight, limit = _weight(request.POST), _limit(request.POST)
         project = project_weigh(organization=org, project_id=project_id, user=request.user,
-                                weight=1.0 if weight is None else weight)
+                                weight=weight)
         budget_set(organization=org, project=project, monthly_limit=limit, user=request.user)
     return _changed(request, change, "The project is saved.")
 
@@ -143,7 +141,6 @@ def member_out(request: HttpRequest, slug: str, membership_id: int) -> HttpRespo
 @require_POST
 def member_save(request: HttpRequest, slug: str, membership_id: int) -> HttpResponse:
     org = organization_of_member(request, slug)
-
     target = Membership.objects.filter(organization=org, pk=membership_id).first()
     if target is None:
         raise Http404("no such member")
@@ -154,6 +151,5 @@ def member_save(request: HttpRequest, slug: str, membership_id: int) -> HttpResp
         budget_set(organization=org, member=target.user, monthly_limit=limit,
                    user=request.user)
         member_change(organization=org, membership_id=membership_id, user=request.user,
-                      weight=1.0 if weight is None else weight,
-                      role=request.POST.get("role") or None)
+                      weight=weight, role=request.POST.get("role") or None)
     return _changed(request, change, "The member is saved.")

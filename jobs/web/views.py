@@ -53,9 +53,10 @@ def job_list(request: HttpRequest) -> HttpResponse:
     """The latest jobs, RECENT a page, older ones after `?before=<id>`; only those of a state
     (`?state=`) or with a label (`?label=key:value`), as the API's list finds them."""
     label, state = request.GET.get("label", "").strip(), request.GET.get("state", "")
+    state = state if state in JobState.values else ""  # another is no filter
     before = request.GET.get("before", "")
     jobs = _jobs_of_user(request)
-    if state in JobState.values:
+    if state:
         jobs = jobs.filter(state=state)
     if before.isdigit():
         jobs = jobs.filter(pk__lt=int(before))
@@ -69,7 +70,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
     jobs_shown = _with_positions(page[:RECENT])
     orgs = Organization.objects.filter(memberships__user=request.user).order_by("slug")
     return render(request, "dashboard/job_list.html", {
-        "jobs": jobs_shown, "label": label, "state": state if state in JobState.values else "",
+        "jobs": jobs_shown, "label": label, "state": state,
         "states": JobState.values, "older": older,
         "balances": [(org, organization_balance(org)) for org in orgs],
         "refresh_s": None if before else _refresh(*jobs_shown)})
