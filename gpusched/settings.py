@@ -176,7 +176,8 @@ else:  # shared between the demo's processes without a server
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": ["jobs.api.auth.ApiKeyAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated",
+                                   "jobs.api.scopes.KeyScopePermission"],
     "EXCEPTION_HANDLER": "jobs.api.errors.exception_handler",
     "DEFAULT_PARSER_CLASSES": [
         "jobs.api.parsers.BoundedJSONParser",

@@ -98,9 +98,9 @@ class MembershipAdmin(ChangedFieldsOnly):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(ChangedFieldsOnly):
-    list_display = ["prefix", "name", "organization", "created_at", "last_used_at",
+    list_display = ["prefix", "name", "organization", "scope", "created_at", "last_used_at",
                     "expires_at", "revoked_at", "revoked_by"]
-    list_filter = ["revoked_at"]
+    list_filter = ["scope", "revoked_at"]
     readonly_fields = ["prefix", "key_hash", "created_at", "last_used_at", "revoked_by"]
 
 

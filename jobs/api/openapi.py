@@ -8,6 +8,9 @@ requires missing).
 
 from __future__ import annotations
 
+import re
+
+from django.urls import resolve
 from rest_framework import serializers
 
 from credits.api.views import TransferListQuery, UsageQuery
@@ -24,6 +27,7 @@ from jobs.api.schema_fields import (
     obj,
     request_schema,
 )
+from jobs.api.scopes import needed_scope
 from jobs.api.serializers import (
     DeliveryQuery,
     JobListQuery,
@@ -252,6 +256,19 @@ def _notice(summary: str, schema: str) -> dict:
         "responses": {"200": {"description": "any 2xx: delivered"}}}}
 
 
+def _with_scopes(paths: dict) -> dict:
+    """Each call's least key scope (`x-key-scope`), read from the view that answers it, and
+    a 403 on the calls a narrower key is refused."""
+    for path, operations in paths.items():
+        view = resolve(re.sub(r"\{\w+\}", "1", path)).func.view_class
+        for method, operation in operations.items():
+            scope = operation["x-key-scope"] = needed_scope(method.upper(), view)
+            if scope != "read":
+                operation["responses"]["403"] = _answer(
+                    f"insufficient_scope: the key's scope is narrower than {scope}", "Error")
+    return paths
+
+
 def openapi_document() -> dict:
     return {
         "openapi": "3.1.0",
@@ -259,13 +276,16 @@ def openapi_document() -> dict:
                  "description": "Submit GPU jobs, follow them, cancel them; webhooks and "
                                 "credits. Errors are {error: {code, message, ...}}."},
         "security": [{"apiKey": []}],
-        "paths": _paths(),
+        "paths": _with_scopes(_paths()),
         "webhooks": {
             "jobMoved": _notice("A job moved into one of the endpoint's events", "Notice"),
             "creditsLow": _notice("The organization's available credits fell below its "
                                   "low_credits_threshold (once per fall)", "CreditsNotice")},
         "components": {
-            "securitySchemes": {"apiKey": {"type": "http", "scheme": "bearer",
-                                           "description": "an organization's API key, gs_…"}},
+            "securitySchemes": {"apiKey": {
+                "type": "http", "scheme": "bearer",
+                "description": "an organization's API key, gs_…, of scope read (every GET), "
+                               "jobs (and submit, change, cancel jobs) or full (and "
+                               "webhooks): each call's `x-key-scope` names the least"}},
             "schemas": component_schemas()},
     }

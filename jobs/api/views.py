@@ -25,7 +25,7 @@ from jobs.api.serializers import (
     WebhookEndpointSerializer,
     position_body,
 )
-from jobs.models import Job, WebhookEndpoint
+from jobs.models import ApiKey, Job, WebhookEndpoint
 from jobs.scheduler.backlog import backlog_seconds
 from jobs.scheduler.positions import in_line, places_of
 from jobs.services.amend import job_amend
@@ -61,6 +61,8 @@ def _jobs_of(request):
 
 
 class JobListCreate(APIView):
+    write_scope = ApiKey.Scope.JOBS
+
     def post(self, request):
         key = _idempotency_key(request)
         body = JobSubmitSerializer(data=request.data)
@@ -141,6 +143,8 @@ class QueueLine(APIView):
 
 
 class JobCancel(APIView):
+    write_scope = ApiKey.Scope.JOBS
+
     def post(self, request, job_id: int):
         job = _jobs_of(request).filter(pk=job_id).first()
         if job is None:
@@ -153,6 +157,8 @@ class JobsCancel(APIView):
     """POST {"label": ["key:value", ...]}: cancel the organization's jobs that have not
     ended and carry each label, a batch at a time (`left`: how many more match)."""
 
+    write_scope = ApiKey.Scope.JOBS
+
     def post(self, request):
         body = LabelledQuery(data=request.data)
         body.is_valid(raise_exception=True)
@@ -163,6 +169,8 @@ class JobsCancel(APIView):
 
 
 class JobDetail(APIView):
+    write_scope = ApiKey.Scope.JOBS
+
     def get(self, request, job_id: int):
         job = _jobs_of(request).filter(pk=job_id).first()
         if job is None:  # another organization's job is indistinguishable from none

@@ -138,6 +138,15 @@ def hash_key(raw: str) -> str:
 class ApiKey(models.Model):
     """Stored hashed; the raw key is shown once, by `ApiKey.issue`."""
 
+    class Scope(models.TextChoices):
+        """What a key may do, each scope all that the one before may (jobs/api/scopes.py):
+        a dashboard or a billing script reads, a render service runs jobs, and only a key
+        that may do everything changes the organization's webhooks."""
+
+        READ = "read", "read: every GET"
+        JOBS = "jobs", "jobs: read, and submit, change and cancel jobs"
+        FULL = "full", "full: jobs, and the organization's webhooks"
+
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE,
                                      related_name="api_keys")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
@@ -152,6 +161,7 @@ class ApiKey(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
     revoked_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
                                    on_delete=models.SET_NULL, related_name="+")
+    scope = models.CharField(max_length=4, choices=Scope.choices, default=Scope.FULL)
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.name})"
@@ -163,9 +173,9 @@ class ApiKey(models.Model):
 
     @classmethod
     def issue(cls, *, organization: Organization, name: str, user=None,
-              expires_at=None) -> tuple[ApiKey, str]:
+              expires_at=None, scope: str = Scope.FULL) -> tuple[ApiKey, str]:
         raw = KEY_PREFIX + secrets.token_urlsafe(32)
         key = cls.objects.create(organization=organization, name=name, user=user,
                                  prefix=raw[:11], key_hash=hash_key(raw),
-                                 expires_at=expires_at)
+                                 expires_at=expires_at, scope=scope)
         return key, raw

@@ -40,9 +40,11 @@ def organization_create(*, slug: str, tier: str, name: str = "", weight: float =
 
 
 def api_key_issue(*, organization: Organization, name: str, user=None,
-                  expires_at: datetime | None = None) -> tuple[ApiKey, str]:
+                  expires_at: datetime | None = None,
+                  scope: str = ApiKey.Scope.FULL) -> tuple[ApiKey, str]:
     """A new key; the raw value is returned here once and never stored."""
-    return ApiKey.issue(organization=organization, name=name, user=user, expires_at=expires_at)
+    return ApiKey.issue(organization=organization, name=name, user=user, expires_at=expires_at,
+                        scope=scope)
 
 
 MAX_KEYS = 50  # live keys per organization: enough for every service and person, no more
@@ -50,10 +52,14 @@ MAX_KEY_DAYS = 3650
 
 
 def api_key_issue_by_owner(*, organization: Organization, name: str, user,
-                           days: int | None = None) -> tuple[ApiKey, str]:
+                           days: int | None = None,
+                           scope: str = ApiKey.Scope.FULL) -> tuple[ApiKey, str]:
     """A key an owner of `organization` makes for it (the dashboard), its jobs `user`'s,
-    refused after `days` if given."""
+    refused after `days` if given, allowed what its `scope` allows (jobs/api/scopes.py)."""
     owner_or_refuse(organization, user)
+    if scope not in ApiKey.Scope.values:
+        raise ValidationFailed(f"a key's scope is one of {', '.join(ApiKey.Scope.values)}",
+                               code="invalid_key_scope", field="scope")
     if days is not None and not 1 <= days <= MAX_KEY_DAYS:
         raise ValidationFailed(f"a key lasts 1 to {MAX_KEY_DAYS} days, or for ever",
                                code="invalid_key_days", field="days")
@@ -71,9 +77,10 @@ def api_key_issue_by_owner(*, organization: Organization, name: str, user,
             raise Conflict(f"at most {MAX_KEYS} live keys per organization: revoke one first",
                            code="too_many_keys")
         key, raw = api_key_issue(organization=organization, name=name, user=user,
-                                 expires_at=now + timedelta(days=days) if days else None)
+                                 expires_at=now + timedelta(days=days) if days else None,
+                                 scope=scope)
         audit(organization, "api_key.made", user=user, key=f"{key.prefix}…", name=name,
-              expires_at=key.expires_at.isoformat() if key.expires_at else None)
+              scope=scope, expires_at=key.expires_at.isoformat() if key.expires_at else None)
         return key, raw
 
 

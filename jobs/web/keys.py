@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from jobs.models import Membership
+from jobs.models import ApiKey, Membership
 from jobs.services.tenancy import api_key_issue_by_owner, api_key_revoke
 from jobs.web.access import answered, memberships_of, organization_of_member
 
@@ -28,7 +28,8 @@ def _organizations(request: HttpRequest) -> list[dict]:
 def keys_page(request: HttpRequest, new: tuple | None = None,
               status: int = 200) -> HttpResponse:
     response = render(request, "dashboard/keys.html",
-                      {"organizations": _organizations(request), "new": new}, status=status)
+                      {"organizations": _organizations(request), "new": new,
+                       "scopes": ApiKey.Scope.choices}, status=status)
     if new:  # a secret: no cache keeps it
         response["Cache-Control"] = "no-store"
     return response
@@ -44,7 +45,8 @@ def key_create(request: HttpRequest, slug: str) -> HttpResponse:
         key, raw = api_key_issue_by_owner(
             organization=org, name=request.POST.get("name", ""), user=request.user,
             # what is not a whole number of days is out of range: refused with the rest
-            days=(int(days) if days.isdigit() else 0) if days else None)
+            days=(int(days) if days.isdigit() else 0) if days else None,
+            scope=request.POST.get("scope", ApiKey.Scope.FULL))
         # shown in this answer only: a redirect would carry it through the session
         return keys_page(request, new=(org, key, raw))
     return answered(request, act, keys_page)
