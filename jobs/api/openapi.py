@@ -171,6 +171,12 @@ def _paths() -> dict:
                     "monthly_limit": {**nullable(INT), "description": "credits a calendar "
                                       "month its jobs may commit; null: no budget"}})}})}}},
                 **_errors(429)}}},
+        "/api/v1/organization": {"get": {
+            "operationId": "getOrganization",
+            "responses": {"200": _answer("the caller's organization, its tier, the key in "
+                                         "use, and each limit beside what it uses of it now",
+                                         "Organization"),
+                          **_errors(429)}}},
         "/api/v1/events": {"get": {
             "operationId": "listOrganizationEvents", "parameters": _query(PageQuery()),
             "responses": {"200": {"description": "what the organization's people changed in "

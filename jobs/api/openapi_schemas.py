@@ -17,7 +17,7 @@ from jobs.api.schema_fields import (
     request_schema,
 )
 from jobs.api.serializers import JobSubmitSerializer
-from jobs.models import WebhookDelivery
+from jobs.models import ApiKey, WebhookDelivery
 from jobs.models.webhook import EVENTS, JOB_EVENTS
 from jobs.states import JobState
 from jobs.transitions import AMENDABLE
@@ -162,6 +162,25 @@ USAGE = obj({"month": STR, **_USED,
               "gpu_types": {"type": "array", "items": obj({
                   "gpu_type": STR, "spent": INT, "gpu_hours": NUMBER})}})
 
+_LIMITED = ("running_gpus", "waiting_jobs", "requests_per_min", "backlog_s", "live_keys",
+            "webhooks")
+ORGANIZATION = obj({
+    "slug": STR, "name": STR,
+    "tier": obj({"name": STR, "priority": INT, "start_slo_s": INT, "preemptible": BOOL}),
+    "key": obj({"prefix": STR, "name": STR,
+                "scope": {"type": "string", "enum": list(ApiKey.Scope.values)},
+                "user": nullable(STR), "expires_at": nullable(TIME)}),
+    "limits": {**obj({**{name: nullable(INT) for name in _LIMITED},
+                      "gpus_per_job": INT, "max_retries": INT}),
+               "description": "null: no limit. running_gpus: past it the organization's jobs "
+                              "wait; waiting_jobs and backlog_s: past them a submission is "
+                              "429 (queue_full, overloaded); requests_per_min: 429 "
+                              "rate_limited; live_keys, webhooks: 409"},
+    "usage": {**obj({name: nullable(NUMBER) if name == "backlog_s" else INT
+                     for name in _LIMITED}),
+              "description": "what the organization uses now of each limit of that name; "
+                             "backlog_s: its tier's, as of the last scheduling round (null "
+                             "when none is recent)"}})
 
 NOTICE = obj({
     "event": {"type": "string", "enum": list(JOB_EVENTS)}, "delivery": INT,
@@ -180,4 +199,5 @@ def component_schemas() -> dict:
             "JobDetail": JOB_DETAIL, "Accepted": ACCEPTED, "QueueLine": QUEUE_LINE,
             "Error": ERROR, "Webhook": WEBHOOK, "WebhookCreated": WEBHOOK_CREATED,
             "WebhookRotated": WEBHOOK_ROTATED, "Delivery": DELIVERY, "Credits": CREDITS,
-            "Usage": USAGE, "Notice": NOTICE, "CreditsNotice": CREDITS_NOTICE}
+            "Usage": USAGE, "Organization": ORGANIZATION, "Notice": NOTICE,
+            "CreditsNotice": CREDITS_NOTICE}

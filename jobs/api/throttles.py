@@ -27,4 +27,13 @@ class TierRateThrottle(SimpleRateThrottle):
         return False
 
     def get_cache_key(self, request, view) -> str:
-        return self.cache_format % {"scope": self.scope, "ident": request.user.organization.pk}
+        return self._key(request.user.organization.pk)
+
+    def _key(self, organization_id: int) -> str:
+        return self.cache_format % {"scope": self.scope, "ident": organization_id}
+
+    def made_this_minute(self, organization_id: int) -> int:
+        """Requests the organization's keys made in the last minute, as counted against its
+        limit (this one among them)."""
+        since = self.timer() - 60
+        return sum(1 for at in self.cache.get(self._key(organization_id), []) if at > since)

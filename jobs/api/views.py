@@ -25,6 +25,7 @@ from jobs.api.serializers import (
     WebhookEndpointSerializer,
     position_body,
 )
+from jobs.api.throttles import TierRateThrottle
 from jobs.models import ApiKey, Job, WebhookEndpoint
 from jobs.scheduler.backlog import backlog_seconds
 from jobs.scheduler.positions import in_line, places_of
@@ -32,6 +33,7 @@ from jobs.services.amend import job_amend
 from jobs.services.cancellation import job_cancel, jobs_cancel_labelled
 from jobs.services.errors import ValidationFailed
 from jobs.services.labels import with_labels
+from jobs.services.org_limits import limits_and_usage
 from jobs.services.outputs import output_expired, output_response
 from jobs.services.placements import placements_of
 from jobs.services.submission import job_submit_once
@@ -108,6 +110,25 @@ class ProjectList(APIView):
         return Response({"results": [
             {"name": p.name, "weight": p.weight, "monthly_limit": limits.get(p.pk)}
             for p in org.projects.order_by("name")]})
+
+
+class OrganizationDetail(APIView):
+    """GET: the caller's organization, its tier, the key in use, and each of its limits
+    beside what it uses of it now (null: no limit)."""
+
+    def get(self, request):
+        org, key = request.user.organization, request.auth
+        tier = org.tier
+        standing = limits_and_usage(org)
+        standing["usage"]["requests_per_min"] = TierRateThrottle().made_this_minute(org.pk)
+        return Response({
+            "slug": org.slug, "name": org.name,
+            "tier": {"name": tier.name, "priority": tier.priority,
+                     "start_slo_s": tier.start_slo_seconds, "preemptible": tier.preemptible},
+            "key": {"prefix": f"{key.prefix}…", "name": key.name, "scope": key.scope,
+                    "user": key.user.get_username() if key.user else None,
+                    "expires_at": key.expires_at},
+            **standing})
 
 
 class OrganizationEvents(APIView):

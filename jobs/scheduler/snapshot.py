@@ -235,8 +235,9 @@ def load_org_caps() -> tuple[dict[str, float], dict[str, int]]:
         "slug", "weight", "running_gpu_cap", "tier__max_running_gpus_per_org"
     ):
         weights[slug] = weight
-        if (cap or tier_cap) is not None:
-            caps[slug] = cap if cap is not None else tier_cap
+        cap = tier_cap if cap is None else cap  # 0 is a cap (no new work), not "none"
+        if cap is not None:
+            caps[slug] = cap
     return weights, caps
 
 
