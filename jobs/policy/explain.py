@@ -85,13 +85,16 @@ def explain_rest(rnd: _Round) -> None:
     """Shared reasons for the jobs the walk never reached: a run per project it did not
     reach, a run per user of those it did."""
     pending = rnd.out.pending
-    by_class: dict[tuple[str, str], PendingReason] = {}
-    for tier, org, jobs, first in rnd.queue.unreached():
-        excluded = rnd.queue.org_excluded(tier, org)
-        cls = (tier, org if excluded else "")
+    by_class: dict[tuple[str, str, str], PendingReason] = {}
+    for project, jobs, first in rnd.queue.unreached():
+        tier, org = project.tier, project.org
+        if rnd.queue.org_excluded(tier, org):
+            cls = (tier, org, "")
+        else:
+            cls = (tier, "", "") if not project.excluded else (tier, org, project.name)
         reason = by_class.get(cls)
         if reason is None:
-            reason = by_class[cls] = _shared_reason(rnd, tier, org)
+            reason = by_class[cls] = _shared_reason(rnd, *cls)
         pending.add_run(jobs, first, reason)
     _count_late(rnd)
     # jobs started from kept reservations may lie past where the walk stopped
@@ -103,14 +106,18 @@ def explain_rest(rnd: _Round) -> None:
 def no_capacity(rnd: _Round) -> None:
     """Every queued job's reason while no node takes work (all down, cordoned or silent)."""
     reason = reasons.no_capacity()
-    for _, _, jobs, first in rnd.queue.unreached():
+    for _, jobs, first in rnd.queue.unreached():
         rnd.out.pending.add_run(jobs, first, reason)
     for job in rnd.queue.unknown:
         rnd.out.pending[job.job_id] = reasons.unknown_tier(job.tier)
 
 
-def _shared_reason(rnd: _Round, tier: str, org: str) -> PendingReason:
-    if rnd.queue.org_excluded(tier, org):
+def _shared_reason(rnd: _Round, tier: str, org: str, project: str) -> PendingReason:
+    """The reason of a run of unreached jobs: of an org (and project) at its cap where they
+    are named, else of the tier's jobs."""
+    if project:
+        return reasons.project_cap(org, project, rnd.snap.project_gpu_caps[org, project])
+    if org:
         return reasons.org_cap(org, rnd.snap.org_gpu_caps.get(org, 0))
     if rnd.queue.tier_excluded(tier):
         return reasons.tier_ceiling(tier, rnd.ceilings[tier])

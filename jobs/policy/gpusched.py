@@ -132,17 +132,34 @@ class _Round:
         cap = self.snap.org_gpu_caps.get(job.org)
         return cap is not None and self.shares.org[job.org] + job.gpus > cap
 
+    def over_project_cap(self, job: QueuedJob) -> bool:
+        cap = self.snap.project_gpu_caps.get((job.org, job.project))
+        return cap is not None and self.shares.project[job.org, job.project] + job.gpus > cap
+
+    def over_cap(self, job: QueuedJob) -> bool:
+        """Past its org's or its project's running-GPU cap, or its tier's ceiling."""
+        return self.over_org_cap(job) or self.over_project_cap(job) \
+            or self.over_tier_ceiling(job)
+
     def over_tier_ceiling(self, job: QueuedJob) -> bool:
         used = self.shares.tier[job.tier] + job.gpus
         return self.snap.tiers[job.tier].max_share < 1.0 and used > self.ceilings[job.tier] + 1e-9
 
     def _capped(self, job: QueuedJob) -> bool:
-        """Org cap and tier ceiling; a full org or tier leaves the walk for this round."""
+        """Org and project caps and tier ceiling; a full org, project or tier leaves the walk
+        for this round."""
         if self.over_org_cap(job):
             cap = self.snap.org_gpu_caps[job.org]
             if self.shares.org[job.org] >= cap:
                 self.queue.exclude_org(job.tier, job.org)
             self._pending(job, reasons.org_cap(job.org, cap), count_short=False)
+            return True
+        if self.over_project_cap(job):
+            cap = self.snap.project_gpu_caps[job.org, job.project]
+            if self.shares.project[job.org, job.project] >= cap:
+                self.queue.exclude_project(job.tier, job.org, job.project)
+            self._pending(job, reasons.project_cap(job.org, job.project, cap),
+                          count_short=False)
             return True
         if self.over_tier_ceiling(job):
             ceiling, tier_used = self.ceilings[job.tier], self.shares.tier[job.tier]

@@ -45,7 +45,7 @@ def keep_holds(rnd: _Round) -> None:
             continue
         # one kept reservation per org and tier: the others are re-ranked in the walk
         if ((job.tier, job.org) in orgs or not rnd._may_reserve(job)
-                or rnd.over_org_cap(job) or rnd.over_tier_ceiling(job)):
+                or rnd.over_cap(job)):
             continue
         orgs.add((job.tier, job.org))
         groups = rnd.index.matching(job)
@@ -69,12 +69,13 @@ def keep_holds(rnd: _Round) -> None:
 def _starving(rnd: _Round, tier: str) -> bool:
     """Whether a job of the tier that may start this round waited `starve_after_s`: the walk
     considers it first in its tier (ranking.py), so no younger job's kept hold goes before it.
-    A starving job of an org at its cap starts nothing and holds back nobody's reservation."""
+    A starving job of an org or project at its cap starts nothing and holds back nobody's
+    reservation."""
     queue, starve_after = rnd.queue.tiers[tier], rnd.cfg.starve_after_s
     if starve_after is None or not rnd.queue.starves(queue):
         return False
     heads = heads_before(queue, rnd.now - starve_after)
-    return any(not rnd.over_org_cap(j) and not rnd.over_tier_ceiling(j) for j in heads)
+    return any(not rnd.over_cap(j) for j in heads)
 
 
 def _kept_plan(

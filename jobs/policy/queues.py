@@ -46,6 +46,7 @@ class ProjectQueue:
     users: dict[str, Group] = field(default_factory=dict)  # filled by the split
     heap: list[tuple[float, int, str]] = field(default_factory=list)  # (share, seq, user)
     seq: dict[str, int] = field(default_factory=dict)
+    excluded: bool = False  # at its running-GPU cap: out of this round's walk
 
     @property
     def split(self) -> bool:
@@ -180,15 +181,16 @@ def heads_before(tier: TierQueue, before: float) -> list[QueuedJob]:
             if enq <= before and is_head(project, user, pos)]
 
 
-def tail(projects: list[ProjectQueue]) -> Iterator[tuple[str, str, list[QueuedJob], int]]:
-    """(tier, org, jobs, first): the jobs a round has not considered, a run per project the
+def tail(projects: list[ProjectQueue]
+         ) -> Iterator[tuple[ProjectQueue, list[QueuedJob], int]]:
+    """(project, jobs, first): the jobs a round has not considered, a run per project the
     walk did not reach and per user of those it reached."""
     for project in projects:
         if not project.split:  # one run (a copy in C costs less than a run per user)
             lists = project.lists.values()
             jobs = next(iter(lists)) if len(lists) == 1 else list(chain.from_iterable(lists))
-            yield project.tier, project.org, jobs, 0
+            yield project, jobs, 0
             continue
         for group in project.users.values():
             if not group.done:
-                yield group.tier, group.org, group.jobs, group.pos
+                yield project, group.jobs, group.pos

@@ -189,7 +189,8 @@ class RankedQueue:
         while heap:
             enq, _, pos, project, user = heap[0]
             # an entry is pushed only for a job left to consider: pos < len(its list)
-            if is_head(project, user, pos) and not tier.orgs[project.org].excluded:
+            if (is_head(project, user, pos) and not project.excluded
+                    and not tier.orgs[project.org].excluded):
                 return max(0.0, self.snap.now - enq) / 3600.0
             heapq.heappop(heap)
         return None
@@ -310,7 +311,8 @@ class RankedQueue:
         while heap:
             share, enq, _, pos, group = heap[0]
             org = tier.orgs[group.org]
-            if group.pos != pos or group.done or org.excluded:
+            if (group.pos != pos or group.done or org.excluded
+                    or org.projects[group.project].excluded):
                 heapq.heappop(heap)
                 continue
             now_share = self.org_share(group.org)
@@ -342,7 +344,7 @@ class RankedQueue:
         while True:
             _, seq, name = heap[0]
             project = org.projects[name]
-            if org.seq[name] == seq and project.live > 0:
+            if org.seq[name] == seq and project.live > 0 and not project.excluded:
                 return project
             heapq.heappop(heap)
 
@@ -365,7 +367,7 @@ class RankedQueue:
         if tier is not None and job.org in tier.orgs:
             org = tier.orgs[job.org]
             project = org.projects[job.project]
-            if project.live > 0:
+            if project.live > 0 and not project.excluded:
                 self._push_project(org, job.project)
                 if project.heap and not project.users[job.user].done:
                     self._push_user(job.org, project, job.user)
@@ -377,8 +379,8 @@ class RankedQueue:
             if org.live > 0 and not org.excluded:
                 self._push_org(tier, org_name)
 
-    def unreached(self) -> Iterator[tuple[str, str, list[QueuedJob], int]]:
-        """(tier, org, jobs, first): the jobs the round has not considered (queues.tail)."""
+    def unreached(self) -> Iterator[tuple[ProjectQueue, list[QueuedJob], int]]:
+        """(project, jobs, first): the jobs the round has not considered (queues.tail)."""
         return tail(self.projects)
 
     def exclude_org(self, tier: str, org: str) -> None:
@@ -389,6 +391,24 @@ class RankedQueue:
             t.live -= 1
         o.excluded = True
         t.rank = None
+
+    def exclude_project(self, tier: str, org: str, project: str) -> None:
+        """Stop considering a project's jobs in a tier (it is at its cap): its jobs left count
+        in no capacity advice, their reasons come later."""
+        t = self.tiers[tier]
+        o = t.orgs[org]
+        p = o.projects[project]
+        if p.excluded:
+            return
+        p.excluded = True
+        t.rank = None
+        for _, jobs, first in tail([p]):
+            for job in jobs[first:]:
+                self.late.reached(job)
+        if p.live > 0:
+            o.live -= 1
+            if o.live == 0 and not o.excluded:
+                t.live -= 1
 
     def exclude_tier(self, tier: str) -> None:
         self.tiers[tier].excluded = True

@@ -7,6 +7,7 @@ Codes (stable, machine-readable):
 * ``reserved_for_other`` — it would fit now, but only on GPUs reserved for a job ranked
   ahead of it, and it would not end before that job's start.
 * ``org_cap``       — the organization is at its running-GPU cap.
+* ``project_cap``   — the job's project is at its running-GPU cap.
 * ``tier_ceiling``  — the job's tier is at its burst ceiling.
 * ``tier_share``    — the job's tier is above its guaranteed share while a higher tier waits.
 * ``priority``      — waiting behind higher-ranked jobs (the fleet is full this round).
@@ -85,6 +86,11 @@ def reserved_for_other(job: QueuedJob, other: int, start: float, now: float) -> 
 
 def org_cap(org: str, cap: int) -> PendingReason:
     return PendingReason("org_cap", f"organization {org} is at its running-GPU cap ({cap})")
+
+
+def project_cap(org: str, project: str, cap: int) -> PendingReason:
+    return PendingReason("project_cap",
+                         f"project {project} of {org} is at its running-GPU cap ({cap})")
 
 
 # The next three reasons are shared by the queue's tail, often thousands of jobs: they name

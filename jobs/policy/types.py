@@ -175,6 +175,8 @@ class Snapshot:
     # (org, user) -> weight of the user's share inside each project of the org (default 1.0)
     user_weights: dict[tuple[str, str], float] = field(default_factory=dict)
     org_gpu_caps: dict[str, int] = field(default_factory=dict)  # running-GPU cap per org
+    # (org, project) -> running-GPU cap of the project, inside its org's
+    project_gpu_caps: dict[tuple[str, str], int] = field(default_factory=dict)
     # the previous round's reservations (job id -> GPUs per node): honoured before the walk,
     # so GPUs drained for a gang are not refilled by jobs ranked ahead of it (gpusched.py)
     holds: dict[int, dict[str, int]] = field(default_factory=dict)

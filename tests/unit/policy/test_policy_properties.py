@@ -64,10 +64,13 @@ def snapshots(draw) -> Snapshot:
                        starve_after_s=draw(st.sampled_from([43_200.0, 43_200.0, 200.0])))
     floors = {t: draw(st.sampled_from([0.0, 0.0, 0.2, 0.5])) for t in TIER_NAMES}
     caps = {"a": draw(st.integers(0, 8))} if draw(st.booleans()) else {}
+    project_caps = {key: draw(st.integers(0, 8)) for key in [("a", "p"), ("b", "q")]
+                    if draw(st.booleans())}
     specs = tiers(**floors)
     if draw(st.booleans()):  # free shares paid's priority: the tiers go by weighted share
         specs["free"] = replace(specs["free"], priority=specs["paid"].priority)
     return snap(nodes, runs, queued, specs, cfg, org_gpu_caps=caps,
+                project_gpu_caps=project_caps,
                 project_weights={("a", "p"): draw(st.sampled_from([0.5, 1.0, 3.0]))},
                 user_weights={("a", "u"): draw(st.sampled_from([0.5, 1.0, 3.0]))},
                 usage={"a": draw(st.floats(0, 1e6)), "b": 0.0},
@@ -307,6 +310,25 @@ def test_org_caps_hold(s: Snapshot) -> None:
         assert added == 0 or before + added <= cap
 
 
+@COMMON
+@given(snapshots())
+def test_project_caps_hold_and_their_reason_is_true(s: Snapshot) -> None:
+    d = decide(s)
+    placed = {p.job_id for p in d.placements}
+    held: dict[tuple[str, str], int] = defaultdict(int)
+    for r in s.running:
+        held[r.org, r.project] += r.gpus
+    before = dict(held)
+    for j in s.queued:
+        if j.job_id in placed:
+            held[j.org, j.project] += j.gpus
+    for key, cap in s.project_gpu_caps.items():
+        assert held[key] == before.get(key, 0) or held[key] <= cap
+    for j in s.queued:
+        if j.job_id in d.pending and d.pending[j.job_id].code == "project_cap":
+            assert held[j.org, j.project] + j.gpus > s.project_gpu_caps[j.org, j.project]
+
+
 @settings(max_examples=60, deadline=None)
 @given(snapshots())
 def test_every_registered_policy_explains_what_it_leaves(s: Snapshot) -> None:
@@ -378,8 +400,9 @@ def test_capacity_advice_sums_the_late_jobs_the_walk_left(s: Snapshot) -> None:
     rnd.run()
     queue, started = rnd.queue, {j for j, hold in rnd.kept.items() if hold is None}
     expected: dict[str, int] = defaultdict(int)
-    for tier, org, jobs, first in queue.unreached():
-        if queue.tier_excluded(tier) or queue.org_excluded(tier, org):
+    for project, jobs, first in queue.unreached():
+        tier, org = project.tier, project.org
+        if queue.tier_excluded(tier) or queue.org_excluded(tier, org) or project.excluded:
             continue
         for j in jobs[first:]:
             if j.enqueued_at <= s.now - s.tiers[tier].start_slo_s and j.job_id not in started:
