@@ -53,7 +53,7 @@ class OrganizationAdmin(ChangedFieldsOnly):
 
 @admin.register(Project)
 class ProjectAdmin(ChangedFieldsOnly):
-    list_display = ["name", "organization", "weight"]
+    list_display = ["name", "organization", "weight", "running_gpu_cap"]
     list_filter = ["organization__tier"]
     search_fields = ["name", "organization__slug"]
 

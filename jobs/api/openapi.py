@@ -168,6 +168,8 @@ def _paths() -> dict:
                                                  "job's `project` may take", "content": {
                 "application/json": {"schema": obj({"results": {"type": "array", "items": obj({
                     "name": STR, "weight": NUMBER,
+                    "running_gpu_cap": {**nullable(INT), "description": "GPUs its jobs may "
+                                        "hold at once; null: no cap of its own"},
                     "monthly_limit": {**nullable(INT), "description": "credits a calendar "
                                       "month its jobs may commit; null: no budget"}})}})}}},
                 **_errors(429)}}},

@@ -108,7 +108,8 @@ class ProjectList(APIView):
         limits = dict(Budget.objects.filter(organization=org, project__isnull=False)
                       .values_list("project_id", "monthly_limit"))
         return Response({"results": [
-            {"name": p.name, "weight": p.weight, "monthly_limit": limits.get(p.pk)}
+            {"name": p.name, "weight": p.weight, "running_gpu_cap": p.running_gpu_cap,
+             "monthly_limit": limits.get(p.pk)}
             for p in org.projects.order_by("name")]})
 
 

@@ -89,6 +89,10 @@ class Project(models.Model):
                                      related_name="projects")
     name = models.SlugField(max_length=60)
     weight = models.FloatField(default=1.0)
+    running_gpu_cap = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="GPUs the project's jobs may hold at once, inside the organization's cap; "
+                  "empty: no cap of its own, 0: no new work.")
 
     class Meta:
         constraints = [

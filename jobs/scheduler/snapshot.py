@@ -247,6 +247,13 @@ def load_project_weights() -> dict[tuple[str, str], float]:
     return {(org, name): weight for org, name, weight in rows}
 
 
+def load_project_caps() -> dict[tuple[str, str], int]:
+    """(org, project) -> running-GPU cap of the projects that have one."""
+    rows = Project.objects.filter(running_gpu_cap__isnull=False).values_list(
+        "organization__slug", "name", "running_gpu_cap")
+    return {(org, name): cap for org, name, cap in rows}
+
+
 def load_user_weights() -> dict[tuple[str, str], float]:
     """(org, user) -> fair-share weight of the user inside the org's projects, if not 1."""
     rows = Membership.objects.exclude(weight=1.0).values_list("organization__slug", "user_id",
@@ -283,7 +290,7 @@ def load_snapshot(now: datetime) -> P.Snapshot:
         queued=load_queued({run.job_id for run in nominees}, config.limit_weight, run_times),
         tiers=load_tiers(),
         usage=usage.org, project_usage=usage.project, user_usage=usage.user,
-        org_weights=weights, org_gpu_caps=caps,
+        org_weights=weights, org_gpu_caps=caps, project_gpu_caps=load_project_caps(),
         project_weights=load_project_weights(), user_weights=load_user_weights(),
         config=config, queue_sorted=True,
     )

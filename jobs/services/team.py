@@ -70,6 +70,30 @@ def project_weigh(*, organization: Organization, project_id: int, weight: float,
     return project
 
 
+MAX_CAP = 100_000  # GPUs: more than any fleet, so a cap is a number a person meant
+
+
+def project_cap(*, organization: Organization, project_id: int, cap: int | None,
+                user) -> Project:
+    """Bound the GPUs a project's jobs hold at once (None: no cap of its own; 0: no new
+    work), inside the organization's cap: the next round holds it, running work stays."""
+    owner_or_refuse(organization, user, manages="its projects")
+    if cap is not None and not 0 <= cap <= MAX_CAP:
+        raise ValidationFailed(f"a project's GPU cap is 0 to {MAX_CAP:,}, or none",
+                               code="cap_out_of_range", field="running_gpu_cap")
+    with transaction.atomic():
+        project = (Project.objects.select_for_update()
+                   .filter(organization=organization, pk=project_id).first())
+        if project is None:
+            raise NotFound("no such project")
+        if project.running_gpu_cap != cap:
+            audit(organization, "project.capped", user=user, project=project.name, cap=cap,
+                  was=project.running_gpu_cap)
+            project.running_gpu_cap = cap
+            project.save(update_fields=["running_gpu_cap"])
+    return project
+
+
 def _keep_an_owner(organization: Organization, leaving: Membership) -> None:
     """Refuse what would leave the organization without an owner (under its row lock)."""
     if leaving.role == Role.OWNER and not organization.memberships.filter(

@@ -18,7 +18,13 @@ from credits.services.budgets import budget_set
 from jobs.models import Membership, Organization
 from jobs.services.audit import recent_events
 from jobs.services.errors import ValidationFailed
-from jobs.services.team import member_change, member_remove, project_create, project_weigh
+from jobs.services.team import (
+    member_change,
+    member_remove,
+    project_cap,
+    project_create,
+    project_weigh,
+)
 from jobs.web.access import answered, memberships_of, organization_of_member
 
 
@@ -81,6 +87,17 @@ def _limit(form: QueryDict) -> int | None:
     return int(text)
 
 
+def _cap(form: QueryDict) -> int | None:
+    """The project GPU cap the form asks for; None (no cap) when blank."""
+    text = form.get("running_gpu_cap", "").strip()
+    if not text:
+        return None
+    if not text.isdigit():
+        raise ValidationFailed(f"{text!r} is not a whole number of GPUs",
+                               code="cap_out_of_range")
+    return int(text)
+
+
 def _changed(request: HttpRequest, change, done: str) -> HttpResponse:
     """Apply `change` in one transaction: a refusal leaves everything as it was."""
     def act() -> HttpResponse:
@@ -116,9 +133,10 @@ def project_save(request: HttpRequest, slug: str, project_id: int) -> HttpRespon
     org = organization_of_member(request, slug)
 
     def change() -> None:
-        weight, limit = _weight(request.POST), _limit(request.POST)
+        weight, limit, cap = _weight(request.POST), _limit(request.POST), _cap(request.POST)
         project = project_weigh(organization=org, project_id=project_id, user=request.user,
                                 weight=weight)
+        project_cap(organization=org, project_id=project_id, cap=cap, user=request.user)
         budget_set(organization=org, project=project, monthly_limit=limit, user=request.user)
     return _changed(request, change, "The project is saved.")
 

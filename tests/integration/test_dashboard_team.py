@@ -9,11 +9,12 @@ from rest_framework.test import APIClient
 from credits.models import Budget, GpuPrice
 from credits.services.grants import credits_grant
 from jobs.models import Job, Membership, OrganizationEvent, Project
-from jobs.scheduler.snapshot import load_project_weights, load_user_weights
+from jobs.scheduler.snapshot import load_project_caps, load_project_weights, load_user_weights
+from jobs.scheduler.tick import scheduler_tick_run
 from jobs.scheduler.usage import user_key
 from jobs.services.errors import Conflict
 from jobs.services.team import member_change
-from tests.support.factories import make_member
+from tests.support.factories import make_member, make_node
 from tests.support.threads import race
 
 pytestmark = pytest.mark.django_db
@@ -80,16 +81,45 @@ def test_weights_and_budgets_reach_the_scheduler_and_admission(owner, api, alice
     assert 'name="monthly_limit" value="7"' in _page(owner)
 
 
+def test_a_project_cap_holds_in_the_next_round_and_the_rest_goes_on(owner, api, alice):
+    render = Project.objects.create(organization=alice, name="render")
+    answer = owner.post(f"/dashboard/team/alice/projects/{render.pk}",
+                        {"weight": "1", "running_gpu_cap": "2"})
+    assert answer.status_code == 302 and load_project_caps() == {("alice", "render"): 2}
+    make_node("n1", gpus=8)
+    ids = [api.post("/api/v1/jobs", {"prompt": "x", "gpus": 2, "project": project},
+                    format="json").json()["id"] for project in ("render", "render", "default")]
+    scheduler_tick_run()
+    states = {pk: (state, code) for pk, state, code in
+              Job.objects.values_list("pk", "state", "pending_code")}
+    assert states[ids[0]][0] == states[ids[2]][0] == "SCHEDULED"
+    assert states[ids[1]] == ("QUEUED", "project_cap")
+    assert api.get(f"/api/v1/jobs/{ids[1]}").json()["pending"]["code"] == "project_cap"
+    listed = {p["name"]: p for p in api.get("/api/v1/projects").json()["results"]}
+    assert listed["render"]["running_gpu_cap"] == 2
+    assert listed["default"]["running_gpu_cap"] is None
+    event = OrganizationEvent.objects.get(action="project.capped")
+    assert (event.detail["cap"], event.detail["was"]) == (2, None)
+    owner.post(f"/dashboard/team/alice/projects/{render.pk}",
+               {"weight": "1", "running_gpu_cap": ""})  # blank: no cap of its own
+    assert load_project_caps() == {}
+
+
 @pytest.mark.parametrize("form", [{"weight": "-1"}, {"weight": "2", "monthly_limit": "-5"},
                                   {"weight": "2", "monthly_limit": "lots"},
-                                  {"weight": "2", "monthly_limit": str(10**16)}])
+                                  {"weight": "2", "monthly_limit": str(10**16)},
+                                  {"weight": "2", "running_gpu_cap": "-1"},
+                                  {"weight": "2", "running_gpu_cap": "lots"},
+                                  {"weight": "2", "running_gpu_cap": "100001"}])
 def test_a_refused_save_changes_nothing(owner, alice, form):
-    project = Project.objects.create(organization=alice, name="ads", weight=1.5)
+    project = Project.objects.create(organization=alice, name="ads", weight=1.5,
+                                     running_gpu_cap=3)
     Budget.objects.create(organization=alice, project=project, monthly_limit=10)
     answer = owner.post(f"/dashboard/team/alice/projects/{project.pk}", form)
     assert answer.status_code == 400
     project.refresh_from_db()
-    assert (project.weight, Budget.objects.get().monthly_limit) == (1.5, 10)
+    assert (project.weight, project.running_gpu_cap, Budget.objects.get().monthly_limit) == (
+        1.5, 3, 10)
 
 
 def test_the_organization_keeps_an_owner(owner, alice, olga):
@@ -178,8 +208,8 @@ def test_clients_list_the_projects_their_jobs_may_name(owner, api, alice, bob):
                                                             "monthly_limit": "300"})
     Project.objects.create(organization=bob, name="bobs")
     assert api.get("/api/v1/projects").json()["results"] == [
-        {"name": "ads", "weight": 2.0, "monthly_limit": 300},
-        {"name": "default", "weight": 1.0, "monthly_limit": None}]
+        {"name": "ads", "weight": 2.0, "running_gpu_cap": None, "monthly_limit": 300},
+        {"name": "default", "weight": 1.0, "running_gpu_cap": None, "monthly_limit": None}]
 
 
 def test_an_owner_takes_out_a_member_who_left_and_their_keys_stop(owner, alice, olga):
