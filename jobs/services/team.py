@@ -1,8 +1,8 @@
 """What an organization's owners settle for themselves, without an operator: its projects,
 how its GPUs are shared among its projects and members (fair-share weights inside the
-organization: the scheduler reads them every round; no other organization's share moves)
-and who else owns it. Its tier, its weight among organizations and its caps stay the
-operators' (admin)."""
+organization: the scheduler reads them every round; no other organization's share moves),
+how many GPUs a project may hold at once, and who else owns it. Its tier, its weight among
+organizations and its own running-GPU cap stay the operators' (admin)."""
 
 from __future__ import annotations
 
