@@ -1,6 +1,7 @@
-"""The dashboard's team page: each of the user's organizations' projects and members, their
-fair-share weights inside it and their monthly budgets; its owners make projects and change
-weights, budgets and roles there (jobs/services/team.py, credits/services/budgets.py)."""
+"""The dashboard's team page: each of the user's organizations' limits and what it uses of
+them, its projects and members, their fair-share weights inside it and their monthly
+budgets; its owners make projects and change weights, caps, budgets and roles there
+(jobs/services/team.py, credits/services/budgets.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from credits.services.budgets import budget_set
 from jobs.models import Membership, Organization
 from jobs.services.audit import recent_events
 from jobs.services.errors import ValidationFailed
+from jobs.services.org_limits import limits_and_usage
 from jobs.services.team import (
     member_change,
     member_remove,
@@ -51,7 +53,7 @@ def _organizations(request: HttpRequest) -> list[dict]:
             "members": [(member, limits.get(("user", member.user_id)))
                         for member in org.memberships.select_related("user")
                         .order_by("user__username")],
-            "events": recent_events(org)})
+            "events": recent_events(org), "standing": limits_and_usage(org)})
     return shown
 
 

@@ -100,6 +100,8 @@ def test_a_project_cap_holds_in_the_next_round_and_the_rest_goes_on(owner, api, 
     assert listed["default"]["running_gpu_cap"] is None
     event = OrganizationEvent.objects.get(action="project.capped")
     assert (event.detail["cap"], event.detail["was"]) == (2, None)
+    page = " ".join(_page(owner).split())
+    assert "running GPUs 4 of no cap · waiting jobs 1 of no limit" in page
     owner.post(f"/dashboard/team/alice/projects/{render.pk}",
                {"weight": "1", "running_gpu_cap": ""})  # blank: no cap of its own
     assert load_project_caps() == {}
