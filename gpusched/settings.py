@@ -136,6 +136,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "jobs.api.throttles.RateLimitHeaders",
 ]
 
 ROOT_URLCONF = "gpusched.urls"

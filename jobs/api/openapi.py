@@ -282,7 +282,10 @@ def openapi_document() -> dict:
         "openapi": "3.1.0",
         "info": {"title": "gpusched", "version": "1",
                  "description": "Submit GPU jobs, follow them, cancel them; webhooks and "
-                                "credits. Errors are {error: {code, message, ...}}."},
+                                "credits. Errors are {error: {code, message, ...}}. Answers "
+                                "counted against the organization's request rate carry "
+                                "RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset "
+                                "(seconds)."},
         "security": [{"apiKey": []}],
         "paths": _with_scopes(_paths()),
         "webhooks": {

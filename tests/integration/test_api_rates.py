@@ -34,3 +34,15 @@ def test_an_organization_past_its_tiers_rate_gets_a_429_with_retry_after(api, bo
 def test_every_default_tier_has_a_rate():
     assert dict(Tier.objects.values_list("name", "api_requests_per_min")) == {
         "enterprise": 6000, "paid": 3000, "free": 600}
+
+
+def test_each_answer_says_where_the_caller_stands(bob, client):
+    purge_broker_and_cache()
+    Tier.objects.filter(name="free").update(api_requests_per_min=3)
+    api = _client(bob.raw_key)
+    answers = [api.get("/api/v1/jobs") for _ in range(4)]
+    assert [a["RateLimit-Limit"] for a in answers] == ["3"] * 4
+    assert [a["RateLimit-Remaining"] for a in answers] == ["2", "1", "0", "0"]
+    assert answers[-1].status_code == 429  # the refusal says it too
+    assert all(1 <= int(a["RateLimit-Reset"]) <= 60 for a in answers)
+    assert "RateLimit-Limit" not in client.get("/healthz")  # nothing counted, nothing said
