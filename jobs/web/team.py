@@ -78,26 +78,23 @@ def _weight(form: QueryDict) -> float:
     return weight
 
 
-def _limit(form: QueryDict) -> int | None:
-    """The monthly limit the form asks for; None (no budget) when blank."""
-    text = form.get("monthly_limit", "").strip().replace(",", "").replace("_", "")
+def _whole(form: QueryDict, name: str, unit: str, code: str) -> int | None:
+    """The whole number the form's field asks for (1,000 and 1_000 read as 1000); None when
+    blank: no budget, no cap."""
+    text = form.get(name, "").strip().replace(",", "").replace("_", "")
     if not text:
         return None
     if not text.isdigit():
-        raise ValidationFailed(f"{text!r} is not a whole number of credits",
-                               code="budget_out_of_range")
+        raise ValidationFailed(f"{text!r} is not a whole number of {unit}", code=code)
     return int(text)
+
+
+def _limit(form: QueryDict) -> int | None:
+    return _whole(form, "monthly_limit", "credits", "budget_out_of_range")
 
 
 def _cap(form: QueryDict) -> int | None:
-    """The project GPU cap the form asks for; None (no cap) when blank."""
-    text = form.get("running_gpu_cap", "").strip()
-    if not text:
-        return None
-    if not text.isdigit():
-        raise ValidationFailed(f"{text!r} is not a whole number of GPUs",
-                               code="cap_out_of_range")
-    return int(text)
+    return _whole(form, "running_gpu_cap", "GPUs", "cap_out_of_range")
 
 
 def _changed(request: HttpRequest, change, done: str) -> HttpResponse:
