@@ -34,7 +34,7 @@ def test_an_owners_changes_are_each_recorded_with_what_they_replaced(owner, alic
     owner.post("/dashboard/team/alice/budget", {"monthly_limit": ""})
     assert _events(alice) == [
         ("olga", "api_key.made", {"key": f"{key.prefix}…", "name": "render",
-                                  "expires_at": None}),
+                                  "scope": "full", "expires_at": None}),
         ("olga", "api_key.revoked", {"key": f"{key.prefix}…", "name": "render"}),
         ("olga", "project.made", {"project": "ads", "weight": 2.0}),
         ("olga", "project.weighed", {"project": "default", "weight": 3.0, "was": 1.0}),
