@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from django.core.cache import cache
 from django.db.models import Count, Sum
@@ -34,10 +36,25 @@ REFUSAL_CODES = ("queue_full", "overloaded", "rate_limited", "insufficient_credi
 Sample = tuple[dict[str, str], float]
 
 
+_counting_refusals: ContextVar[bool] = ContextVar("counting_refusals", default=True)
+
+
+@contextmanager
+def refusals_uncounted() -> Iterator[None]:
+    """Refusals inside are not requests refused: a preview's (jobs/services/preview.py)."""
+    token = _counting_refusals.set(False)
+    try:
+        yield
+    finally:
+        _counting_refusals.reset(token)
+
+
 def count_refusal(code: str, **fields) -> None:
     """One more request refused with `code` (a counter, never reset but by the cache), and one
     log line with the decision's `fields` (organization_id, the figures behind it): the audit
     trail of refusals, as structured logs (gpusched/logs.py)."""
+    if not _counting_refusals.get():
+        return
     log.info("refused: %s", code, extra={"refusal": code, **fields})
     key = _REFUSED_KEY.format(code)
     cache.add(key, 0, timeout=None)

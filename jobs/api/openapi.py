@@ -74,6 +74,10 @@ LOG_TEXT = {
     "headers": {"X-Attempt-Id": {"schema": INT}, "X-Log-Final": {"schema": {
         "type": "string", "enum": ["true", "false"]}}},
     "content": {"text/plain": {"schema": STR}}}
+DRY_RUN = {"name": "dry_run", "in": "query", "required": False,
+           "schema": {"type": "string", "enum": ["true", "false", "1", "0"]},
+           "description": "true: answer what the submission would do now (200, or the "
+                          "refusal it would get) and keep nothing."}
 IDEMPOTENCY_KEY = {"name": "Idempotency-Key", "in": "header", "required": False,
                    "schema": {"type": "string", "maxLength": 255},
                    "description": "A retry with the same key gets the same job."}
@@ -82,11 +86,13 @@ IDEMPOTENCY_KEY = {"name": "Idempotency-Key", "in": "header", "required": False,
 def _paths() -> dict:
     return {
         "/api/v1/jobs": {
-            "post": {"operationId": "submitJob", "parameters": [IDEMPOTENCY_KEY],
+            "post": {"operationId": "submitJob", "parameters": [IDEMPOTENCY_KEY, DRY_RUN],
                      "requestBody": {"required": True, "content": {
                          "application/json": {"schema": _ref("JobSubmit")}}},
                      "responses": {"202": _answer("accepted: the job waits in the queue",
                                                   "Accepted"),
+                                   "200": _answer("dry_run: what the submission would do "
+                                                  "now; nothing was kept", "Preview"),
                                    **_errors(400, 402, 409, 413, 429)}},
             "get": {"operationId": "listJobs", "parameters": _query(JobListQuery()),
                     "responses": {

@@ -162,6 +162,10 @@ USAGE = obj({"month": STR, **_USED,
               "gpu_types": {"type": "array", "items": obj({
                   "gpu_type": STR, "spent": INT, "gpu_hours": NUMBER})}})
 
+PREVIEW = obj({
+    "dry_run": {"type": "boolean", "enum": [True]},
+    "state": {"type": "string", "enum": ["QUEUED", "HELD"]},
+    "credits": obj({"hold": INT, "available_after": INT}), "backlog_s": nullable(INT)})
 _LIMITED = ("running_gpus", "waiting_jobs", "requests_per_min", "backlog_s", "live_keys",
             "webhooks")
 ORGANIZATION = obj({
@@ -199,5 +203,6 @@ def component_schemas() -> dict:
             "JobDetail": JOB_DETAIL, "Accepted": ACCEPTED, "QueueLine": QUEUE_LINE,
             "Error": ERROR, "Webhook": WEBHOOK, "WebhookCreated": WEBHOOK_CREATED,
             "WebhookRotated": WEBHOOK_ROTATED, "Delivery": DELIVERY, "Credits": CREDITS,
-            "Usage": USAGE, "Organization": ORGANIZATION, "Notice": NOTICE,
+            "Usage": USAGE, "Organization": ORGANIZATION, "Preview": PREVIEW,
+            "Notice": NOTICE,
             "CreditsNotice": CREDITS_NOTICE}

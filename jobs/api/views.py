@@ -36,6 +36,7 @@ from jobs.services.labels import with_labels
 from jobs.services.org_limits import limits_and_usage
 from jobs.services.outputs import output_expired, output_response
 from jobs.services.placements import placements_of
+from jobs.services.preview import job_submit_preview
 from jobs.services.submission import job_submit_once
 from jobs.services.webhook_endpoints import (
     deliveries_of,
@@ -57,6 +58,13 @@ def _idempotency_key(request) -> str:
     return key
 
 
+def _dry_run(request) -> bool:
+    value = request.query_params.get("dry_run", "false").lower()
+    if value not in ("true", "1", "false", "0"):
+        raise ValidationFailed("dry_run is true or false", code="invalid", field="dry_run")
+    return value in ("true", "1")
+
+
 def _jobs_of(request):
     return Job.objects.filter(organization=request.user.organization).select_related(
         "organization", "project")
@@ -69,6 +77,14 @@ class JobListCreate(APIView):
         key = _idempotency_key(request)
         body = JobSubmitSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        if _dry_run(request):  # what it would do, nothing kept
+            preview = job_submit_preview(organization=request.user.organization,
+                                         spec=body.spec(), user=request.user.user)
+            backlog = preview.backlog_s
+            return Response({"dry_run": True, "state": preview.state,
+                             "credits": {"hold": preview.hold,
+                                         "available_after": preview.available_after},
+                             "backlog_s": None if backlog is None else round(backlog)})
         job, replayed = job_submit_once(organization=request.user.organization,
                                         spec=body.spec(), user=request.user.user,
                                         idempotency_key=key)

@@ -74,6 +74,8 @@ def test_real_answers_are_what_the_document_says(document, api, alice, settings)
     d = document
     submitted = api.post("/api/v1/jobs", {"prompt": "a crane", "gpus": 2}, format="json")
     _check(d, submitted, "/api/v1/jobs", "post", 202)
+    _check(d, api.post("/api/v1/jobs?dry_run=true", {"prompt": "a crane"}, format="json"),
+           "/api/v1/jobs", "post", 200)
     job_id = submitted.json()["id"]
     settings.GPUSCHED_POSITIONS_SECONDS = 0  # the round draws the line: the job has a place
     scheduler_tick_run()
