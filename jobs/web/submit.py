@@ -20,6 +20,7 @@ from django.shortcuts import redirect, render
 from jobs.api.serializers import JobSubmitSerializer
 from jobs.models import Job, Organization
 from jobs.services.errors import ServiceError
+from jobs.services.preview import Preview, job_submit_preview
 from jobs.services.submission import JobSpec, job_submit_once, spec_of
 from workers.models import Node
 
@@ -89,14 +90,14 @@ def _blank() -> dict:
 
 
 def _page(request: HttpRequest, values: dict, errors: dict | None = None,
-          status: int = 200) -> HttpResponse:
+          status: int = 200, preview: Preview | None = None) -> HttpResponse:
     gpu_types = sorted(set(Node.objects.values_list("gpu_type", flat=True)))
     refusals = [(FIELD_NAMES.get(field, ""), message)
                 for field, message in (errors or {}).items()]
     return render(request, "dashboard/job_new.html", {
         "values": values, "errors": refusals, "targets": _choices(request),
         "gpu_types": gpu_types, "max_gpus": settings.GPUSCHED_MAX_GPUS_PER_JOB,
-        "token": secrets.token_urlsafe(24)}, status=status)
+        "token": secrets.token_urlsafe(24), "preview": preview}, status=status)
 
 
 def _labels(text: str) -> dict:
@@ -166,7 +167,8 @@ def _values_sent(form: QueryDict) -> dict:
 @login_required
 def job_new(request: HttpRequest) -> HttpResponse:
     """GET: the form, blank or (`?from=<job id>`) filled with an earlier job's request.
-    POST: submit it; a refusal shows the form again as sent, with the refusal's status."""
+    POST: submit it, or with `check` say what submitting it would do; a refusal shows the
+    form again as sent, with the refusal's status."""
     if request.method != "POST":
         return _page(request, _form_from(request))
     form = request.POST
@@ -176,6 +178,9 @@ def job_new(request: HttpRequest) -> HttpResponse:
                                                     "send it again"}, status=400)
     try:
         org, spec = _spec(request, form)
+        if "check" in form:  # what it would do, nothing kept: the form stays to send
+            preview = job_submit_preview(organization=org, spec=spec, user=request.user)
+            return _page(request, _values_sent(form), preview=preview)
         job, replayed = job_submit_once(organization=org, spec=spec, user=request.user,
                                         idempotency_key=KEY_PREFIX + token,
                                         reason=f"submitted on the dashboard by "

@@ -130,6 +130,22 @@ def test_a_job_it_cannot_pay_for_is_a_402_and_nothing_is_held(member, alice):
     assert Hold.objects.get().amount == 300
 
 
+def test_checking_a_form_says_its_price_keeps_it_and_sends_nothing(member, alice):
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
+    credits_grant(organization=alice, amount=5_000)
+    form = _form(member, gpus="2", time_limit_s="600", prompt="a heron, checked")
+    answer = member.post("/dashboard/jobs/new", {**form, "check": "1"})
+    text = " ".join(answer.content.decode().split())
+    assert answer.status_code == 200 and Job.objects.count() == Hold.objects.count() == 0
+    assert "it would be queued, holding 1200 credits (3800 left available then)" in text
+    assert "a heron, checked" in text  # the form as typed, ready to send
+    assert member.post("/dashboard/jobs/new", _form(
+        member, gpus="2", time_limit_s="600")).status_code == 302
+    refused = member.post("/dashboard/jobs/new", {**_form(member, gpus="8",
+                                                          time_limit_s="600"), "check": "1"})
+    assert refused.status_code == 402 and Job.objects.count() == 1
+
+
 def test_admission_refusals_show_as_the_api_gives_them(member, alice):
     Tier.objects.filter(name="paid").update(max_queued_jobs_per_org=1)
     assert member.post("/dashboard/jobs/new", _form(member)).status_code == 302
