@@ -31,7 +31,7 @@ _REFUSED_KEY = "gpusched:refused:{}"
 _FAILED_KEY = "gpusched:failed:{}"
 _LATE_KEY = "gpusched:late-start:{}"
 REFUSAL_CODES = ("queue_full", "overloaded", "rate_limited", "insufficient_credits",
-                 "budget_exceeded")
+                 "budget_exceeded", "insufficient_scope")
 
 Sample = tuple[dict[str, str], float]
 

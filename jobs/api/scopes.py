@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from rest_framework import permissions
 
+from jobs.metrics import count_refusal
 from jobs.models import ApiKey
 from jobs.services.errors import Forbidden
 
@@ -31,6 +32,9 @@ class KeyScopePermission(permissions.BasePermission):
             return True
         needed = needed_scope(request.method, view)
         if _RANK[key.scope] < _RANK[needed]:
+            # operators see clients sent out with too narrow a key
+            count_refusal("insufficient_scope", organization_id=key.organization_id,
+                          key=f"{key.prefix}…", scope=key.scope, needed=needed)
             raise Forbidden(f"this key's scope is {key.scope}: this call needs a key of "
                             f"scope {needed} or wider", code="insufficient_scope")
         return True

@@ -131,6 +131,12 @@ def test_an_owner_makes_a_read_key_on_the_dashboard(owner, alice):
     assert "<td>read</td>" in owner.get("/dashboard/keys").content.decode()
 
 
+def test_operators_see_refusals_by_scope_on_metrics(alice, client, clean_cache):
+    _client(alice, "read").post("/api/v1/jobs", {"prompt": "x"}, format="json")
+    assert 'gpusched_requests_refused_total{code="insufficient_scope"} 1' in client.get(
+        "/metrics").content.decode()
+
+
 def test_an_unknown_scope_is_refused_and_makes_no_key(owner, alice):
     answer = owner.post("/dashboard/keys/alice", {"name": "odd", "scope": "admin"})
     assert answer.status_code == 400 and "scope" in answer.content.decode()
