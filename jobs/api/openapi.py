@@ -222,6 +222,12 @@ def _paths() -> dict:
                            "the receiver moves to the new one without refusing any.",
             "responses": {"200": _answer("rotated: the new secret", "WebhookRotated"),
                           **_errors(404, 429)}}},
+        "/api/v1/webhooks/{hook_id}/ping": {"post": {
+            "operationId": "pingWebhook", "parameters": [HOOK_ID],
+            "description": "Send the endpoint a signed test notice (event ping) now, "
+                           "whatever its events, retried and read back as any delivery.",
+            "responses": {"202": _answer("sent (pending)", "Delivery"),
+                          **_errors(404, 429)}}},
         "/api/v1/webhooks/{hook_id}/deliveries": {"get": {
             "operationId": "listWebhookDeliveries",
             "parameters": [HOOK_ID, *_query(DeliveryQuery())],
@@ -297,7 +303,9 @@ def openapi_document() -> dict:
         "webhooks": {
             "jobMoved": _notice("A job moved into one of the endpoint's events", "Notice"),
             "creditsLow": _notice("The organization's available credits fell below its "
-                                  "low_credits_threshold (once per fall)", "CreditsNotice")},
+                                  "low_credits_threshold (once per fall)", "CreditsNotice"),
+            "ping": _notice("A test notice its owner asked for (POST "
+                            "/api/v1/webhooks/{hook_id}/ping)", "PingNotice")},
         "components": {
             "securitySchemes": {"apiKey": {
                 "type": "http", "scheme": "bearer",

@@ -192,6 +192,9 @@ NOTICE = obj({
                  "error_code": STR, "result": ANY_OBJECT, "output_url": nullable(STR),
                  "finished_at": nullable(TIME), "retries": INT,
                  "retry_at": nullable(TIME), "credits": JOB_CREDITS})})
+PING_NOTICE = obj({
+    "event": {"enum": ["ping"]}, "delivery": INT, "organization": STR, "endpoint": INT,
+    "sent_at": TIME})
 CREDITS_NOTICE = obj({
     "event": {"enum": ["credits.low"]}, "delivery": INT, "organization": STR,
     "credits": obj({"available": INT, "threshold": INT})})
@@ -205,4 +208,4 @@ def component_schemas() -> dict:
             "WebhookRotated": WEBHOOK_ROTATED, "Delivery": DELIVERY, "Credits": CREDITS,
             "Usage": USAGE, "Organization": ORGANIZATION, "Preview": PREVIEW,
             "Notice": NOTICE,
-            "CreditsNotice": CREDITS_NOTICE}
+            "CreditsNotice": CREDITS_NOTICE, "PingNotice": PING_NOTICE}

@@ -17,6 +17,7 @@ from jobs.api.views import (
     WebhookDeliveries,
     WebhookDetail,
     WebhookListCreate,
+    WebhookPing,
     WebhookRedeliver,
     WebhookRotateSecret,
 )
@@ -40,6 +41,7 @@ urlpatterns = [
     path("webhooks/<int:hook_id>", WebhookDetail.as_view(), name="webhook-detail"),
     path("webhooks/<int:hook_id>/rotate-secret", WebhookRotateSecret.as_view(),
          name="webhook-rotate-secret"),
+    path("webhooks/<int:hook_id>/ping", WebhookPing.as_view(), name="webhook-ping"),
     path("webhooks/<int:hook_id>/deliveries", WebhookDeliveries.as_view(),
          name="webhook-deliveries"),
     path("webhooks/<int:hook_id>/deliveries/<int:delivery_id>/redeliver",

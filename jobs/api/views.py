@@ -42,6 +42,7 @@ from jobs.services.webhook_endpoints import (
     deliveries_of,
     webhook_endpoint_create,
     webhook_endpoint_delete,
+    webhook_ping,
     webhook_redeliver,
     webhook_secret_rotate,
 )
@@ -332,6 +333,16 @@ class WebhookDeliveries(APIView):
                                   f"/api/v1/webhooks/{hook_id}/deliveries")
         return Response({"results": WebhookDeliverySerializer(page, many=True).data,
                          "next": following})
+
+
+class WebhookPing(APIView):
+    """POST: send the endpoint a signed test notice now; 202 with its delivery."""
+
+    def post(self, request, hook_id: int):
+        delivery = webhook_ping(organization=request.user.organization, hook_id=hook_id,
+                                api_key=request.auth)
+        return Response(WebhookDeliverySerializer(delivery).data,
+                        status=status.HTTP_202_ACCEPTED)
 
 
 class WebhookRedeliver(APIView):

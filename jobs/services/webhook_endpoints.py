@@ -111,3 +111,25 @@ def webhook_redeliver(*, organization: Organization, hook_id: int, delivery_id: 
     if delivery is None:
         raise NotFound("no such delivery")
     return delivery
+
+
+PING = "ping"  # a test notice, sent whatever the endpoint's events
+
+
+def webhook_ping(*, organization: Organization, hook_id: int, user=None,
+                 api_key: ApiKey | None = None) -> WebhookDelivery:
+    """Send the endpoint a signed test notice now, as any delivery (retried, read back), so
+    that its owner sees the receiver answer and check the signature before a job's notice
+    depends on it."""
+    _by_owner(organization, user)
+    with transaction.atomic():
+        hook = WebhookEndpoint.objects.filter(organization=organization, pk=hook_id).first()
+        if hook is None:
+            raise NotFound("no such webhook endpoint")
+        now = timezone.now()
+        delivery = WebhookDelivery.objects.create(
+            endpoint=hook, event=PING, next_attempt_at=now,
+            payload={"event": PING, "organization": organization.slug, "endpoint": hook.pk,
+                     "sent_at": now.isoformat()})
+        transaction.on_commit(lambda: send_later([delivery.pk]))
+    return delivery

@@ -32,6 +32,8 @@ urlpatterns = [
          name="dashboard-webhook-delete"),
     path("webhooks/<slug:slug>/<int:hook_id>/rotate", webhooks.webhook_rotate,
          name="dashboard-webhook-rotate"),
+    path("webhooks/<slug:slug>/<int:hook_id>/ping", webhooks.webhook_ping_view,
+         name="dashboard-webhook-ping"),
     path("webhooks/<slug:slug>/<int:hook_id>/deliveries/<int:delivery_id>/resend",
          webhooks.webhook_resend, name="dashboard-webhook-resend"),
 ]

@@ -17,6 +17,7 @@ from jobs.models.webhook import ENDED_EVENTS, EVENTS
 from jobs.services.webhook_endpoints import (
     webhook_endpoint_create,
     webhook_endpoint_delete,
+    webhook_ping,
     webhook_redeliver,
     webhook_secret_rotate,
 )
@@ -80,6 +81,19 @@ def webhook_rotate(request: HttpRequest, slug: str, hook_id: int) -> HttpRespons
     # shown in this answer only, as a new endpoint's
     return answered(request, lambda: webhooks_page(request, new=(org, webhook_secret_rotate(
         organization=org, hook_id=hook_id, user=request.user))), webhooks_page)
+
+
+@login_required
+@require_POST
+def webhook_ping_view(request: HttpRequest, slug: str, hook_id: int) -> HttpResponse:
+    org = organization_of_member(request, slug)
+
+    def act() -> HttpResponse:
+        delivery = webhook_ping(organization=org, hook_id=hook_id, user=request.user)
+        messages.info(request, f"A test notice is on its way (delivery {delivery.pk}): "
+                               f"its answer shows below.")
+        return redirect("dashboard-webhooks")
+    return answered(request, act, webhooks_page)
 
 
 @login_required

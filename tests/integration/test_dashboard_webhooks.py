@@ -111,3 +111,13 @@ def test_an_owner_rotates_a_secret_and_sees_the_new_one_once(owner, client, alic
     assert hook.secret in page and before not in page and "move your receiver to this one" in page
     assert (hook.previous_secret, hook.previous_secret_until is not None) == (before, True)
     assert hook.secret not in owner.get("/dashboard/webhooks").content.decode()
+
+
+def test_an_owner_sends_a_test_notice_and_sees_it_arrive(owner, alice, receiver):
+    hook = WebhookEndpoint.objects.create(organization=alice, url=receiver.url,
+                                          events=["job.succeeded"])
+    answer = owner.post(f"/dashboard/webhooks/alice/{hook.pk}/ping", follow=True)
+    assert "A test notice is on its way" in answer.content.decode()
+    assert webhooks_sweep() == 1 and len(receiver.posts) == 1
+    page = owner.get("/dashboard/webhooks").content.decode()
+    assert "<td>ping</td>" in page and "DELIVERED" in page

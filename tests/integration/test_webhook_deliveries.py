@@ -3,6 +3,8 @@ a send failed) and sends a delivery that failed, or that its receiver lost, agai
 again to a real HTTP server under the same delivery id, never while a sender holds it, and
 never another organization's."""
 
+import hashlib
+import hmac
 import json
 from datetime import timedelta
 
@@ -12,6 +14,7 @@ from rest_framework.test import APIClient
 
 from jobs.models import WebhookDelivery, WebhookEndpoint
 from jobs.services.cancellation import job_cancel
+from jobs.services.tenancy import api_key_issue
 from jobs.services.webhook_endpoints import webhook_redeliver
 from jobs.services.webhooks import (
     MAX_ATTEMPTS,
@@ -19,7 +22,7 @@ from jobs.services.webhooks import (
     webhook_deliver,
     webhooks_sweep,
 )
-from tests.support.factories import make_job
+from tests.support.factories import make_job, make_member
 from tests.support.threads import race
 
 pytestmark = pytest.mark.django_db
@@ -134,3 +137,33 @@ def test_ended_deliveries_go_after_their_retention_and_pending_ones_stay(alice, 
     settings.GPUSCHED_WEBHOOK_RETENTION_DAYS = 0  # kept for ever
     WebhookDelivery.objects.update(status="FAILED", created_at=now - timedelta(days=999))
     assert expire_deliveries(now=now) == 0 and WebhookDelivery.objects.count() == 2
+
+
+def test_a_test_notice_reaches_the_receiver_signed_whatever_the_endpoints_events(
+        api, alice, hook, receiver):
+    answer = api.post(f"/api/v1/webhooks/{hook.pk}/ping")
+    assert answer.status_code == 202
+    assert (answer.json()["event"], answer.json()["status"]) == ("ping", "PENDING")
+    assert webhooks_sweep() == 1
+    (headers, body), = receiver.posts
+    notice = json.loads(body)
+    assert notice["event"] == "ping" == headers["X-Gpusched-Event"]
+    assert (notice["organization"], notice["endpoint"]) == ("alice", hook.pk)
+    signed = headers["X-Gpusched-Timestamp"].encode() + b"." + body
+    assert headers["X-Gpusched-Signature"] == "sha256=" + hmac.new(
+        hook.secret.encode(), signed, hashlib.sha256).hexdigest()
+    listed = api.get(f"/api/v1/webhooks/{hook.pk}/deliveries").json()["results"]
+    assert [(d["event"], d["status"]) for d in listed] == [("ping", "DELIVERED")]
+
+
+def test_only_the_organizations_owners_and_full_keys_send_one(alice, bob, hook, client):
+    other = APIClient()
+    other.credentials(HTTP_AUTHORIZATION=f"Bearer {bob.raw_key}")
+    assert other.post(f"/api/v1/webhooks/{hook.pk}/ping").status_code == 404
+    narrow = APIClient()
+    narrow.credentials(HTTP_AUTHORIZATION="Bearer " + api_key_issue(
+        organization=alice, name="jobs", scope="jobs")[1])
+    assert narrow.post(f"/api/v1/webhooks/{hook.pk}/ping").status_code == 403
+    client.force_login(make_member(alice, "mia"))
+    assert client.post(f"/dashboard/webhooks/alice/{hook.pk}/ping").status_code == 403
+    assert not WebhookDelivery.objects.exists()
