@@ -3,9 +3,13 @@ grant command."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from datetime import date
+
 from django.utils import timezone
 
 from credits.models import Account, Transfer
+from credits.services.usage import month_bounds
 from jobs.models import Organization
 
 
@@ -38,3 +42,19 @@ def recent_transfers(organization: Organization):
 def job_transfers(job):
     """The job's movements of credits, oldest first: its statement."""
     return Transfer.objects.filter(job=job).order_by("pk")
+
+
+STATEMENT_COLUMNS = ("id", "at", "kind", "direction", "bucket", "amount", "job", "attempt",
+                     "memo")
+
+
+def statement_rows(organization: Organization, month: date) -> Iterator[tuple]:
+    """Every transfer in or out of the organization's wallets in `month` (UTC), oldest
+    first, as STATEMENT_COLUMNS: the month's statement, read a chunk at a time."""
+    start, end = month_bounds(month)
+    month_of = transfers_of(organization).filter(created_at__gte=start, created_at__lt=end)
+    for t in month_of.order_by("pk").iterator(chunk_size=2_000):
+        incoming = t.credit.kind == Account.Kind.WALLET
+        wallet = t.credit if incoming else t.debit
+        yield (t.pk, t.created_at.isoformat(), t.kind, "in" if incoming else "out",
+               wallet.bucket, t.amount, t.job_id or "", t.attempt_id or "", t.memo)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from credits.web import credits_page
+from credits.web import credits_page, statement_csv
 from jobs.web import keys, submit, team, views, webhooks
 
 urlpatterns = [
@@ -14,6 +14,7 @@ urlpatterns = [
     path("jobs/<int:job_id>/attempts/<int:attempt_id>/log", views.job_log,
          name="dashboard-attempt-log"),
     path("credits", credits_page, name="dashboard-credits"),
+    path("credits/<slug:slug>/statement.csv", statement_csv, name="dashboard-statement"),
     path("keys", keys.keys_page, name="dashboard-keys"),
     path("keys/<slug:slug>", keys.key_create, name="dashboard-key-create"),
     path("keys/<slug:slug>/<int:key_id>/revoke", keys.key_revoke, name="dashboard-key-revoke"),
