@@ -59,6 +59,19 @@ def test_any_body_is_accepted_or_refused_with_a_code(api, body):
         assert response.json()["error"]["code"]
 
 
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.one_of(with_prompt, with_prompt, bodies, values))
+def test_any_body_dry_run_is_answered_with_a_code_and_leaves_nothing(api, body):
+    response = api.post("/api/v1/jobs?dry_run=true", json.dumps(body),
+                        content_type="application/json")
+    assert response.status_code in (200, 400), response.content[:300]
+    assert Job.objects.count() == 0
+    answer = response.json()
+    assert answer["state"] in ("QUEUED", "HELD") if response.status_code == 200 \
+        else answer["error"]["code"]
+
+
 @pytest.mark.parametrize("raw,code", [
     ('{"prompt": "x", "params": {"a": "nul\\u0000"}}', "params_not_storable"),
     ('{"prompt": "x", "params": {"nul\\u0000": 1}}', "params_not_storable"),
