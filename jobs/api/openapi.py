@@ -176,6 +176,7 @@ def _paths() -> dict:
                     "name": STR, "weight": NUMBER,
                     "running_gpu_cap": {**nullable(INT), "description": "GPUs its jobs may "
                                         "hold at once; null: no cap of its own"},
+                    "running_gpus": {**INT, "description": "GPUs its jobs hold now"},
                     "monthly_limit": {**nullable(INT), "description": "credits a calendar "
                                       "month its jobs may commit; null: no budget"}})}})}}},
                 **_errors(429)}}},

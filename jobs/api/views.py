@@ -33,7 +33,7 @@ from jobs.services.amend import job_amend
 from jobs.services.cancellation import job_cancel, jobs_cancel_labelled
 from jobs.services.errors import ValidationFailed
 from jobs.services.labels import with_labels
-from jobs.services.org_limits import limits_and_usage
+from jobs.services.org_limits import limits_and_usage, running_gpus_by_project
 from jobs.services.outputs import output_expired, output_response
 from jobs.services.placements import placements_of
 from jobs.services.preview import job_submit_preview
@@ -124,9 +124,10 @@ class ProjectList(APIView):
         org = request.user.organization
         limits = dict(Budget.objects.filter(organization=org, project__isnull=False)
                       .values_list("project_id", "monthly_limit"))
+        running = running_gpus_by_project(org)
         return Response({"results": [
             {"name": p.name, "weight": p.weight, "running_gpu_cap": p.running_gpu_cap,
-             "monthly_limit": limits.get(p.pk)}
+             "running_gpus": running.get(p.pk, 0), "monthly_limit": limits.get(p.pk)}
             for p in org.projects.order_by("name")]})
 
 

@@ -5,6 +5,7 @@ before it meets a 429 or a 409 rather than after."""
 from __future__ import annotations
 
 from django.conf import settings
+from django.db.models import Count
 from django.utils import timezone
 
 from jobs.models import ApiKey, GpuBinding, Job, Organization, WebhookEndpoint
@@ -18,6 +19,13 @@ def running_gpu_cap(org: Organization) -> int | None:
     """The organization's own cap, else its tier's (None: none). 0 is a cap: no new work."""
     return org.running_gpu_cap if org.running_gpu_cap is not None \
         else org.tier.max_running_gpus_per_org
+
+
+def running_gpus_by_project(org: Organization) -> dict[int, int]:
+    """Project id -> GPUs its jobs hold now (a project that holds none is absent)."""
+    rows = (GpuBinding.objects.filter(released_at__isnull=True, attempt__job__organization=org)
+            .values_list("attempt__job__project_id").annotate(n=Count("pk")).order_by())
+    return dict(rows)
 
 
 def limits_and_usage(org: Organization) -> dict:

@@ -19,7 +19,7 @@ from credits.services.budgets import budget_set
 from jobs.models import Membership, Organization
 from jobs.services.audit import recent_events
 from jobs.services.errors import ValidationFailed
-from jobs.services.org_limits import limits_and_usage
+from jobs.services.org_limits import limits_and_usage, running_gpus_by_project
 from jobs.services.team import (
     member_change,
     member_remove,
@@ -45,10 +45,11 @@ def _organizations(request: HttpRequest) -> list[dict]:
     shown = []
     for m in memberships:
         org, limits = m.organization, _budgets(m.organization)
+        running = running_gpus_by_project(org)
         shown.append({
             "org": org, "owner": m.role == Membership.Role.OWNER,
             "budget": limits.get(("organization", None)),
-            "projects": [(p, limits.get(("project", p.pk)))
+            "projects": [(p, limits.get(("project", p.pk)), running.get(p.pk, 0))
                          for p in org.projects.order_by("name")],
             "members": [(member, limits.get(("user", member.user_id)))
                         for member in org.memberships.select_related("user")

@@ -96,12 +96,14 @@ def test_a_project_cap_holds_in_the_next_round_and_the_rest_goes_on(owner, api, 
     assert states[ids[1]] == ("QUEUED", "project_cap")
     assert api.get(f"/api/v1/jobs/{ids[1]}").json()["pending"]["code"] == "project_cap"
     listed = {p["name"]: p for p in api.get("/api/v1/projects").json()["results"]}
-    assert listed["render"]["running_gpu_cap"] == 2
-    assert listed["default"]["running_gpu_cap"] is None
+    assert (listed["render"]["running_gpu_cap"], listed["render"]["running_gpus"]) == (2, 2)
+    assert (listed["default"]["running_gpu_cap"], listed["default"]["running_gpus"]) == (
+        None, 2)
     event = OrganizationEvent.objects.get(action="project.capped")
     assert (event.detail["cap"], event.detail["was"]) == (2, None)
     page = " ".join(_page(owner).split())
     assert "running GPUs 4 of no cap · waiting jobs 1 of no limit" in page
+    assert 'render <span class="muted">(2 GPUs running)' in page
     owner.post(f"/dashboard/team/alice/projects/{render.pk}",
                {"weight": "1", "running_gpu_cap": ""})  # blank: no cap of its own
     assert load_project_caps() == {}
@@ -210,8 +212,10 @@ def test_clients_list_the_projects_their_jobs_may_name(owner, api, alice, bob):
                                                             "monthly_limit": "300"})
     Project.objects.create(organization=bob, name="bobs")
     assert api.get("/api/v1/projects").json()["results"] == [
-        {"name": "ads", "weight": 2.0, "running_gpu_cap": None, "monthly_limit": 300},
-        {"name": "default", "weight": 1.0, "running_gpu_cap": None, "monthly_limit": None}]
+        {"name": "ads", "weight": 2.0, "running_gpu_cap": None, "running_gpus": 0,
+         "monthly_limit": 300},
+        {"name": "default", "weight": 1.0, "running_gpu_cap": None, "running_gpus": 0,
+         "monthly_limit": None}]
 
 
 def test_an_owner_takes_out_a_member_who_left_and_their_keys_stop(owner, alice, olga):
