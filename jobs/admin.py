@@ -10,6 +10,7 @@ from jobs.models import (
     AttemptRank,
     Counter,
     GpuBinding,
+    Invitation,
     Job,
     JobEvent,
     Membership,
@@ -270,6 +271,17 @@ class OrganizationEventAdmin(ReadOnly):
     list_filter = ["action"]
     list_select_related = ["organization", "user", "api_key"]
     search_fields = ["organization__slug", "action"]
+
+
+@admin.register(Invitation)
+class InvitationAdmin(ReadOnly):
+    """Owners' invitation links (made and revoked on the team page; the token is hashed)."""
+
+    list_display = ["id", "organization", "role", "created_by", "created_at", "expires_at",
+                    "used_at", "used_by", "revoked_at"]
+    list_select_related = ["organization", "created_by", "used_by"]
+    search_fields = ["organization__slug"]
+    exclude = ["token_hash"]
 
 
 @admin.register(GpuBinding)

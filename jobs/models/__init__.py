@@ -1,6 +1,7 @@
 from .attempt import Attempt, AttemptRank, AttemptStatus, GpuBinding
 from .audit import OrganizationEvent
 from .checkpoint import StoredCheckpoint
+from .invitation import Invitation
 from .job import Job, JobEvent
 from .runtime import RunTimeStat
 from .sequence import Counter
@@ -9,7 +10,8 @@ from .usage import UsageAccount
 from .webhook import WebhookDelivery, WebhookEndpoint
 
 __all__ = [
-    "ApiKey", "Attempt", "AttemptRank", "AttemptStatus", "Counter", "GpuBinding", "Job",
+    "ApiKey", "Attempt", "AttemptRank", "AttemptStatus", "Counter", "GpuBinding", "Invitation",
+    "Job",
     "JobEvent", "Membership", "Organization", "OrganizationEvent", "Project", "RunTimeStat",
     "StoredCheckpoint", "Tier", "UsageAccount", "WebhookDelivery", "WebhookEndpoint",
 ]

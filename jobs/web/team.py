@@ -12,11 +12,12 @@ from django.contrib.auth.decorators import login_required
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from credits.models import Budget
 from credits.services.budgets import budget_set
-from jobs.models import Membership, Organization
+from jobs.models import Invitation, Membership, Organization
 from jobs.services.audit import recent_events
 from jobs.services.errors import ValidationFailed
 from jobs.services.org_limits import limits_and_usage, running_gpus_by_project
@@ -54,15 +55,18 @@ def _organizations(request: HttpRequest) -> list[dict]:
             "members": [(member, limits.get(("user", member.user_id)))
                         for member in org.memberships.select_related("user")
                         .order_by("user__username")],
-            "events": recent_events(org), "standing": limits_and_usage(org)})
+            "events": recent_events(org), "standing": limits_and_usage(org),
+            "invitations": org.invitations.filter(Invitation.open_at(timezone.now()))
+            .select_related("created_by").order_by("-pk")})
     return shown
 
 
 @login_required
-def team_page(request: HttpRequest, status: int = 200) -> HttpResponse:
+def team_page(request: HttpRequest, status: int = 200,
+              invited: tuple | None = None) -> HttpResponse:
     return render(request, "dashboard/team.html", {
-        "organizations": _organizations(request), "roles": Membership.Role.values},
-        status=status)
+        "organizations": _organizations(request), "roles": Membership.Role.values,
+        "invited": invited}, status=status)
 
 
 def _weight(form: QueryDict) -> float:

@@ -1,7 +1,7 @@
 from django.urls import path
 
 from credits.web import credits_page, statement_csv
-from jobs.web import keys, submit, team, views, webhooks
+from jobs.web import invitations, keys, submit, team, views, webhooks
 
 urlpatterns = [
     path("", views.job_list, name="dashboard"),
@@ -19,6 +19,10 @@ urlpatterns = [
     path("keys/<slug:slug>", keys.key_create, name="dashboard-key-create"),
     path("keys/<slug:slug>/<int:key_id>/revoke", keys.key_revoke, name="dashboard-key-revoke"),
     path("team", team.team_page, name="dashboard-team"),
+    path("team/<slug:slug>/invitations", invitations.invite, name="dashboard-invite"),
+    path("team/<slug:slug>/invitations/<int:invitation_id>/revoke", invitations.invitation_end,
+         name="dashboard-invitation-revoke"),
+    path("join/<str:token>", invitations.join, name="dashboard-join"),
     path("team/<slug:slug>/budget", team.organization_budget, name="dashboard-team-budget"),
     path("team/<slug:slug>/projects", team.project_new, name="dashboard-project-new"),
     path("team/<slug:slug>/projects/<int:project_id>", team.project_save,
