@@ -4,6 +4,7 @@ from django.utils.html import format_html_join
 from credits.admin import HoldInline
 from credits.admin_actions import grant_credits
 from gpusched.admin_base import ChangedFieldsOnly, ReadOnly
+from jobs.admin_actions import resume, suspend
 from jobs.models import (
     ApiKey,
     Attempt,
@@ -46,10 +47,11 @@ class TierAdmin(ChangedFieldsOnly):
 @admin.register(Organization)
 class OrganizationAdmin(ChangedFieldsOnly):
     list_display = ["slug", "name", "tier", "weight", "running_gpu_cap",
-                    "low_credits_threshold", "created_at"]
-    list_filter = ["tier"]
+                    "low_credits_threshold", "suspended_at", "created_at"]
+    list_filter = ["tier", ("suspended_at", admin.EmptyFieldListFilter)]
     search_fields = ["slug", "name"]
-    actions = [grant_credits]
+    readonly_fields = ["suspended_at", "suspended_reason"]
+    actions = [grant_credits, suspend, resume]
 
 
 @admin.register(Project)

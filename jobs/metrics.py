@@ -31,7 +31,7 @@ _REFUSED_KEY = "gpusched:refused:{}"
 _FAILED_KEY = "gpusched:failed:{}"
 _LATE_KEY = "gpusched:late-start:{}"
 REFUSAL_CODES = ("queue_full", "overloaded", "rate_limited", "insufficient_credits",
-                 "budget_exceeded", "insufficient_scope")
+                 "budget_exceeded", "insufficient_scope", "organization_suspended")
 
 Sample = tuple[dict[str, str], float]
 

@@ -93,6 +93,9 @@ def _paths() -> dict:
                                                   "Accepted"),
                                    "200": _answer("dry_run: what the submission would do "
                                                   "now; nothing was kept", "Preview"),
+                                   "403": _answer("insufficient_scope: the key's scope is "
+                                                  "narrower than jobs; or "
+                                                  "organization_suspended", "Error"),
                                    **_errors(400, 402, 409, 413, 429)}},
             "get": {"operationId": "listJobs", "parameters": _query(JobListQuery()),
                     "responses": {
@@ -285,8 +288,8 @@ def _with_scopes(paths: dict) -> dict:
         for method, operation in operations.items():
             scope = operation["x-key-scope"] = needed_scope(method.upper(), view)
             if scope != "read":
-                operation["responses"]["403"] = _answer(
-                    f"insufficient_scope: the key's scope is narrower than {scope}", "Error")
+                operation["responses"].setdefault("403", _answer(
+                    f"insufficient_scope: the key's scope is narrower than {scope}", "Error"))
     return paths
 
 

@@ -170,6 +170,9 @@ _LIMITED = ("running_gpus", "waiting_jobs", "requests_per_min", "backlog_s", "li
             "webhooks")
 ORGANIZATION = obj({
     "slug": STR, "name": STR,
+    "suspended": {**nullable(obj({"at": TIME, "reason": STR})),
+                  "description": "set while an operator suspends the organization: no new "
+                                 "job is accepted (403 organization_suspended) or started"},
     "tier": obj({"name": STR, "priority": INT, "start_slo_s": INT, "preemptible": BOOL}),
     "key": obj({"prefix": STR, "name": STR,
                 "scope": {"type": "string", "enum": list(ApiKey.Scope.values)},

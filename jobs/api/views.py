@@ -142,6 +142,8 @@ class OrganizationDetail(APIView):
         standing["usage"]["requests_per_min"] = TierRateThrottle().made_this_minute(org.pk)
         return Response({
             "slug": org.slug, "name": org.name,
+            "suspended": None if org.suspended_at is None else {
+                "at": org.suspended_at, "reason": org.suspended_reason},
             "tier": {"name": tier.name, "priority": tier.priority,
                      "start_slo_s": tier.start_slo_seconds, "preemptible": tier.preemptible},
             "key": {"prefix": f"{key.prefix}…", "name": key.name, "scope": key.scope,

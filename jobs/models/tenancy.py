@@ -72,6 +72,10 @@ class Organization(models.Model):
     # set while below the threshold and told so: one notice per fall, not one per job
     low_credits_notified = models.BooleanField(default=False, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
+    # set by an operator (admin's "Suspend"): no new job is accepted or started, the running
+    # ones finish, everything stays readable (jobs/services/suspension.py)
+    suspended_at = models.DateTimeField(null=True, blank=True, editable=False)
+    suspended_reason = models.CharField(max_length=200, blank=True, editable=False)
 
     class Meta:
         constraints = [

@@ -85,6 +85,9 @@ def reserved_for_other(job: QueuedJob, other: int, start: float, now: float) -> 
 
 
 def org_cap(org: str, cap: int) -> PendingReason:
+    if cap == 0:  # an operator's stop (or a suspension), not a share used up
+        return PendingReason("org_cap", f"organization {org} may start no new work now "
+                                        f"(running-GPU cap 0)")
     return PendingReason("org_cap", f"organization {org} is at its running-GPU cap ({cap})")
 
 

@@ -231,11 +231,13 @@ def load_queued(nominees: AbstractSet[int] = frozenset(), limit_weight: float = 
 
 def load_org_caps() -> tuple[dict[str, float], dict[str, int]]:
     weights, caps = {}, {}
-    for slug, weight, cap, tier_cap in Organization.objects.values_list(
-        "slug", "weight", "running_gpu_cap", "tier__max_running_gpus_per_org"
+    for slug, weight, cap, tier_cap, suspended in Organization.objects.values_list(
+        "slug", "weight", "running_gpu_cap", "tier__max_running_gpus_per_org", "suspended_at"
     ):
         weights[slug] = weight
         cap = tier_cap if cap is None else cap  # 0 is a cap (no new work), not "none"
+        if suspended is not None:  # its running work finishes; nothing new starts
+            cap = 0
         if cap is not None:
             caps[slug] = cap
     return weights, caps

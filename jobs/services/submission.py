@@ -20,6 +20,7 @@ from jobs.services.dependencies import dependencies_of, held_reason
 from jobs.services.errors import Conflict, ValidationFailed
 from jobs.services.labels import check_labels
 from jobs.services.storable import unstorable
+from jobs.services.suspension import refuse_if_suspended
 from jobs.states import JobState
 from jobs.transitions import record_creation
 
@@ -140,6 +141,7 @@ def job_submit_once(*, organization: Organization, spec: JobSpec, user=None,
                     raise Conflict("this Idempotency-Key was used for another request",
                                    code="idempotency_key_reused")
                 return earlier, True
+        refuse_if_suspended(org)
         time_limit = check_limits(spec)
         admit(org)
         after, waiting = dependencies_of(org, spec.after)
