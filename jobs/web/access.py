@@ -8,6 +8,7 @@ from collections.abc import Callable
 from django.contrib import messages
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
 
 from jobs.models import Membership, Organization
 from jobs.services.errors import ServiceError
@@ -35,3 +36,13 @@ def answered(request: HttpRequest, act: Callable[[], HttpResponse],
     except ServiceError as exc:
         messages.warning(request, exc.message)
         return page(request, status=exc.status)
+
+
+def told(request: HttpRequest, act: Callable[[], str], back: str,
+         page: Callable[..., HttpResponse]) -> HttpResponse:
+    """Run `act`, which does what was asked and says what it did; tell the user and go
+    `back` (a URL name). A refusal shows `page` again, as `answered` does."""
+    def done() -> HttpResponse:
+        messages.info(request, act())
+        return redirect(back)
+    return answered(request, done, page)

@@ -22,7 +22,7 @@ from jobs.services.invitations import (
     invitation_open,
     invitation_revoke,
 )
-from jobs.web.access import answered, organization_of_member
+from jobs.web.access import answered, organization_of_member, told
 from jobs.web.team import team_page
 
 
@@ -47,11 +47,10 @@ def invite(request: HttpRequest, slug: str) -> HttpResponse:
 def invitation_end(request: HttpRequest, slug: str, invitation_id: int) -> HttpResponse:
     org = organization_of_member(request, slug)
 
-    def act() -> HttpResponse:
+    def act() -> str:
         invitation_revoke(organization=org, invitation_id=invitation_id, user=request.user)
-        messages.info(request, "The invitation is revoked: its link no longer works.")
-        return redirect("dashboard-team")
-    return answered(request, act, team_page)
+        return "The invitation is revoked: its link no longer works."
+    return told(request, act, "dashboard-team", team_page)
 
 
 def join(request: HttpRequest, token: str) -> HttpResponse:

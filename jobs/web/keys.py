@@ -4,15 +4,14 @@ makes it, never stored or sent again."""
 
 from __future__ import annotations
 
-from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import render
 from django.views.decorators.http import require_POST
 
 from jobs.models import ApiKey, Membership
 from jobs.services.tenancy import api_key_issue_by_owner, api_key_revoke
-from jobs.web.access import answered, memberships_of, organization_of_member
+from jobs.web.access import answered, memberships_of, organization_of_member, told
 
 
 def _organizations(request: HttpRequest) -> list[dict]:
@@ -57,8 +56,7 @@ def key_create(request: HttpRequest, slug: str) -> HttpResponse:
 def key_revoke(request: HttpRequest, slug: str, key_id: int) -> HttpResponse:
     org = organization_of_member(request, slug)
 
-    def act() -> HttpResponse:
+    def act() -> str:
         key = api_key_revoke(organization=org, key_id=key_id, user=request.user)
-        messages.info(request, f"Key {key.prefix}… ({key.name}) is revoked.")
-        return redirect("dashboard-keys")
-    return answered(request, act, keys_page)
+        return f"Key {key.prefix}… ({key.name}) is revoked."
+    return told(request, act, "dashboard-keys", keys_page)

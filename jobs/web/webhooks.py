@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import render
 from django.views.decorators.http import require_POST
 
 from jobs.api.serializers import WebhookEndpointSerializer
@@ -21,7 +21,7 @@ from jobs.services.webhook_endpoints import (
     webhook_redeliver,
     webhook_secret_rotate,
 )
-from jobs.web.access import answered, memberships_of, organization_of_member
+from jobs.web.access import answered, memberships_of, organization_of_member, told
 
 RECENT = 10  # deliveries shown per endpoint
 
@@ -67,11 +67,10 @@ def webhook_create(request: HttpRequest, slug: str) -> HttpResponse:
 def webhook_delete(request: HttpRequest, slug: str, hook_id: int) -> HttpResponse:
     org = organization_of_member(request, slug)
 
-    def act() -> HttpResponse:
+    def act() -> str:
         webhook_endpoint_delete(organization=org, hook_id=hook_id, user=request.user)
-        messages.info(request, "The endpoint is removed: nothing more is sent to it.")
-        return redirect("dashboard-webhooks")
-    return answered(request, act, webhooks_page)
+        return "The endpoint is removed: nothing more is sent to it."
+    return told(request, act, "dashboard-webhooks", webhooks_page)
 
 
 @login_required
@@ -88,12 +87,10 @@ def webhook_rotate(request: HttpRequest, slug: str, hook_id: int) -> HttpRespons
 def webhook_ping_view(request: HttpRequest, slug: str, hook_id: int) -> HttpResponse:
     org = organization_of_member(request, slug)
 
-    def act() -> HttpResponse:
+    def act() -> str:
         delivery = webhook_ping(organization=org, hook_id=hook_id, user=request.user)
-        messages.info(request, f"A test notice is on its way (delivery {delivery.pk}): "
-                               f"its answer shows below.")
-        return redirect("dashboard-webhooks")
-    return answered(request, act, webhooks_page)
+        return f"A test notice is on its way (delivery {delivery.pk}): its answer shows below."
+    return told(request, act, "dashboard-webhooks", webhooks_page)
 
 
 @login_required
@@ -102,10 +99,9 @@ def webhook_resend(request: HttpRequest, slug: str, hook_id: int,
                    delivery_id: int) -> HttpResponse:
     org = organization_of_member(request, slug)
 
-    def act() -> HttpResponse:
+    def act() -> str:
         delivery = webhook_redeliver(organization=org, hook_id=hook_id,
                                      delivery_id=delivery_id, user=request.user)
-        messages.info(request, f"Delivery {delivery.pk} ({delivery.event}) is sent again.")
-        return redirect("dashboard-webhooks")
-    return answered(request, act, webhooks_page)
+        return f"Delivery {delivery.pk} ({delivery.event}) is sent again."
+    return told(request, act, "dashboard-webhooks", webhooks_page)
 
