@@ -16,7 +16,10 @@ from jobs.services.webhook_endpoints import MAX_WEBHOOKS
 
 
 def running_gpu_cap(org: Organization) -> int | None:
-    """The organization's own cap, else its tier's (None: none). 0 is a cap: no new work."""
+    """The cap the round holds it to (jobs/scheduler/snapshot.py): 0 while suspended, else
+    its own, else its tier's (None: none). 0 is a cap: no new work."""
+    if org.suspended_at is not None:
+        return 0
     return org.running_gpu_cap if org.running_gpu_cap is not None \
         else org.tier.max_running_gpus_per_org
 

@@ -62,7 +62,9 @@ def test_a_suspended_organization_gets_nothing_new_and_keeps_what_it_has(api, al
     assert "may start no new work" in api.get(f"/api/v1/jobs/{waiting.pk}").json()[
         "pending"]["reason"]
     assert Job.objects.get(organization=bob).state == "SCHEDULED"  # others are not held
-    assert api.get("/api/v1/organization").json()["suspended"]["reason"] == "under review"
+    standing = api.get("/api/v1/organization").json()
+    assert standing["suspended"]["reason"] == "under review"
+    assert standing["limits"]["running_gpus"] == 0  # what the round holds it to
     assert api.get("/api/v1/jobs").status_code == 200  # everything stays readable
     assert organization_resume(organization=alice, by=operator)
     scheduler_tick_run()
