@@ -183,6 +183,20 @@ def _paths() -> dict:
                     "monthly_limit": {**nullable(INT), "description": "credits a calendar "
                                       "month its jobs may commit; null: no budget"}})}})}}},
                 **_errors(429)}}},
+        "/api/v1/gpu-types": {"get": {
+            "operationId": "listGpuTypes",
+            "responses": {"200": {"description": "each GPU type of the fleet: what a job's "
+                                                 "gpu_types, min_gpu_memory_mb and region may "
+                                                 "name, and its price", "content": {
+                "application/json": {"schema": obj({"results": {"type": "array", "items": obj({
+                    "gpu_type": STR, "gpus": INT,
+                    "schedulable_gpus": {**INT, "description": "on nodes taking work now"},
+                    "most_on_one_node": {**INT, "description": "the largest gang one node "
+                                         "holds; larger ones span nodes of one island"},
+                    "gpu_memory_mb": INT, "regions": {"type": "array", "items": STR},
+                    "credits_per_gpu_hour": {**nullable(INT),
+                                             "description": "null: it costs nothing"}})}})}}},
+                **_errors(429)}}},
         "/api/v1/organization": {"get": {
             "operationId": "getOrganization",
             "responses": {"200": _answer("the caller's organization, its tier, the key in "

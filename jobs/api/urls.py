@@ -1,6 +1,7 @@
 from django.urls import path
 
 from jobs.api.views import (
+    GpuTypes,
     JobAttempts,
     JobCancel,
     JobDetail,
@@ -37,6 +38,7 @@ urlpatterns = [
     path("projects", ProjectList.as_view(), name="project-list"),
     path("events", OrganizationEvents.as_view(), name="organization-events"),
     path("organization", OrganizationDetail.as_view(), name="organization"),
+    path("gpu-types", GpuTypes.as_view(), name="gpu-types"),
     path("webhooks", WebhookListCreate.as_view(), name="webhook-list"),
     path("webhooks/<int:hook_id>", WebhookDetail.as_view(), name="webhook-detail"),
     path("webhooks/<int:hook_id>/rotate-secret", WebhookRotateSecret.as_view(),

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.http import HttpResponse
+from django.utils import timezone
 from rest_framework import permissions, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -31,6 +32,7 @@ from jobs.scheduler.backlog import backlog_seconds
 from jobs.scheduler.positions import in_line, places_of
 from jobs.services.amend import job_amend
 from jobs.services.cancellation import job_cancel, jobs_cancel_labelled
+from jobs.services.catalog import gpu_catalog
 from jobs.services.errors import ValidationFailed
 from jobs.services.labels import with_labels
 from jobs.services.org_limits import limits_and_usage, running_gpus_by_project
@@ -129,6 +131,14 @@ class ProjectList(APIView):
             {"name": p.name, "weight": p.weight, "running_gpu_cap": p.running_gpu_cap,
              "running_gpus": running.get(p.pk, 0), "monthly_limit": limits.get(p.pk)}
             for p in org.projects.order_by("name")]})
+
+
+class GpuTypes(APIView):
+    """GET: each GPU type of the fleet, its GPUs (all, and taking work now), the most on one
+    node, memory, regions and price (null: free)."""
+
+    def get(self, request):
+        return Response({"results": gpu_catalog(timezone.now())})
 
 
 class OrganizationDetail(APIView):
