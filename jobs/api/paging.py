@@ -22,6 +22,7 @@ def page_of(rows: QuerySet, query: dict, request, path: str) -> tuple[list, str 
     if len(page) <= query["limit"]:
         return page, None
     page = page[:query["limit"]]
-    params = {**{k: v for k, v in request.query_params.items() if k != "before"},
-              "before": page[-1].pk}
-    return page, f"{path}?{urlencode(params)}"
+    # every value of a repeated filter (label=a&label=b) carries over, not only its last
+    params = {**{k: v for k, v in request.query_params.lists() if k != "before"},
+              "before": [page[-1].pk]}
+    return page, f"{path}?{urlencode(params, doseq=True)}"

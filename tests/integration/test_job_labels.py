@@ -39,6 +39,17 @@ def test_jobs_are_found_by_their_labels(api):
     assert len(_found(api)) == 3
 
 
+def test_every_label_asked_for_carries_to_the_next_page(api):
+    first = _submit(api, {"step": "render", "shot": "12"}).json()["id"]
+    _submit(api, {"step": "upscale", "shot": "12"})  # between them, of one label only
+    wanted = [first, _submit(api, {"step": "render", "shot": "12"}).json()["id"]]
+    page = api.get("/api/v1/jobs", {"label": ["step:render", "shot:12"], "limit": 1}).json()
+    assert [job["id"] for job in page["results"]] == [wanted[1]]
+    following = api.get(page["next"]).json()
+    assert [job["id"] for job in following["results"]] == [wanted[0]]
+    assert following["next"] is None
+
+
 def test_a_key_is_data_and_a_value_may_hold_colons(api):
     odd = _submit(api, {"a__b": "x:y", "in": ""}).json()["id"]
     _submit(api, {"a": "x:y"})
