@@ -16,13 +16,14 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
+from django.utils import timezone
 
 from jobs.api.serializers import JobSubmitSerializer
 from jobs.models import Job, Organization
+from jobs.services.catalog import gpu_catalog
 from jobs.services.errors import ServiceError
 from jobs.services.preview import Preview, job_submit_preview
 from jobs.services.submission import JobSpec, job_submit_once, spec_of
-from workers.models import Node
 
 TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")
 # the organization's Idempotency-Keys are shared with its API clients: a prefix of its own
@@ -91,12 +92,14 @@ def _blank() -> dict:
 
 def _page(request: HttpRequest, values: dict, errors: dict | None = None,
           status: int = 200, preview: Preview | None = None) -> HttpResponse:
-    gpu_types = sorted(set(Node.objects.values_list("gpu_type", flat=True)))
+    catalog = [t for t in gpu_catalog(timezone.now()) if t["gpus"]]
+    gpu_types = [t["gpu_type"] for t in catalog]
     refusals = [(FIELD_NAMES.get(field, ""), message)
                 for field, message in (errors or {}).items()]
     return render(request, "dashboard/job_new.html", {
         "values": values, "errors": refusals, "targets": _choices(request),
-        "gpu_types": gpu_types, "max_gpus": settings.GPUSCHED_MAX_GPUS_PER_JOB,
+        "gpu_types": gpu_types, "catalog": catalog,
+        "max_gpus": settings.GPUSCHED_MAX_GPUS_PER_JOB,
         "token": secrets.token_urlsafe(24), "preview": preview}, status=status)
 
 

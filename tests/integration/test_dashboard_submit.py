@@ -42,9 +42,10 @@ def _form(member, **fields) -> dict:
 
 def test_the_form_offers_the_users_projects_and_the_fleets_gpu_types(member, bob):
     make_node("n1", gpu_type="H100"), make_node("n2", gpu_type="A100")
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
     page = member.get("/dashboard/jobs/new").content.decode()
     assert "alice/trailers" in page and "bob/" not in page
-    assert "A100, H100" in page
+    assert "A100, H100" in page and "A100, H100 at 3600 credits a GPU-hour" in page
 
 
 def test_a_member_submits_a_job_that_queues_with_the_member_as_submitter(member, alice):
