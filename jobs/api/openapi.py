@@ -323,7 +323,11 @@ def openapi_document() -> dict:
             "creditsLow": _notice("The organization's available credits fell below its "
                                   "low_credits_threshold (once per fall)", "CreditsNotice"),
             "ping": _notice("A test notice its owner asked for (POST "
-                            "/api/v1/webhooks/{hook_id}/ping)", "PingNotice")},
+                            "/api/v1/webhooks/{hook_id}/ping)", "PingNotice"),
+            "organizationSuspended": _notice("An operator suspended the organization "
+                                             "(organization.suspended, with the reason) or "
+                                             "resumed it (organization.resumed)",
+                                             "OrganizationNotice")},
         "components": {
             "securitySchemes": {"apiKey": {
                 "type": "http", "scheme": "bearer",

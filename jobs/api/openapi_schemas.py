@@ -18,7 +18,7 @@ from jobs.api.schema_fields import (
 )
 from jobs.api.serializers import JobSubmitSerializer
 from jobs.models import ApiKey, WebhookDelivery
-from jobs.models.webhook import EVENTS, JOB_EVENTS
+from jobs.models.webhook import EVENTS, JOB_EVENTS, ORGANIZATION_EVENTS
 from jobs.states import JobState
 from jobs.transitions import AMENDABLE
 
@@ -195,6 +195,9 @@ NOTICE = obj({
                  "error_code": STR, "result": ANY_OBJECT, "output_url": nullable(STR),
                  "finished_at": nullable(TIME), "retries": INT,
                  "retry_at": nullable(TIME), "credits": JOB_CREDITS})})
+ORGANIZATION_NOTICE = obj({
+    "event": {"enum": list(ORGANIZATION_EVENTS)}, "delivery": INT, "organization": STR,
+    "reason": {**STR, "description": "the operator's, on a suspension; empty on a resume"}})
 PING_NOTICE = obj({
     "event": {"enum": ["ping"]}, "delivery": INT, "organization": STR, "endpoint": INT,
     "sent_at": TIME})
@@ -211,4 +214,5 @@ def component_schemas() -> dict:
             "WebhookRotated": WEBHOOK_ROTATED, "Delivery": DELIVERY, "Credits": CREDITS,
             "Usage": USAGE, "Organization": ORGANIZATION, "Preview": PREVIEW,
             "Notice": NOTICE,
-            "CreditsNotice": CREDITS_NOTICE, "PingNotice": PING_NOTICE}
+            "CreditsNotice": CREDITS_NOTICE, "PingNotice": PING_NOTICE,
+            "OrganizationNotice": ORGANIZATION_NOTICE}

@@ -17,7 +17,8 @@ def _new_secret() -> str:
 # QUEUED are not offered: they are the tick's hundreds of moves a round
 ENDED_EVENTS = ("job.succeeded", "job.failed", "job.timed_out", "job.cancelled", "job.dead")
 JOB_EVENTS = (*ENDED_EVENTS, "job.running", "job.preempting", "job.retry_wait")
-EVENTS = (*JOB_EVENTS, "credits.low")
+ORGANIZATION_EVENTS = ("organization.suspended", "organization.resumed")
+EVENTS = (*JOB_EVENTS, "credits.low", *ORGANIZATION_EVENTS)
 
 
 def _ended_events() -> list[str]:

@@ -1,7 +1,8 @@
 """An operator suspends an organization (unpaid, abusive, under review) and resumes it: while
 suspended no new job of it is accepted (403 organization_suspended) or started (the round
 sees a running-GPU cap of 0), its running jobs finish, and everything it has stays readable:
-its jobs, outputs, logs and credits. Nothing is deleted or preempted."""
+its jobs, outputs, logs and credits. Nothing is deleted or preempted. Its webhooks that
+subscribed are told of both (organization.suspended, organization.resumed)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from jobs.metrics import count_refusal
 from jobs.models import Organization
 from jobs.services.audit import audit
 from jobs.services.errors import Forbidden, ValidationFailed
+from jobs.services.webhooks import notify_organization
 
 
 class Suspended(Forbidden):
@@ -39,6 +41,8 @@ def organization_suspend(*, organization: Organization, reason: str, by) -> bool
                                                     suspended_reason=reason)
         if done:
             audit(organization, "organization.suspended", user=by, reason=reason)
+            notify_organization(organization.pk, "organization.suspended",
+                                {"organization": organization.slug, "reason": reason})
     return bool(done)
 
 
@@ -52,4 +56,6 @@ def organization_resume(*, organization: Organization, by) -> bool:
                                                                suspended_reason="")
         audit(organization, "organization.resumed", user=by,
               was=current.suspended_reason)
+        notify_organization(organization.pk, "organization.resumed",
+                            {"organization": organization.slug, "reason": ""})
     return True

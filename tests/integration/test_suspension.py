@@ -80,3 +80,24 @@ def test_a_retried_submission_still_finds_the_job_it_made(api, alice):
     again = api.post("/api/v1/jobs", {"prompt": "x"}, format="json",
                      HTTP_IDEMPOTENCY_KEY="k-1")
     assert again.status_code == 202 and again.json()["id"] == first.json()["id"]
+
+
+def test_endpoints_that_subscribed_are_told_of_both(alice, settings):
+    from jobs.models import WebhookDelivery, WebhookEndpoint
+
+    settings.GPUSCHED_WEBHOOK_ALLOW_PRIVATE = True
+    told = WebhookEndpoint.objects.create(
+        organization=alice, url="http://127.0.0.1:9/a",
+        events=["organization.suspended", "organization.resumed"])
+    WebhookEndpoint.objects.create(organization=alice, url="http://127.0.0.1:9/b")  # jobs only
+    operator = User.objects.create_superuser("otto", "o@example.com", "pw")
+    organization_suspend(organization=alice, reason="invoice 7 unpaid", by=operator)
+    organization_resume(organization=alice, by=operator)
+    sent = list(WebhookDelivery.objects.order_by("pk").values_list("endpoint", "event",
+                                                                     "payload"))
+    assert sent == [
+        (told.pk, "organization.suspended", {"event": "organization.suspended",
+                                             "organization": "alice",
+                                             "reason": "invoice 7 unpaid"}),
+        (told.pk, "organization.resumed", {"event": "organization.resumed",
+                                           "organization": "alice", "reason": ""})]
