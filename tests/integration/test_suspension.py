@@ -5,11 +5,12 @@ round starts its jobs. Both acts are in its audit trail."""
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.test import Client
 
 from jobs.models import Job, OrganizationEvent
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.suspension import organization_resume, organization_suspend
-from tests.support.factories import make_job, make_node
+from tests.support.factories import make_job, make_member, make_node
 
 pytestmark = pytest.mark.django_db
 User = get_user_model()
@@ -30,6 +31,10 @@ def test_operators_suspend_and_resume_from_the_organization_list(operator, alice
     alice.refresh_from_db()
     bob.refresh_from_db()
     assert alice.suspended_reason == "invoice 7 unpaid" and bob.suspended_at is None
+    mia = Client()
+    mia.force_login(make_member(alice, "mia"))
+    banner = " ".join(mia.get("/dashboard/").content.decode().split())
+    assert "alice is suspended: invoice 7 unpaid." in banner
     operator.post("/admin/jobs/organization/", {"action": "resume",
                                                 "_selected_action": [alice.pk]}, follow=True)
     alice.refresh_from_db()
