@@ -106,3 +106,21 @@ def test_endpoints_that_subscribed_are_told_of_both(alice, settings):
                                              "reason": "invoice 7 unpaid"}),
         (told.pk, "organization.resumed", {"event": "organization.resumed",
                                            "organization": "alice", "reason": ""})]
+
+
+def test_a_script_suspends_and_resumes_by_command(alice, capsys):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    call_command("suspend_organization", "alice", "--reason", "invoice 7 unpaid")
+    alice.refresh_from_db()
+    assert alice.suspended_reason == "invoice 7 unpaid"
+    call_command("suspend_organization", "alice", "--resume")
+    alice.refresh_from_db()
+    assert alice.suspended_at is None
+    assert capsys.readouterr().out.splitlines() == ["alice is suspended", "alice is resumed"]
+    for args in (("nobody", "--resume"), ("alice", "--reason", " ")):
+        with pytest.raises(CommandError):
+            call_command("suspend_organization", *args)
+    event = OrganizationEvent.objects.filter(action="organization.suspended").get()
+    assert event.user is None  # a script's act, by no member
