@@ -102,6 +102,7 @@ def _label_filter(**kwargs) -> serializers.ListField:
 
 class JobListQuery(PageQuery):
     state = serializers.ChoiceField(choices=JobState.values, required=False)
+    project = serializers.SlugField(max_length=60, required=False)
     label = _label_filter(required=False)
 
 

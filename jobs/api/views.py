@@ -99,14 +99,16 @@ class JobListCreate(APIView):
                         headers={"Idempotent-Replayed": "true"} if replayed else None)
 
     def get(self, request):
-        """Newest first, a page at a time: `?state=`, `?label=key:value` (each of them),
-        `?limit=` (1–500, 100 by default) and `?before=<id>`, the cursor that `next`
-        carries."""
+        """Newest first, a page at a time: `?state=`, `?project=`, `?label=key:value` (each
+        of them), `?limit=` (1–500, 100 by default) and `?before=<id>`, the cursor that
+        `next` carries."""
         query = JobListQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         jobs = _jobs_of(request).prefetch_related("after").order_by("-pk")
         if "state" in query.validated_data:
             jobs = jobs.filter(state=query.validated_data["state"])
+        if "project" in query.validated_data:
+            jobs = jobs.filter(project__name=query.validated_data["project"])
         jobs = with_labels(jobs, query.validated_data.get("label", []))
         page, following = page_of(jobs, query.validated_data, request, "/api/v1/jobs")
         live = [job.pk for job in page if job.state in LIVE]

@@ -102,6 +102,8 @@ class Job(models.Model):
                          condition=models.Q(state=JobState.QUEUED)),
             # an organization's jobs, newest first, paged by id (the API's list)
             models.Index(fields=["organization", "-id"], name="job_org_newest_idx"),
+            # and one project's (?project=): a small project is not found among them all
+            models.Index(fields=["project", "-id"], name="job_project_newest_idx"),
             # metrics count the jobs not finished, however many have
             models.Index(fields=["state"], name="job_live_state_idx",
                          condition=~models.Q(state__in=sorted(TERMINAL))),

@@ -201,9 +201,22 @@ def test_the_list_pages_newest_first_and_filters_by_state(api, alice, bob):
     queued = api.get("/api/v1/jobs?state=QUEUED&limit=3").json()
     assert [j["id"] for j in queued["results"]] == [ids[4], ids[3], ids[2]]
     assert api.get(queued["next"]).json()["results"][0]["id"] == ids[0]  # the filter stays
-    for bad in ("state=LATE", "limit=0", "limit=501", "before=x"):
+    for bad in ("state=LATE", "limit=0", "limit=501", "before=x", "project=no%20such"):
         answer = api.get(f"/api/v1/jobs?{bad}")
         assert answer.status_code == 400 and answer.json()["error"]["code"] == "invalid", bad
+
+
+def test_the_list_filters_by_project_and_keeps_it_on_the_next_page(api, alice, bob):
+    from jobs.models import Project
+
+    Project.objects.create(organization=alice, name="trailers")
+    Project.objects.create(organization=bob, name="trailers")
+    made = [api.post("/api/v1/jobs", {"prompt": "x", "project": name}, format="json").json()
+            ["id"] for name in ("trailers", "default", "trailers", "trailers")]
+    page = api.get("/api/v1/jobs?project=trailers&limit=2").json()
+    assert [j["id"] for j in page["results"]] == [made[3], made[2]]
+    assert [j["id"] for j in api.get(page["next"]).json()["results"]] == [made[0]]
+    assert api.get("/api/v1/jobs?project=nothing").json()["results"] == []
 
 
 @pytest.mark.django_db(transaction=True)
