@@ -10,6 +10,7 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from credits.services.grants import credits_grant
+from gpusched.admin_base import action_form
 from jobs.services.errors import ServiceError
 
 
@@ -31,12 +32,11 @@ class GrantForm(forms.Form):
 
 @admin.action(description="Grant credits")
 def grant_credits(modeladmin, request, queryset):
-    form = GrantForm(request.POST if "apply" in request.POST else None)
-    if not form.is_valid():
-        return TemplateResponse(request, "admin/credits/grant.html", {
-            **modeladmin.admin_site.each_context(request), "title": "Grant credits",
-            "form": form, "organizations": queryset,
-            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME})
+    form = action_form(modeladmin, request, queryset, GrantForm, action="grant_credits",
+                       intro="Grant credits to", button="Grant",
+                       explained="Each grant is a transfer from system:issuance.")
+    if isinstance(form, TemplateResponse):
+        return form
     data = form.cleaned_data
     days = data["expires_in_days"]
     for org in queryset:

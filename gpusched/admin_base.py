@@ -7,7 +7,9 @@ what they wrote, so changes save only the fields the form changed.
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin
+from django.template.response import TemplateResponse
 
 
 class ReadOnly(admin.ModelAdmin):
@@ -34,3 +36,16 @@ class ChangedFieldsOnly(admin.ModelAdmin):
         fields = [name for name in form.changed_data if name in concrete]
         if fields:
             obj.save(update_fields=fields)
+
+
+def action_form(modeladmin, request, queryset, form_class: type[forms.Form], *, action: str,
+                intro: str, explained: str, button: str) -> forms.Form | TemplateResponse:
+    """An organization-list action that asks first: its form filled in and valid once the
+    operator applied it, else the page that asks (again, with what was wrong)."""
+    form = form_class(request.POST if "apply" in request.POST else None)
+    if form.is_valid():
+        return form
+    return TemplateResponse(request, "admin/action_form.html", {
+        **modeladmin.admin_site.each_context(request), "title": button, "form": form,
+        "organizations": queryset, "action": action, "intro": intro, "explained": explained,
+        "button": button, "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME})

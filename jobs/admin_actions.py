@@ -6,6 +6,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 
+from gpusched.admin_base import action_form
 from jobs.services.errors import ServiceError
 from jobs.services.suspension import organization_resume, organization_suspend
 
@@ -18,12 +19,13 @@ class SuspendForm(forms.Form):
 
 @admin.action(description="Suspend: accept and start no new jobs")
 def suspend(modeladmin, request, queryset):
-    form = SuspendForm(request.POST if "apply" in request.POST else None)
-    if not form.is_valid():
-        return TemplateResponse(request, "admin/jobs/suspend.html", {
-            **modeladmin.admin_site.each_context(request), "title": "Suspend",
-            "form": form, "organizations": queryset,
-            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME})
+    form = action_form(modeladmin, request, queryset, SuspendForm, action="suspend",
+                       intro="Suspend", button="Suspend",
+                       explained="No new job is accepted or started until it is resumed; "
+                                 "running jobs finish; jobs, outputs, logs and credits stay "
+                                 "readable.")
+    if isinstance(form, TemplateResponse):
+        return form
     for org in queryset:
         try:
             done = organization_suspend(organization=org, reason=form.cleaned_data["reason"],
