@@ -46,3 +46,19 @@ def told(request: HttpRequest, act: Callable[[], str], back: str,
         messages.info(request, act())
         return redirect(back)
     return answered(request, done, page)
+
+
+def organizations_with_projects(request: HttpRequest) -> QuerySet[Organization]:
+    """The user's organizations by slug, their projects read with them."""
+    return (Organization.objects.filter(memberships__user=request.user)
+            .order_by("slug").prefetch_related("projects"))
+
+
+def project_targets(orgs) -> list[str]:
+    """"org/project" for each project of `orgs` ("org/default" for one without any:
+    submission makes it), as the dashboard names a job's project."""
+    targets = []
+    for org in orgs:
+        names = sorted(p.name for p in org.projects.all()) or ["default"]
+        targets += [f"{org.slug}/{name}" for name in names]
+    return targets

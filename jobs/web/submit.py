@@ -24,6 +24,7 @@ from jobs.services.catalog import gpu_catalog
 from jobs.services.errors import ServiceError
 from jobs.services.preview import Preview, job_submit_preview
 from jobs.services.submission import JobSpec, job_submit_once, spec_of
+from jobs.web.access import organizations_with_projects, project_targets
 
 TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")
 # the organization's Idempotency-Keys are shared with its API clients: a prefix of its own
@@ -59,16 +60,6 @@ def _organizations(request: HttpRequest) -> QuerySet[Organization]:
     return Organization.objects.filter(memberships__user=request.user).order_by("slug")
 
 
-def _choices(request: HttpRequest) -> list[str]:
-    """"org/project" for each project of the user's organizations; "org/default" for one
-    without any (submission makes it)."""
-    choices = []
-    for org in _organizations(request).prefetch_related("projects"):
-        names = sorted(p.name for p in org.projects.all()) or ["default"]
-        choices += [f"{org.slug}/{name}" for name in names]
-    return choices
-
-
 def _values_of(job: Job) -> dict:
     """What the form shows to send `job` again: its request, as text."""
     spec = spec_of(job)
@@ -97,7 +88,8 @@ def _page(request: HttpRequest, values: dict, errors: dict | None = None,
     refusals = [(FIELD_NAMES.get(field, ""), message)
                 for field, message in (errors or {}).items()]
     return render(request, "dashboard/job_new.html", {
-        "values": values, "errors": refusals, "targets": _choices(request),
+        "values": values, "errors": refusals,
+        "targets": project_targets(organizations_with_projects(request)),
         "gpu_types": gpu_types, "catalog": catalog,
         "max_gpus": settings.GPUSCHED_MAX_GPUS_PER_JOB,
         "token": secrets.token_urlsafe(24), "preview": preview}, status=status)

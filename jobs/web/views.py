@@ -24,6 +24,7 @@ from jobs.services.labels import with_labels
 from jobs.services.outputs import output_response
 from jobs.services.relaxations import relaxation
 from jobs.states import TERMINAL, JobState
+from jobs.web.access import organizations_with_projects, project_targets
 from workers.services.checkpoint_cuts import resume_point
 from workers.services.logs import STREAMS, attempt_log
 
@@ -51,13 +52,21 @@ def _with_positions(jobs: list[Job]) -> list[Job]:
 @login_required
 def job_list(request: HttpRequest) -> HttpResponse:
     """The latest jobs, RECENT a page, older ones after `?before=<id>`; only those of a state
-    (`?state=`) or with a label (`?label=key:value`), as the API's list finds them."""
+    (`?state=`), of a project (`?project=org/name`) or with a label (`?label=key:value`), as
+    the API's list finds them."""
     label, state = request.GET.get("label", "").strip(), request.GET.get("state", "")
     state = state if state in JobState.values else ""  # another is no filter
+    orgs = organizations_with_projects(request)
+    projects = project_targets(orgs)
+    project = request.GET.get("project", "")
+    project = project if project in projects else ""  # nor is another organization's
     before = request.GET.get("before", "")
     jobs = _jobs_of_user(request)
     if state:
         jobs = jobs.filter(state=state)
+    if project:
+        slug, _, name = project.partition("/")
+        jobs = jobs.filter(organization__slug=slug, project__name=name)
     if before.isdigit():
         jobs = jobs.filter(pk__lt=int(before))
     try:
@@ -68,10 +77,11 @@ def job_list(request: HttpRequest) -> HttpResponse:
     page = list(jobs.order_by("-pk")[:RECENT + 1])  # one more: is there an older page?
     older = page[RECENT - 1].pk if len(page) > RECENT else None
     jobs_shown = _with_positions(page[:RECENT])
-    orgs = Organization.objects.filter(memberships__user=request.user).order_by("slug")
+    filters = {k: v for k, v in (("label", label), ("state", state), ("project", project)) if v}
     return render(request, "dashboard/job_list.html", {
-        "jobs": jobs_shown, "label": label, "state": state,
-        "states": JobState.values, "older": older,
+        "jobs": jobs_shown, "label": label, "state": state, "project": project,
+        "projects": projects, "states": JobState.values, "filtered": bool(filters),
+        "older": older and f"?{urlencode({**filters, 'before': older})}",
         "balances": [(org, organization_balance(org)) for org in orgs],
         "refresh_s": None if before else _refresh(*jobs_shown)})
 

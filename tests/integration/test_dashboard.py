@@ -71,8 +71,9 @@ def test_the_list_reads_a_fixed_number_of_queries(member, alice,
                                                   django_assert_max_num_queries):
     for _ in range(20):
         make_job(alice)
-    # session, user, jobs, their live attempts, the user's organizations, one's credits
-    with django_assert_max_num_queries(7):
+    # session, user, jobs, their live attempts, the user's organizations and their projects,
+    # one's credits, those suspended
+    with django_assert_max_num_queries(8):
         assert member.get("/dashboard/").status_code == 200
 
 
@@ -242,10 +243,28 @@ def test_a_member_pages_back_through_every_job_and_finds_them_by_state(member, a
     assert "Older jobs" not in cancelled
     assert "No job is SUCCEEDED" in member.get("/dashboard/", {"state": "SUCCEEDED"}
                                                ).content.decode()
-    # what is not a state or a cursor is no filter
-    for odd in ({"state": "NOPE"}, {"before": "x"}, {"before": "99999999999999999999"}):
+    # what is not a state, one of the member's projects or a cursor is no filter
+    for odd in ({"state": "NOPE"}, {"before": "x"}, {"before": "99999999999999999999"},
+                {"project": "bob/default"}, {"project": "alice"}):
         answer = member.get("/dashboard/", odd)
         assert answer.status_code == 200 and _link(jobs[6]) in answer.content.decode()
+
+
+def test_a_member_finds_a_projects_jobs_a_page_at_a_time(member, alice, monkeypatch):
+    from jobs.models import Project
+    from jobs.services.submission import JobSpec, job_submit
+    from jobs.web import views
+
+    monkeypatch.setattr(views, "RECENT", 2)
+    Project.objects.create(organization=alice, name="trailers")
+    made = [job_submit(organization=alice, spec=JobSpec(prompt="x", project=name))
+            for name in ("trailers", "default", "trailers", "trailers")]
+    page = member.get("/dashboard/", {"project": "alice/trailers"}).content.decode()
+    assert [j.pk for j in made if _link(j) in page] == [made[2].pk, made[3].pk]
+    older = html.unescape(re.search(r'class="older" href="([^"]+)"', page).group(1))
+    following = member.get("/dashboard/" + older).content.decode()
+    assert [j.pk for j in made if _link(j) in following] == [made[0].pk]
+    assert "alice/trailers" in older.replace("%2F", "/")
 
 
 def test_a_member_cancels_every_job_with_a_label_and_no_other(member, alice, bob):
