@@ -34,7 +34,7 @@ def test_operators_suspend_and_resume_from_the_organization_list(operator, alice
     mia = Client()
     mia.force_login(make_member(alice, "mia"))
     banner = " ".join(mia.get("/dashboard/").content.decode().split())
-    assert "alice is suspended: invoice 7 unpaid." in banner
+    assert "alice is suspended since" in banner and "UTC: invoice 7 unpaid." in banner
     operator.post("/admin/jobs/organization/", {"action": "resume",
                                                 "_selected_action": [alice.pk]}, follow=True)
     alice.refresh_from_db()
