@@ -42,13 +42,13 @@ from .queues import (
     ProjectQueue,
     TierQueue,
     by_project,
-    is_head,
     oldest_head,
     tail,
     tier_levels,
     tier_usage,
 )
 from .shares import Shares
+from .tier_choice import best_tier, best_tier_weighted, oldest_wait_h
 from .types import QueuedJob, Snapshot
 
 
@@ -184,62 +184,12 @@ class RankedQueue:
     def below_floor(self, tier: str) -> bool:
         return self.shares.tier[tier] < self.floors.get(tier, 0.0)
 
-    def _oldest_wait_h(self, tier: TierQueue) -> float | None:
-        heap = tier.oldest
-        while heap:
-            enq, _, pos, project, user = heap[0]
-            # an entry is pushed only for a job left to consider: pos < len(its list)
-            if (is_head(project, user, pos) and not project.excluded
-                    and not tier.orgs[project.org].excluded):
-                return max(0.0, self.snap.now - enq) / 3600.0
-            heapq.heappop(heap)
-        return None
-
-    def tier_rank(self, tier: TierQueue, wait_h: float) -> float:
-        boost = min(self.cfg.aging_per_hour * wait_h, self.cfg.max_age_boost)
-        return tier.level * self.cfg.tier_gap + boost
-
     def _best_tier(self) -> TierQueue | None:
+        tiers, used, now = self.tiers.values(), self.shares.tier, self.snap.now
         if self._tier_usage:
-            return self._best_tier_weighted()
-        best, best_key = None, None
-        used, floors = self.shares.tier, self.floors
-        for tier in self.tiers.values():
-            if tier.excluded or tier.live <= 0:
-                continue
-            rank = tier.rank
-            if rank is None:  # stale: the tier's oldest head may have changed
-                wait_h = self._oldest_wait_h(tier)
-                if wait_h is None:
-                    continue
-                rank = tier.rank = self.tier_rank(tier, wait_h)
-            name = tier.spec.name
-            key = (used[name] < floors.get(name, 0.0), rank)
-            if best_key is None or key > best_key:
-                best, best_key = tier, key
-        return best
-
-    def _best_tier_weighted(self) -> TierQueue | None:
-        """As _best_tier, where some tiers share a priority: such tiers age as one (by the
-        oldest job among them) and go lowest weighted share first, as orgs do in a tier."""
-        used, floors = self.shares.tier, self.floors
-        live = []
-        for tier in self.tiers.values():
-            if not tier.excluded and tier.live > 0:
-                wait_h = self._oldest_wait_h(tier)
-                if wait_h is not None:
-                    live.append((tier, self.tier_rank(tier, wait_h)))
-        rank_of_level: dict[int, float] = {}
-        for tier, rank in live:
-            rank_of_level[tier.level] = max(rank, rank_of_level.get(tier.level, rank))
-        best, best_key = None, None
-        for tier, _ in live:
-            name = tier.spec.name
-            key = (used[name] < floors.get(name, 0.0), rank_of_level[tier.level],
-                   -self._tier_share(tier))
-            if best_key is None or key > best_key:
-                best, best_key = tier, key
-        return best
+            return best_tier_weighted(tiers, used, self.floors, self.cfg, now,
+                                      self._tier_share)
+        return best_tier(tiers, used, self.floors, self.cfg, now)
 
     # -- popping ----------------------------------------------------------------------------
 
@@ -281,7 +231,7 @@ class RankedQueue:
         limit = self.cfg.starve_after_s
         if limit is None:
             return False
-        wait_h = self._oldest_wait_h(tier)  # drops stale entries
+        wait_h = oldest_wait_h(tier, self.snap.now)  # drops stale entries
         return wait_h is not None and wait_h * 3600.0 >= limit
 
     def _starving_group(self, tier: TierQueue) -> Group | None:
