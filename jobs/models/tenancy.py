@@ -87,6 +87,14 @@ class Organization(models.Model):
     def __str__(self) -> str:
         return self.slug
 
+    @staticmethod
+    def gpu_cap(own: int | None, tier_cap: int | None, suspended_at) -> int | None:
+        """The running-GPU cap a round holds an organization to: 0 while suspended, else its
+        own, else its tier's (None: none); 0 is a cap (no new work), not "none"."""
+        if suspended_at is not None:
+            return 0
+        return tier_cap if own is None else own
+
 
 class Project(models.Model):
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE,

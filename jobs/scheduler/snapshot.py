@@ -235,9 +235,7 @@ def load_org_caps() -> tuple[dict[str, float], dict[str, int]]:
         "slug", "weight", "running_gpu_cap", "tier__max_running_gpus_per_org", "suspended_at"
     ):
         weights[slug] = weight
-        cap = tier_cap if cap is None else cap  # 0 is a cap (no new work), not "none"
-        if suspended is not None:  # its running work finishes; nothing new starts
-            cap = 0
+        cap = Organization.gpu_cap(cap, tier_cap, suspended)
         if cap is not None:
             caps[slug] = cap
     return weights, caps

@@ -16,12 +16,9 @@ from jobs.services.webhook_endpoints import MAX_WEBHOOKS
 
 
 def running_gpu_cap(org: Organization) -> int | None:
-    """The cap the round holds it to (jobs/scheduler/snapshot.py): 0 while suspended, else
-    its own, else its tier's (None: none). 0 is a cap: no new work."""
-    if org.suspended_at is not None:
-        return 0
-    return org.running_gpu_cap if org.running_gpu_cap is not None \
-        else org.tier.max_running_gpus_per_org
+    """The cap the round holds it to (jobs/scheduler/snapshot.py)."""
+    return Organization.gpu_cap(org.running_gpu_cap, org.tier.max_running_gpus_per_org,
+                                org.suspended_at)
 
 
 def running_gpus_by_project(org: Organization) -> dict[int, int]:
