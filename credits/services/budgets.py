@@ -13,10 +13,10 @@ from django.utils import timezone
 from credits.errors import BudgetExceeded
 from credits.models import Budget, Hold
 from jobs.metrics import count_refusal
-from jobs.models import Job, Organization, Project
+from jobs.models import ApiKey, Job, Organization, Project
 from jobs.services.audit import audit
 from jobs.services.errors import Conflict, NotFound, ValidationFailed
-from jobs.services.tenancy import owner_or_refuse
+from jobs.services.tenancy import owner_or_key
 
 
 def month_start(now: datetime) -> datetime:
@@ -70,12 +70,13 @@ def budget_report(organization_id: int) -> list[dict]:
 MAX_MONTHLY_LIMIT = 10**15  # credits: past any bill, inside the column
 
 
-def budget_set(*, organization: Organization, monthly_limit: int | None, user,
-               project: Project | None = None, member=None) -> Budget | None:
-    """An owner caps (or, with None, stops capping) what the whole organization, one of its
-    projects or one of its members may commit a month. From the next submission on: what
-    is held already stays held."""
-    owner_or_refuse(organization, user, manages="its budgets")
+def budget_set(*, organization: Organization, monthly_limit: int | None, user=None,
+               api_key: ApiKey | None = None, project: Project | None = None,
+               member=None) -> Budget | None:
+    """An owner (`user`), or the organization's key, caps (or, with None, stops capping)
+    what the whole organization, one of its projects or one of its members may commit a
+    month. From the next submission on: what is held already stays held."""
+    owner_or_key(organization, user=user, api_key=api_key, manages="its budgets")
     if monthly_limit is not None and not 0 <= monthly_limit <= MAX_MONTHLY_LIMIT:
         raise ValidationFailed(f"a monthly limit is 0 to {MAX_MONTHLY_LIMIT} credits",
                                code="budget_out_of_range", field="monthly_limit")
@@ -86,13 +87,14 @@ def budget_set(*, organization: Organization, monthly_limit: int | None, user,
     for _ in range(2):
         try:
             with transaction.atomic():
-                return _budget_change(scope, monthly_limit, user)
+                return _budget_change(scope, monthly_limit, user, api_key)
         except IntegrityError:  # another owner made it meanwhile: change theirs
             continue
     raise Conflict("the budget keeps changing; try again", code="busy")
 
 
-def _budget_change(scope: dict, monthly_limit: int | None, user) -> Budget | None:
+def _budget_change(scope: dict, monthly_limit: int | None, user,
+                   api_key: ApiKey | None) -> Budget | None:
     budget = Budget.objects.select_for_update().filter(**scope).first()
     was = budget.monthly_limit if budget else None
     if was == monthly_limit:
@@ -105,6 +107,6 @@ def _budget_change(scope: dict, monthly_limit: int | None, user) -> Budget | Non
         budget.monthly_limit = monthly_limit
         budget.save(update_fields=["monthly_limit"])
     audit(scope["organization"], "budget.set" if monthly_limit is not None else
-          "budget.cleared", user=user, scope=(budget or Budget(**scope)).scope,
+          "budget.cleared", user=user, api_key=api_key, scope=(budget or Budget(**scope)).scope,
           monthly_limit=monthly_limit, was=was)
     return budget if monthly_limit is not None else None

@@ -1,97 +1,21 @@
-"""What an organization's owners settle for themselves, without an operator: its projects,
-how its GPUs are shared among its projects and members (fair-share weights inside the
-organization: the scheduler reads them every round; no other organization's share moves),
-how many GPUs a project may hold at once, and who else owns it. Its tier, its weight among
-organizations and its own running-GPU cap stay the operators' (admin)."""
+"""What an organization's owners settle for themselves about its people, without an
+operator: who is in it, who else owns it, and how its GPUs are shared among its members
+(fair-share weights inside a project: the scheduler reads them every round). Its projects:
+jobs/services/projects.py. Its tier, its weight among organizations and its own
+running-GPU cap stay the operators' (admin)."""
 
 from __future__ import annotations
 
-import re
-
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.utils import timezone
 
-from jobs.models import ApiKey, Membership, Organization, Project
+from jobs.models import ApiKey, Membership, Organization
 from jobs.services.audit import audit
 from jobs.services.errors import Conflict, NotFound, ValidationFailed
+from jobs.services.projects import checked_weight
 from jobs.services.tenancy import owner_or_refuse
 
-MIN_WEIGHT, MAX_WEIGHT = 0.01, 100.0  # a share inside the organization, against the others'
-MAX_PROJECTS = 100
-PROJECT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,59}")
 Role = Membership.Role
-
-
-def _weight(value: float) -> float:
-    if not MIN_WEIGHT <= value <= MAX_WEIGHT:  # NaN is refused too
-        raise ValidationFailed(f"a weight is {MIN_WEIGHT} to {MAX_WEIGHT:g}",
-                               code="weight_out_of_range", field="weight")
-    return value
-
-
-def project_create(*, organization: Organization, name: str, user,
-                   weight: float = 1.0) -> Project:
-    """A new project of the organization: jobs name it to share and budget apart."""
-    owner_or_refuse(organization, user, manages="its projects")
-    if not PROJECT_NAME.fullmatch(name):
-        raise ValidationFailed("a project's name is 1 to 60 lowercase letters, digits, '_' "
-                               "or '-', from a letter or digit", code="invalid_project_name",
-                               field="name")
-    with transaction.atomic():
-        Organization.objects.select_for_update(no_key=True).get(pk=organization.pk)
-        if organization.projects.count() >= MAX_PROJECTS:
-            raise Conflict(f"at most {MAX_PROJECTS} projects per organization",
-                           code="too_many_projects")
-        try:
-            with transaction.atomic():
-                project = Project.objects.create(organization=organization, name=name,
-                                                 weight=_weight(weight))
-        except IntegrityError:
-            raise Conflict(f"the organization has a project {name!r} already",
-                           code="project_exists", field="name") from None
-        audit(organization, "project.made", user=user, project=name, weight=weight)
-        return project
-
-
-def project_weigh(*, organization: Organization, project_id: int, weight: float,
-                  user) -> Project:
-    """Set a project's share of the organization's GPUs against its other projects'."""
-    owner_or_refuse(organization, user, manages="its projects")
-    with transaction.atomic():
-        project = (Project.objects.select_for_update()
-                   .filter(organization=organization, pk=project_id).first())
-        if project is None:
-            raise NotFound("no such project")
-        if project.weight != weight:  # one an operator set beyond the range may stay
-            audit(organization, "project.weighed", user=user, project=project.name,
-                  weight=_weight(weight), was=project.weight)
-            project.weight = weight
-            project.save(update_fields=["weight"])
-    return project
-
-
-MAX_CAP = 100_000  # GPUs: more than any fleet, so a cap is a number a person meant
-
-
-def project_cap(*, organization: Organization, project_id: int, cap: int | None,
-                user) -> Project:
-    """Bound the GPUs a project's jobs hold at once (None: no cap of its own; 0: no new
-    work), inside the organization's cap: the next round holds it, running work stays."""
-    owner_or_refuse(organization, user, manages="its projects")
-    if cap is not None and not 0 <= cap <= MAX_CAP:
-        raise ValidationFailed(f"a project's GPU cap is 0 to {MAX_CAP:,}, or none",
-                               code="cap_out_of_range", field="running_gpu_cap")
-    with transaction.atomic():
-        project = (Project.objects.select_for_update()
-                   .filter(organization=organization, pk=project_id).first())
-        if project is None:
-            raise NotFound("no such project")
-        if project.running_gpu_cap != cap:
-            audit(organization, "project.capped", user=user, project=project.name, cap=cap,
-                  was=project.running_gpu_cap)
-            project.running_gpu_cap = cap
-            project.save(update_fields=["running_gpu_cap"])
-    return project
 
 
 def _keep_an_owner(organization: Organization, leaving: Membership) -> None:
@@ -145,7 +69,7 @@ def member_change(*, organization: Organization, membership_id: int, user,
         changed = {name: [getattr(member, name), value] for name, value in fields.items()
                    if getattr(member, name) != value}
         if "weight" in changed:  # one an operator set beyond the range may stay
-            _weight(weight)
+            checked_weight(weight)
         if changed:
             Membership.objects.filter(pk=member.pk).update(**fields)
             audit(organization, "member.changed", user=user,

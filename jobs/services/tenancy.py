@@ -107,3 +107,15 @@ def owner_or_refuse(organization: Organization, user, manages: str = "its keys")
                                      role=Membership.Role.OWNER).exists():
         raise Forbidden(f"only an owner of the organization manages {manages}",
                         code="not_an_owner")
+
+
+def owner_or_key(organization: Organization, *, user, api_key: ApiKey | None,
+                 manages: str) -> None:
+    """Refuse a change that comes neither from an owner (`user`, on the dashboard) nor from
+    one of the organization's own keys (`api_key`: a key acts for the whole organization,
+    and the API checked that its scope allows the call)."""
+    if api_key is None:
+        owner_or_refuse(organization, user, manages)
+    elif api_key.organization_id != organization.pk:
+        raise Forbidden(f"only the organization's own keys manage {manages}",
+                        code="not_an_owner")

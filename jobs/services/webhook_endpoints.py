@@ -15,17 +15,15 @@ from django.utils import timezone
 from jobs.models import ApiKey, Organization, WebhookDelivery, WebhookEndpoint
 from jobs.services.audit import audit
 from jobs.services.errors import Conflict, NotFound, ValidationFailed
-from jobs.services.tenancy import owner_or_refuse
+from jobs.services.tenancy import owner_or_key
 from jobs.services.webhooks import send_later, url_refusal
 
 MAX_WEBHOOKS = 10  # endpoints per organization
 Status = WebhookDelivery.Status
 
 
-def _by_owner(organization: Organization, user) -> None:
-    """`user` is the dashboard's member, who must be an owner; None for an API key."""
-    if user is not None:
-        owner_or_refuse(organization, user, manages="its webhooks")
+def _by_owner(organization: Organization, user, api_key: ApiKey | None) -> None:
+    owner_or_key(organization, user=user, api_key=api_key, manages="its webhooks")
 
 
 def webhook_endpoint_create(*, organization: Organization, url: str,
@@ -34,7 +32,7 @@ def webhook_endpoint_create(*, organization: Organization, url: str,
     """A new endpoint (`events`: validated names; None for the default, a job's end). Its
     secret is on the instance returned: shown once, by the caller. `api_key`: the client's
     key that asked, for the audit trail."""
-    _by_owner(organization, user)
+    _by_owner(organization, user, api_key)
     refusal = url_refusal(url)
     if refusal:
         raise ValidationFailed(refusal, code="webhook_url_not_allowed", field="url")
@@ -54,7 +52,7 @@ def webhook_endpoint_create(*, organization: Organization, url: str,
 def webhook_endpoint_delete(*, organization: Organization, hook_id: int, user=None,
                             api_key: ApiKey | None = None) -> None:
     """Remove an endpoint and what it was owed: nothing more is sent to it."""
-    _by_owner(organization, user)
+    _by_owner(organization, user, api_key)
     with transaction.atomic():
         hook = WebhookEndpoint.objects.filter(organization=organization, pk=hook_id).first()
         if hook is None:
@@ -71,7 +69,7 @@ def webhook_secret_rotate(*, organization: Organization, hook_id: int, user=None
     """A new secret for the endpoint, on the instance returned (shown once, by the caller).
     Notices are signed with the one before too for ROTATION_OVERLAP, so that receivers move
     to the new one without refusing any; a second rotation meanwhile ends that at once."""
-    _by_owner(organization, user)
+    _by_owner(organization, user, api_key)
     with transaction.atomic():
         hook = (WebhookEndpoint.objects.select_for_update()
                 .filter(organization=organization, pk=hook_id).first())
@@ -97,7 +95,7 @@ def webhook_redeliver(*, organization: Organization, hook_id: int, delivery_id: 
                       user=None, api_key: ApiKey | None = None) -> WebhookDelivery:
     """Send a delivery that failed or arrived again, now, with a fresh round of attempts.
     One still pending is left to its own schedule."""
-    _by_owner(organization, user)
+    _by_owner(organization, user, api_key)
     mine = deliveries_of(organization=organization, hook_id=hook_id).filter(pk=delivery_id)
     with transaction.atomic():
         # conditional: a sender that holds it pending is never raced
@@ -121,7 +119,7 @@ def webhook_ping(*, organization: Organization, hook_id: int, user=None,
     """Send the endpoint a signed test notice now, as any delivery (retried, read back), so
     that its owner sees the receiver answer and check the signature before a job's notice
     depends on it."""
-    _by_owner(organization, user)
+    _by_owner(organization, user, api_key)
     with transaction.atomic():
         hook = WebhookEndpoint.objects.filter(organization=organization, pk=hook_id).first()
         if hook is None:

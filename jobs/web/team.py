@@ -1,7 +1,7 @@
 """The dashboard's team page: each of the user's organizations' limits and what it uses of
 them, its projects and members, their fair-share weights inside it and their monthly
 budgets; its owners make projects and change weights, caps, budgets and roles there
-(jobs/services/team.py, credits/services/budgets.py)."""
+(jobs/services/projects.py, jobs/services/team.py, credits/services/budgets.py)."""
 
 from __future__ import annotations
 
@@ -21,13 +21,8 @@ from jobs.models import Invitation, Membership, Organization
 from jobs.services.audit import recent_events
 from jobs.services.errors import ValidationFailed
 from jobs.services.org_limits import limits_and_usage, running_gpus_by_project
-from jobs.services.team import (
-    member_change,
-    member_remove,
-    project_cap,
-    project_create,
-    project_weigh,
-)
+from jobs.services.projects import project_create, project_settle
+from jobs.services.team import member_change, member_remove
 from jobs.web.access import answered, memberships_of, organization_of_member
 
 
@@ -137,11 +132,9 @@ def project_save(request: HttpRequest, slug: str, project_id: int) -> HttpRespon
     org = organization_of_member(request, slug)
 
     def change() -> None:
-        weight, limit, cap = _weight(request.POST), _limit(request.POST), _cap(request.POST)
-        project = project_weigh(organization=org, project_id=project_id, user=request.user,
-                                weight=weight)
-        project_cap(organization=org, project_id=project_id, cap=cap, user=request.user)
-        budget_set(organization=org, project=project, monthly_limit=limit, user=request.user)
+        project_settle(organization=org, project_id=project_id, user=request.user, changes={
+            "weight": _weight(request.POST), "running_gpu_cap": _cap(request.POST),
+            "monthly_limit": _limit(request.POST)})
     return _changed(request, change, "The project is saved.")
 
 

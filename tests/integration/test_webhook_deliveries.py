@@ -12,7 +12,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from jobs.models import WebhookDelivery, WebhookEndpoint
+from jobs.models import ApiKey, WebhookDelivery, WebhookEndpoint
 from jobs.services.cancellation import job_cancel
 from jobs.services.tenancy import api_key_issue
 from jobs.services.webhook_endpoints import webhook_redeliver
@@ -91,8 +91,9 @@ def test_a_pending_delivery_keeps_its_schedule(api, alice, hook, receiver):
 def test_racing_resends_post_it_once(alice, hook, receiver):
     failed = _failed(alice, receiver)
     receiver.status, receiver.posts[:] = 200, []
+    key = ApiKey.objects.get(organization=alice)
     race(lambda: webhook_redeliver(organization=alice, hook_id=hook.pk,
-                                   delivery_id=failed.pk), 4)
+                                   delivery_id=failed.pk, api_key=key), 4)
     race(webhooks_sweep, 3)
     assert len(receiver.posts) == 1
     failed.refresh_from_db()
