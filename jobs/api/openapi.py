@@ -19,7 +19,6 @@ from jobs.api.paging import PageQuery
 from jobs.api.schema_fields import (
     ANY_OBJECT,
     INT,
-    NUMBER,
     STR,
     TIME,
     field_schema,
@@ -67,6 +66,7 @@ JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": INT}
 HOOK_ID = {"name": "hook_id", "in": "path", "required": True, "schema": INT}
 DELIVERY_ID = {"name": "delivery_id", "in": "path", "required": True, "schema": INT}
 ATTEMPT_ID = {"name": "attempt_id", "in": "path", "required": True, "schema": INT}
+PROJECT_NAME = {"name": "name", "in": "path", "required": True, "schema": STR}
 LOG_TEXT = {
     "description": "what the try's binary printed to the stream, its last "
                    "GPUSCHED_LOG_MAX_BYTES at most (empty if nothing was kept); X-Attempt-Id "
@@ -171,18 +171,29 @@ def _paths() -> dict:
             "operationId": "cancelJob", "parameters": [JOB_ID],
             "responses": {"202": _answer("cancelled, or stopping on its node", "Job"),
                           **_errors(404, 409, 429)}}},
-        "/api/v1/projects": {"get": {
-            "operationId": "listProjects",
-            "responses": {"200": {"description": "the organization's projects: the names a "
-                                                 "job's `project` may take", "content": {
-                "application/json": {"schema": obj({"results": {"type": "array", "items": obj({
-                    "name": STR, "weight": NUMBER,
-                    "running_gpu_cap": {**nullable(INT), "description": "GPUs its jobs may "
-                                        "hold at once; null: no cap of its own"},
-                    "running_gpus": {**INT, "description": "GPUs its jobs hold now"},
-                    "monthly_limit": {**nullable(INT), "description": "credits a calendar "
-                                      "month its jobs may commit; null: no budget"}})}})}}},
-                **_errors(429)}}},
+        "/api/v1/projects": {
+            "get": {"operationId": "listProjects", "responses": {
+                "200": {"description": "the organization's projects: the names a job's "
+                                       "`project` may take", "content": {
+                    "application/json": {"schema": obj(
+                        {"results": {"type": "array", "items": _ref("Project")}})}}},
+                **_errors(429)}},
+            "post": {"operationId": "createProject",
+                     "requestBody": {"required": True, "content": {"application/json": {
+                         "schema": _ref("ProjectCreate")}}},
+                     "responses": {"201": _answer("made, as set", "Project"),
+                                   **_errors(400, 409, 429)}}},
+        "/api/v1/projects/{name}": {
+            "get": {"operationId": "getProject", "parameters": [PROJECT_NAME],
+                    "responses": {"200": _answer("the project", "Project"),
+                                  **_errors(404, 429)}},
+            "patch": {"operationId": "changeProject", "parameters": [PROJECT_NAME],
+                      "description": "Set the project's settings sent, all or none (null: "
+                                     "no cap, no budget); its name stays.",
+                      "requestBody": {"required": True, "content": {"application/json": {
+                          "schema": _ref("ProjectChange")}}},
+                      "responses": {"200": _answer("the project as set", "Project"),
+                                    **_errors(400, 404, 429)}}},
         "/api/v1/gpu-types": {"get": {
             "operationId": "listGpuTypes",
             "responses": {"200": {"description": "each GPU type of the fleet: what a job's "
@@ -333,6 +344,7 @@ def openapi_document() -> dict:
                 "type": "http", "scheme": "bearer",
                 "description": "an organization's API key, gs_…, of scope read (every GET), "
                                "jobs (and submit, change, cancel jobs) or full (and "
-                               "webhooks): each call's `x-key-scope` names the least"}},
+                               "webhooks and projects): each call's `x-key-scope` names "
+                               "the least"}},
             "schemas": component_schemas()},
     }

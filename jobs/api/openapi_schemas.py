@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from credits.services.budgets import MAX_MONTHLY_LIMIT
 from jobs.api.schema_fields import (
     ANY_OBJECT,
     BOOL,
@@ -16,9 +17,10 @@ from jobs.api.schema_fields import (
     obj,
     request_schema,
 )
-from jobs.api.serializers import JobSubmitSerializer
+from jobs.api.serializers import JobSubmitSerializer, ProjectSerializer
 from jobs.models import ApiKey, WebhookDelivery
 from jobs.models.webhook import EVENTS, JOB_EVENTS, ORGANIZATION_EVENTS
+from jobs.services.projects import MAX_CAP, MAX_WEIGHT, MIN_WEIGHT, SETTINGS
 from jobs.states import JobState
 from jobs.transitions import AMENDABLE
 
@@ -38,6 +40,30 @@ def _job_change() -> dict:
                            if name in AMENDABLE}}
 
 
+def _project_create() -> dict:
+    """A project's body, with the ranges the service holds it to."""
+    schema = request_schema(ProjectSerializer())
+    fields = schema["properties"]
+    fields["name"]["pattern"] = "^[a-z0-9][a-z0-9_-]*$"
+    fields["weight"].update(minimum=MIN_WEIGHT, maximum=MAX_WEIGHT)
+    fields["running_gpu_cap"].update(minimum=0, maximum=MAX_CAP)
+    fields["monthly_limit"].update(minimum=0, maximum=MAX_MONTHLY_LIMIT)
+    return {**schema, "additionalProperties": False}
+
+
+def _project_change() -> dict:
+    """The settings a project's PATCH may send, none required, no others (not its name)."""
+    fields = _project_create()["properties"]
+    return obj({name: fields[name] for name in SETTINGS}, optional=SETTINGS)
+
+
+PROJECT = obj({
+    "name": STR, "weight": NUMBER,
+    "running_gpu_cap": {**nullable(INT), "description": "GPUs its jobs may hold at once; "
+                        "null: no cap of its own"},
+    "running_gpus": {**INT, "description": "GPUs its jobs hold now"},
+    "monthly_limit": {**nullable(INT), "description": "credits a calendar month its jobs may "
+                      "commit; null: no budget"}})
 STATE = {"type": "string", "enum": list(JobState.values)}
 POSITION = nullable({**obj({"place": INT, "of": INT, "ahead_s": nullable(INT),
                               "as_of": TIME}), "description":
@@ -215,4 +241,5 @@ def component_schemas() -> dict:
             "Usage": USAGE, "Organization": ORGANIZATION, "Preview": PREVIEW,
             "Notice": NOTICE,
             "CreditsNotice": CREDITS_NOTICE, "PingNotice": PING_NOTICE,
-            "OrganizationNotice": ORGANIZATION_NOTICE}
+            "OrganizationNotice": ORGANIZATION_NOTICE, "Project": PROJECT,
+            "ProjectCreate": _project_create(), "ProjectChange": _project_change()}

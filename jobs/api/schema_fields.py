@@ -24,6 +24,8 @@ ANY_OBJECT = {"type": "object"}
 def field_schema(field: serializers.Field) -> dict:
     """The JSON schema of one serializer field, with the limits it enforces."""
     schema = _value_schema(field)
+    if field.help_text:
+        schema["description"] = str(field.help_text)
     return nullable(schema) if field.allow_null else schema
 
 
@@ -36,6 +38,8 @@ def _value_schema(field: serializers.Field) -> dict:
             if value is not None:
                 schema[key] = value
         return schema
+    if isinstance(field, serializers.FloatField):
+        return dict(NUMBER)
     if isinstance(field, serializers.DictField):
         if isinstance(field.child, serializers.CharField):  # labels; params take anything
             return {**ANY_OBJECT, "additionalProperties": field_schema(field.child)}

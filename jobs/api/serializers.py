@@ -82,6 +82,23 @@ class JobSubmitSerializer(serializers.Serializer):
                           "after": tuple(data["after"])})
 
 
+class ProjectSerializer(serializers.Serializer):
+    """A project as `POST /api/v1/projects` makes it, and the settings `PATCH` changes (those
+    sent); their ranges, and the codes that refuse them, are the service's, as on the
+    dashboard (jobs/services/projects.py)."""
+
+    name = TextOnly(max_length=60)
+    weight = serializers.FloatField(
+        required=False, help_text="Its share of the organization's GPUs against its other "
+                                  "projects' (1 by default).")
+    running_gpu_cap = serializers.IntegerField(
+        required=False, allow_null=True, help_text="GPUs its jobs may hold at once, inside "
+                                                   "the organization's cap; null: no cap.")
+    monthly_limit = serializers.IntegerField(
+        required=False, allow_null=True, help_text="Credits its jobs may commit a calendar "
+                                                   "month (UTC); null: no budget.")
+
+
 class LineQuery(serializers.Serializer):
     limit = serializers.IntegerField(min_value=1, max_value=500, default=100)
 

@@ -6,7 +6,6 @@ from rest_framework import permissions, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from credits.models import Budget
 from credits.services.holds import job_credits
 from jobs.api.errors import gone, not_found
 from jobs.api.openapi import openapi_document
@@ -22,6 +21,7 @@ from jobs.api.serializers import (
     LineQuery,
     LogQuery,
     OrganizationEventSerializer,
+    ProjectSerializer,
     WebhookDeliverySerializer,
     WebhookEndpointSerializer,
     position_body,
@@ -35,10 +35,11 @@ from jobs.services.cancellation import job_cancel, jobs_cancel_labelled
 from jobs.services.catalog import gpu_catalog
 from jobs.services.errors import ValidationFailed
 from jobs.services.labels import with_labels
-from jobs.services.org_limits import limits_and_usage, running_gpus_by_project
+from jobs.services.org_limits import limits_and_usage
 from jobs.services.outputs import output_expired, output_response
 from jobs.services.placements import placements_of
 from jobs.services.preview import job_submit_preview
+from jobs.services.projects import SETTINGS, project_create, project_rows, project_settle
 from jobs.services.submission import job_submit_once
 from jobs.services.webhook_endpoints import (
     deliveries_of,
@@ -119,20 +120,48 @@ class JobListCreate(APIView):
         return Response({"results": serialized.data, "next": following})
 
 
-class ProjectList(APIView):
-    """GET: the organization's projects, the names a job's `project` may take, with their
-    fair-share weights inside it and their monthly budgets (owners set both on the
-    dashboard's team page)."""
+class ProjectListCreate(APIView):
+    """The organization's projects, the names a job's `project` may take: each one's weight
+    inside it, running-GPU cap, monthly budget and the GPUs its jobs hold now. A key of scope
+    full makes them, as owners do on the dashboard's team page."""
 
     def get(self, request):
+        return Response({"results": project_rows(request.user.organization)})
+
+    def post(self, request):
+        body = ProjectSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        unknown = sorted(set(request.data) - set(body.fields))
+        if unknown:  # a misspelt cap must not make a project without one
+            raise ValidationFailed(f"a project has no {', '.join(unknown)}",
+                                   code="unknown_field", field=unknown[0])
         org = request.user.organization
-        limits = dict(Budget.objects.filter(organization=org, project__isnull=False)
-                      .values_list("project_id", "monthly_limit"))
-        running = running_gpus_by_project(org)
-        return Response({"results": [
-            {"name": p.name, "weight": p.weight, "running_gpu_cap": p.running_gpu_cap,
-             "running_gpus": running.get(p.pk, 0), "monthly_limit": limits.get(p.pk)}
-            for p in org.projects.order_by("name")]})
+        project = project_create(organization=org, api_key=request.auth,
+                                 **body.validated_data)
+        return Response(project_rows(org, project.name)[0], status=status.HTTP_201_CREATED)
+
+
+class ProjectDetail(APIView):
+    def get(self, request, name: str):
+        rows = project_rows(request.user.organization, name)
+        return Response(rows[0]) if rows else not_found()
+
+    def patch(self, request, name: str):
+        """Set the project's settings sent, all or none; its name stays (jobs carry it)."""
+        body = ProjectSerializer(data=request.data, partial=True)
+        body.is_valid(raise_exception=True)
+        unknown = set(request.data) - set(SETTINGS)
+        if unknown:
+            raise ValidationFailed(f"a project's {', '.join(sorted(unknown))} cannot be "
+                                   f"changed; these can: {', '.join(SETTINGS)}",
+                                   code="not_amendable")
+        org = request.user.organization
+        project = org.projects.filter(name=name).first()
+        if project is None:
+            return not_found()
+        project_settle(organization=org, project_id=project.pk, api_key=request.auth,
+                       changes=body.validated_data)
+        return Response(project_rows(org, name)[0])
 
 
 class GpuTypes(APIView):

@@ -1,5 +1,5 @@
 """A key does what its scope allows and nothing more: a read key reads every call, a jobs key
-runs jobs but leaves webhooks alone, a full key does all; a refusal is 403
+runs jobs but leaves webhooks and projects alone, a full key does all; a refusal is 403
 insufficient_scope, names the scope needed and changes nothing. Every documented call is
 tried with every scope, so a call added without a thought for scopes is closed to narrow
 keys (its view names none: it needs full)."""
@@ -9,8 +9,16 @@ import re
 import pytest
 from rest_framework.test import APIClient
 
-from credits.models import Transfer
-from jobs.models import ApiKey, Job, JobEvent, OrganizationEvent, WebhookDelivery, WebhookEndpoint
+from credits.models import Budget, Transfer
+from jobs.models import (
+    ApiKey,
+    Job,
+    JobEvent,
+    OrganizationEvent,
+    Project,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 from jobs.services.tenancy import api_key_issue
 from jobs.services.webhook_endpoints import webhook_endpoint_create
 from jobs.services.webhooks import notify_job_moved
@@ -21,7 +29,9 @@ RANK = {"read": 0, "jobs": 1, "full": 2}
 BODIES = {("post", "/api/v1/jobs"): {"prompt": "a fox"},
           ("patch", "/api/v1/jobs/{job_id}"): {"urgency_s": 60},
           ("post", "/api/v1/jobs/cancel"): {"label": ["step:render"]},
-          ("post", "/api/v1/webhooks"): {"url": "http://127.0.0.1:9/gpusched"}}
+          ("post", "/api/v1/webhooks"): {"url": "http://127.0.0.1:9/gpusched"},
+          ("post", "/api/v1/projects"): {"name": "ads", "running_gpu_cap": 2},
+          ("patch", "/api/v1/projects/{name}"): {"weight": 4, "monthly_limit": 10}}
 
 
 @pytest.fixture(autouse=True)
@@ -43,7 +53,9 @@ def _world() -> tuple:
             WebhookEndpoint.objects.count(), OrganizationEvent.objects.count(),
             sorted(Job.objects.values_list("pk", "state", "version", "urgency_s")),
             sorted(WebhookDelivery.objects.values_list("pk", "status", "attempts")),
-            sorted(WebhookEndpoint.objects.values_list("pk", "secret")))
+            sorted(WebhookEndpoint.objects.values_list("pk", "secret")),
+            sorted(Project.objects.values_list("pk", "weight", "running_gpu_cap")),
+            sorted(Budget.objects.values_list("pk", "monthly_limit")))
 
 
 @pytest.fixture
@@ -52,13 +64,14 @@ def calls(client, alice):
     with ids of real objects of alice's."""
     job = make_job(alice)
     hook = webhook_endpoint_create(organization=alice, url="http://127.0.0.1:9/a",
-                                   events=["job.cancelled"])
+                                   events=["job.cancelled"],
+                                   api_key=ApiKey.objects.get(organization=alice))
     Job.objects.filter(pk=job.pk).update(state="CANCELLED")
     notify_job_moved(Job.objects.get(pk=job.pk))
     Job.objects.filter(pk=job.pk).update(state="QUEUED")
     delivery = WebhookDelivery.objects.get(endpoint=hook)
     ids = {"job_id": job.pk, "hook_id": hook.pk, "delivery_id": delivery.pk,
-           "attempt_id": 1}
+           "attempt_id": 1, "name": "default"}
     document = client.get("/api/v1/openapi.json").json()
     return [(method, path, re.sub(r"\{(\w+)\}", lambda m: str(ids[m.group(1)]), path),
              operation["x-key-scope"])
@@ -75,8 +88,8 @@ def test_the_document_names_the_scopes_the_views_ask():
         ("post", "/api/v1/jobs"), ("patch", "/api/v1/jobs/{job_id}"),
         ("post", "/api/v1/jobs/cancel"), ("post", "/api/v1/jobs/{job_id}/cancel")}
     assert all(v == "read" for (m, _), v in scopes.items() if m == "get")
-    assert all(v == "full" for (m, p), v in scopes.items() if p.startswith("/api/v1/webhooks")
-               and m != "get")
+    assert all(v == "full" for (m, p), v in scopes.items() if m != "get" and p.startswith(
+        ("/api/v1/webhooks", "/api/v1/projects")))
 
 
 @pytest.mark.parametrize("scope", ["read", "jobs"])

@@ -1,6 +1,8 @@
 """The OpenAPI document names every call the API has, with the methods it answers, and the
 answers of real calls, refusals included, are what it says."""
 
+import re
+
 import pytest
 from django.conf import settings
 from django.urls import URLPattern, get_resolver
@@ -37,7 +39,7 @@ def _api_routes():
             continue
         for route in prefix.url_patterns:
             assert isinstance(route, URLPattern)
-            path = "/api/v1/" + str(route.pattern).replace("<int:", "{").replace(">", "}")
+            path = "/api/v1/" + re.sub(r"<\w+:(\w+)>", r"{\1}", str(route.pattern))
             view = route.callback.view_class
             yield path, {m for m in ("get", "post", "put", "patch", "delete") if hasattr(view, m)}
 
@@ -104,6 +106,18 @@ def test_real_answers_are_what_the_document_says(document, api, alice, settings)
     _check(d, hook, "/api/v1/webhooks", "post", 201)
     _check(d, api.get("/api/v1/webhooks"), "/api/v1/webhooks", "get", 200)
     _check(d, api.get("/api/v1/projects"), "/api/v1/projects", "get", 200)
+    _check(d, api.post("/api/v1/projects", {"name": "ads", "running_gpu_cap": 4},
+                       format="json"), "/api/v1/projects", "post", 201)
+    _check(d, api.post("/api/v1/projects", {"name": "ads"}, format="json"),
+           "/api/v1/projects", "post", 409)
+    _check(d, api.post("/api/v1/projects", {"name": "Ads"}, format="json"),
+           "/api/v1/projects", "post", 400)
+    _check(d, api.get("/api/v1/projects/ads"), "/api/v1/projects/{name}", "get", 200)
+    _check(d, api.get("/api/v1/projects/none"), "/api/v1/projects/{name}", "get", 404)
+    _check(d, api.patch("/api/v1/projects/ads", {"monthly_limit": 9}, format="json"),
+           "/api/v1/projects/{name}", "patch", 200)
+    _check(d, api.patch("/api/v1/projects/ads", {"name": "b"}, format="json"),
+           "/api/v1/projects/{name}", "patch", 400)
     _check(d, api.get("/api/v1/events"), "/api/v1/events", "get", 200)
     _check(d, api.get("/api/v1/events?limit=0"), "/api/v1/events", "get", 400)
     _check(d, api.get("/api/v1/organization"), "/api/v1/organization", "get", 200)
