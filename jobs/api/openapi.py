@@ -208,12 +208,23 @@ def _paths() -> dict:
                     "credits_per_gpu_hour": {**nullable(INT),
                                              "description": "null: it costs nothing"}})}})}}},
                 **_errors(429)}}},
-        "/api/v1/organization": {"get": {
-            "operationId": "getOrganization",
-            "responses": {"200": _answer("the caller's organization, its tier, the key in "
-                                         "use, and each limit beside what it uses of it now",
-                                         "Organization"),
-                          **_errors(429)}}},
+        "/api/v1/organization": {
+            "get": {"operationId": "getOrganization",
+                    "responses": {"200": _answer("the caller's organization, its tier, the "
+                                                 "key in use, each limit beside what it uses "
+                                                 "of it now, and its settings",
+                                                 "Organization"),
+                                  **_errors(429)}},
+            "patch": {"operationId": "changeOrganization",
+                      "description": "Set what the organization sets for itself, those sent, "
+                                     "all or none: its monthly budget and its low-credits "
+                                     "threshold (one set above the credits available now "
+                                     "sends credits.low at once).",
+                      "requestBody": {"required": True, "content": {"application/json": {
+                          "schema": _ref("OrganizationChange")}}},
+                      "responses": {"200": _answer("the organization as set",
+                                                   "Organization"),
+                                    **_errors(400, 429)}}},
         "/api/v1/events": {"get": {
             "operationId": "listOrganizationEvents", "parameters": _query(PageQuery()),
             "responses": {"200": {"description": "what the organization's people changed in "

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from credits.services.budgets import MAX_MONTHLY_LIMIT
+from credits.services.owner_settings import MAX_THRESHOLD
 from jobs.api.schema_fields import (
     ANY_OBJECT,
     BOOL,
@@ -17,7 +18,11 @@ from jobs.api.schema_fields import (
     obj,
     request_schema,
 )
-from jobs.api.serializers import JobSubmitSerializer, ProjectSerializer
+from jobs.api.serializers import (
+    JobSubmitSerializer,
+    OrganizationSettingsSerializer,
+    ProjectSerializer,
+)
 from jobs.models import ApiKey, WebhookDelivery
 from jobs.models.webhook import EVENTS, JOB_EVENTS, ORGANIZATION_EVENTS
 from jobs.services.projects import MAX_CAP, MAX_WEIGHT, MIN_WEIGHT, SETTINGS
@@ -48,6 +53,15 @@ def _project_create() -> dict:
     fields["weight"].update(minimum=MIN_WEIGHT, maximum=MAX_WEIGHT)
     fields["running_gpu_cap"].update(minimum=0, maximum=MAX_CAP)
     fields["monthly_limit"].update(minimum=0, maximum=MAX_MONTHLY_LIMIT)
+    return {**schema, "additionalProperties": False}
+
+
+def _organization_change() -> dict:
+    """What an organization's PATCH may send, none required, no others."""
+    schema = request_schema(OrganizationSettingsSerializer())
+    fields = schema["properties"]
+    fields["monthly_limit"].update(minimum=0, maximum=MAX_MONTHLY_LIMIT)
+    fields["low_credits_threshold"].update(minimum=0, maximum=MAX_THRESHOLD)
     return {**schema, "additionalProperties": False}
 
 
@@ -209,6 +223,10 @@ ORGANIZATION = obj({
                               "wait; waiting_jobs and backlog_s: past them a submission is "
                               "429 (queue_full, overloaded); requests_per_min: 429 "
                               "rate_limited; live_keys, webhooks: 409"},
+    "settings": {**obj({"monthly_limit": nullable(INT), "low_credits_threshold": INT}),
+                 "description": "what the organization sets for itself (PATCH): its monthly "
+                                "budget (null: none) and the available credits below which "
+                                "its webhooks are told credits.low (0: never)"},
     "usage": {**obj({name: nullable(NUMBER) if name == "backlog_s" else INT
                      for name in _LIMITED}),
               "description": "what the organization uses now of each limit of that name; "
@@ -242,4 +260,5 @@ def component_schemas() -> dict:
             "Notice": NOTICE,
             "CreditsNotice": CREDITS_NOTICE, "PingNotice": PING_NOTICE,
             "OrganizationNotice": ORGANIZATION_NOTICE, "Project": PROJECT,
-            "ProjectCreate": _project_create(), "ProjectChange": _project_change()}
+            "ProjectCreate": _project_create(), "ProjectChange": _project_change(),
+            "OrganizationChange": _organization_change()}

@@ -99,6 +99,20 @@ class ProjectSerializer(serializers.Serializer):
                                                    "month (UTC); null: no budget.")
 
 
+class OrganizationSettingsSerializer(serializers.Serializer):
+    """What an organization sets for itself (`PATCH /api/v1/organization`, those sent); the
+    ranges, and the codes that refuse them, are the service's
+    (credits/services/owner_settings.py)."""
+
+    monthly_limit = serializers.IntegerField(
+        required=False, allow_null=True, help_text="Credits the whole organization's jobs "
+                                                   "may commit a calendar month (UTC); null: "
+                                                   "no budget.")
+    low_credits_threshold = serializers.IntegerField(
+        required=False, help_text="Tell the webhooks (credits.low) when the available "
+                                  "credits fall below this; 0: never.")
+
+
 class LineQuery(serializers.Serializer):
     limit = serializers.IntegerField(min_value=1, max_value=500, default=100)
 

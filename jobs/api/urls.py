@@ -1,5 +1,11 @@
 from django.urls import path
 
+from jobs.api.organization_views import (
+    OrganizationDetail,
+    OrganizationEvents,
+    ProjectDetail,
+    ProjectListCreate,
+)
 from jobs.api.views import (
     GpuTypes,
     JobAttempts,
@@ -11,10 +17,6 @@ from jobs.api.views import (
     JobOutput,
     JobsCancel,
     OpenApiDocument,
-    OrganizationDetail,
-    OrganizationEvents,
-    ProjectDetail,
-    ProjectListCreate,
     QueueLine,
     WebhookDeliveries,
     WebhookDetail,

@@ -1,3 +1,6 @@
+"""The calls about jobs and their logs and outputs, the queue line, the fleet's GPU types,
+webhooks, and the API's own document (the organization's: organization_views.py)."""
+
 from __future__ import annotations
 
 from django.http import HttpResponse
@@ -20,13 +23,10 @@ from jobs.api.serializers import (
     LabelledQuery,
     LineQuery,
     LogQuery,
-    OrganizationEventSerializer,
-    ProjectSerializer,
     WebhookDeliverySerializer,
     WebhookEndpointSerializer,
     position_body,
 )
-from jobs.api.throttles import TierRateThrottle
 from jobs.models import ApiKey, Job, WebhookEndpoint
 from jobs.scheduler.backlog import backlog_seconds
 from jobs.scheduler.positions import in_line, places_of
@@ -35,11 +35,9 @@ from jobs.services.cancellation import job_cancel, jobs_cancel_labelled
 from jobs.services.catalog import gpu_catalog
 from jobs.services.errors import ValidationFailed
 from jobs.services.labels import with_labels
-from jobs.services.org_limits import limits_and_usage
 from jobs.services.outputs import output_expired, output_response
 from jobs.services.placements import placements_of
 from jobs.services.preview import job_submit_preview
-from jobs.services.projects import SETTINGS, project_create, project_rows, project_settle
 from jobs.services.submission import job_submit_once
 from jobs.services.webhook_endpoints import (
     deliveries_of,
@@ -120,91 +118,12 @@ class JobListCreate(APIView):
         return Response({"results": serialized.data, "next": following})
 
 
-class ProjectListCreate(APIView):
-    """The organization's projects, the names a job's `project` may take: each one's weight
-    inside it, running-GPU cap, monthly budget and the GPUs its jobs hold now. A key of scope
-    full makes them, as owners do on the dashboard's team page."""
-
-    def get(self, request):
-        return Response({"results": project_rows(request.user.organization)})
-
-    def post(self, request):
-        body = ProjectSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        unknown = sorted(set(request.data) - set(body.fields))
-        if unknown:  # a misspelt cap must not make a project without one
-            raise ValidationFailed(f"a project has no {', '.join(unknown)}",
-                                   code="unknown_field", field=unknown[0])
-        org = request.user.organization
-        project = project_create(organization=org, api_key=request.auth,
-                                 **body.validated_data)
-        return Response(project_rows(org, project.name)[0], status=status.HTTP_201_CREATED)
-
-
-class ProjectDetail(APIView):
-    def get(self, request, name: str):
-        rows = project_rows(request.user.organization, name)
-        return Response(rows[0]) if rows else not_found()
-
-    def patch(self, request, name: str):
-        """Set the project's settings sent, all or none; its name stays (jobs carry it)."""
-        body = ProjectSerializer(data=request.data, partial=True)
-        body.is_valid(raise_exception=True)
-        unknown = set(request.data) - set(SETTINGS)
-        if unknown:
-            raise ValidationFailed(f"a project's {', '.join(sorted(unknown))} cannot be "
-                                   f"changed; these can: {', '.join(SETTINGS)}",
-                                   code="not_amendable")
-        org = request.user.organization
-        project = org.projects.filter(name=name).first()
-        if project is None:
-            return not_found()
-        project_settle(organization=org, project_id=project.pk, api_key=request.auth,
-                       changes=body.validated_data)
-        return Response(project_rows(org, name)[0])
-
-
 class GpuTypes(APIView):
     """GET: each GPU type of the fleet, its GPUs (all, and taking work now), the most on one
     node, memory, regions and price (null: free)."""
 
     def get(self, request):
         return Response({"results": gpu_catalog(timezone.now())})
-
-
-class OrganizationDetail(APIView):
-    """GET: the caller's organization, its tier, the key in use, and each of its limits
-    beside what it uses of it now (null: no limit)."""
-
-    def get(self, request):
-        org, key = request.user.organization, request.auth
-        tier = org.tier
-        standing = limits_and_usage(org)
-        standing["usage"]["requests_per_min"] = TierRateThrottle().made_this_minute(org.pk)
-        return Response({
-            "slug": org.slug, "name": org.name,
-            "suspended": None if org.suspended_at is None else {
-                "at": org.suspended_at, "reason": org.suspended_reason},
-            "tier": {"name": tier.name, "priority": tier.priority,
-                     "start_slo_s": tier.start_slo_seconds, "preemptible": tier.preemptible},
-            "key": {"prefix": f"{key.prefix}…", "name": key.name, "scope": key.scope,
-                    "user": key.user.get_username() if key.user else None,
-                    "expires_at": key.expires_at},
-            **standing})
-
-
-class OrganizationEvents(APIView):
-    """GET: what the organization's people changed in it, and who, newest first, a page at
-    a time (`?limit=`, `?before=`): the audit trail for the organization's own tools."""
-
-    def get(self, request):
-        query = PageQuery(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        events = request.user.organization.audit_events.select_related(
-            "user", "api_key").order_by("-pk")
-        page, following = page_of(events, query.validated_data, request, "/api/v1/events")
-        return Response({"results": OrganizationEventSerializer(page, many=True).data,
-                         "next": following})
 
 
 class QueueLine(APIView):

@@ -17,6 +17,7 @@ from django.views.decorators.http import require_POST
 
 from credits.models import Budget
 from credits.services.budgets import budget_set
+from credits.services.owner_settings import organization_settle
 from jobs.models import Invitation, Membership, Organization
 from jobs.services.audit import recent_events
 from jobs.services.errors import ValidationFailed
@@ -109,11 +110,14 @@ def _changed(request: HttpRequest, change, done: str) -> HttpResponse:
 
 @login_required
 @require_POST
-def organization_budget(request: HttpRequest, slug: str) -> HttpResponse:
+def organization_credits(request: HttpRequest, slug: str) -> HttpResponse:
     org = organization_of_member(request, slug)
-    return _changed(request, lambda: budget_set(
-        organization=org, monthly_limit=_limit(request.POST), user=request.user),
-        f"{org.slug}'s budget is saved.")
+    return _changed(request, lambda: organization_settle(
+        organization=org, user=request.user, changes={
+            "monthly_limit": _limit(request.POST),
+            "low_credits_threshold": _whole(request.POST, "low_credits_threshold", "credits",
+                                            "threshold_out_of_range") or 0}),
+        f"{org.slug}'s budget and low-credits notice are saved.")
 
 
 @login_required

@@ -23,7 +23,7 @@ urlpatterns = [
     path("team/<slug:slug>/invitations/<int:invitation_id>/revoke", invitations.invitation_end,
          name="dashboard-invitation-revoke"),
     path("join/<str:token>", invitations.join, name="dashboard-join"),
-    path("team/<slug:slug>/budget", team.organization_budget, name="dashboard-team-budget"),
+    path("team/<slug:slug>/credits", team.organization_credits, name="dashboard-team-credits"),
     path("team/<slug:slug>/projects", team.project_new, name="dashboard-project-new"),
     path("team/<slug:slug>/projects/<int:project_id>", team.project_save,
          name="dashboard-project-save"),

@@ -14,6 +14,7 @@ from jobs.models import (
     ApiKey,
     Job,
     JobEvent,
+    Organization,
     OrganizationEvent,
     Project,
     WebhookDelivery,
@@ -31,7 +32,8 @@ BODIES = {("post", "/api/v1/jobs"): {"prompt": "a fox"},
           ("post", "/api/v1/jobs/cancel"): {"label": ["step:render"]},
           ("post", "/api/v1/webhooks"): {"url": "http://127.0.0.1:9/gpusched"},
           ("post", "/api/v1/projects"): {"name": "ads", "running_gpu_cap": 2},
-          ("patch", "/api/v1/projects/{name}"): {"weight": 4, "monthly_limit": 10}}
+          ("patch", "/api/v1/projects/{name}"): {"weight": 4, "monthly_limit": 10},
+          ("patch", "/api/v1/organization"): {"low_credits_threshold": 5, "monthly_limit": 1}}
 
 
 @pytest.fixture(autouse=True)
@@ -55,7 +57,9 @@ def _world() -> tuple:
             sorted(WebhookDelivery.objects.values_list("pk", "status", "attempts")),
             sorted(WebhookEndpoint.objects.values_list("pk", "secret")),
             sorted(Project.objects.values_list("pk", "weight", "running_gpu_cap")),
-            sorted(Budget.objects.values_list("pk", "monthly_limit")))
+            sorted(Budget.objects.values_list("pk", "monthly_limit")),
+            Organization.objects.values_list("low_credits_threshold", flat=True).get(
+                slug="alice"))
 
 
 @pytest.fixture
@@ -89,7 +93,7 @@ def test_the_document_names_the_scopes_the_views_ask():
         ("post", "/api/v1/jobs/cancel"), ("post", "/api/v1/jobs/{job_id}/cancel")}
     assert all(v == "read" for (m, _), v in scopes.items() if m == "get")
     assert all(v == "full" for (m, p), v in scopes.items() if m != "get" and p.startswith(
-        ("/api/v1/webhooks", "/api/v1/projects")))
+        ("/api/v1/webhooks", "/api/v1/projects", "/api/v1/organization")))
 
 
 @pytest.mark.parametrize("scope", ["read", "jobs"])

@@ -8,7 +8,7 @@ from rest_framework.test import APIClient
 
 from credits.models import Budget, GpuPrice
 from credits.services.grants import credits_grant
-from jobs.models import Job, Membership, OrganizationEvent, Project
+from jobs.models import Job, Membership, Organization, OrganizationEvent, Project
 from jobs.scheduler.snapshot import load_project_caps, load_project_weights, load_user_weights
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.scheduler.usage import user_key
@@ -76,7 +76,7 @@ def test_weights_and_budgets_reach_the_scheduler_and_admission(owner, api, alice
                {"role": "member", "weight": "2", "monthly_limit": "50"})
     assert load_user_weights()[("alice", user_key(mia.pk))] == 2
     assert Budget.objects.get(user=mia).monthly_limit == 50
-    owner.post("/dashboard/team/alice/budget", {"monthly_limit": "7"})
+    owner.post("/dashboard/team/alice/credits", {"monthly_limit": "7"})
     assert Budget.objects.get(project=None, user=None).monthly_limit == 7
     assert 'name="monthly_limit" value="7"' in _page(owner)
 
@@ -168,9 +168,11 @@ def test_a_member_looks_and_changes_nothing(client, alice):
     assert "ads" in page and "Make it" not in page and "Save" not in page
     for path, form in ((f"/dashboard/team/alice/projects/{project.pk}", {"weight": "9"}),
                        ("/dashboard/team/alice/projects", {"name": "mine"}),
-                       ("/dashboard/team/alice/budget", {"monthly_limit": "1"})):
+                       ("/dashboard/team/alice/credits", {"monthly_limit": "1",
+                                                          "low_credits_threshold": "5"})):
         assert client.post(path, form).status_code == 403
     assert Project.objects.get(name="ads").weight == 1.0
+    assert Organization.objects.get(pk=alice.pk).low_credits_threshold == 0
     assert not Project.objects.filter(name="mine").exists()
     assert not Budget.objects.exists()
 

@@ -121,6 +121,10 @@ def test_real_answers_are_what_the_document_says(document, api, alice, settings)
     _check(d, api.get("/api/v1/events"), "/api/v1/events", "get", 200)
     _check(d, api.get("/api/v1/events?limit=0"), "/api/v1/events", "get", 400)
     _check(d, api.get("/api/v1/organization"), "/api/v1/organization", "get", 200)
+    _check(d, api.patch("/api/v1/organization", {"monthly_limit": 10**6}, format="json"),
+           "/api/v1/organization", "patch", 200)
+    _check(d, api.patch("/api/v1/organization", {"tier": "free"}, format="json"),
+           "/api/v1/organization", "patch", 400)
     _check(d, api.get("/api/v1/gpu-types"), "/api/v1/gpu-types", "get", 200)
     job_cancel(job=make_job(alice))  # a notice owed to the endpoint
     deliveries = f"/api/v1/webhooks/{hook.json()['id']}/deliveries"

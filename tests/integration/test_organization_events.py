@@ -30,13 +30,13 @@ def test_an_owners_changes_are_each_recorded_with_what_they_replaced(owner, alic
     owner.post(f"/dashboard/team/alice/projects/{project.pk}",
                {"weight": "3", "monthly_limit": "500"})  # the same again: no change
     owner.post(f"/dashboard/team/alice/members/{mia.pk}", {"role": "owner", "weight": "1"})
-    owner.post("/dashboard/team/alice/budget", {"monthly_limit": "9000"})
-    owner.post("/dashboard/team/alice/budget", {"monthly_limit": ""})
+    owner.post("/dashboard/team/alice/credits", {"monthly_limit": "9000"})
+    owner.post("/dashboard/team/alice/credits", {"monthly_limit": ""})
     assert _events(alice) == [
         ("olga", "api_key.made", {"key": f"{key.prefix}…", "name": "render",
                                   "scope": "full", "expires_at": None}),
         ("olga", "api_key.revoked", {"key": f"{key.prefix}…", "name": "render"}),
-        ("olga", "project.made", {"project": "ads", "weight": 2.0}),
+        ("olga", "project.made", {"project": "ads", "weight": 2.0, "cap": None}),
         ("olga", "project.weighed", {"project": "default", "weight": 3.0, "was": 1.0}),
         ("olga", "budget.set", {"scope": "project alice/default", "monthly_limit": 500,
                                 "was": None}),

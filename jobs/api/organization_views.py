@@ -1,0 +1,116 @@
+"""The calls about the organization itself: what it is and may use, what it sets for
+itself, its projects, and its audit trail."""
+
+from __future__ import annotations
+
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from credits.services.owner_settings import organization_budget, organization_settle
+from jobs.api.errors import not_found
+from jobs.api.paging import PageQuery, page_of
+from jobs.api.serializers import (
+    OrganizationEventSerializer,
+    OrganizationSettingsSerializer,
+    ProjectSerializer,
+)
+from jobs.api.throttles import TierRateThrottle
+from jobs.services.errors import ValidationFailed
+from jobs.services.org_limits import limits_and_usage
+from jobs.services.projects import SETTINGS, project_create, project_rows, project_settle
+
+
+class OrganizationDetail(APIView):
+    """GET: the caller's organization, its tier, the key in use, each of its limits beside
+    what it uses of it now (null: no limit), and what it sets for itself; PATCH sets that
+    (a key of scope full, as owners do on the dashboard's team page)."""
+
+    def patch(self, request):
+        body = OrganizationSettingsSerializer(data=request.data, partial=True)
+        body.is_valid(raise_exception=True)
+        unknown = sorted(set(request.data) - set(body.fields))
+        if unknown:  # its tier, caps and name are the operators'
+            raise ValidationFailed(f"an organization's {', '.join(unknown)} cannot be changed "
+                                   f"here; these can: {', '.join(body.fields)}",
+                                   code="not_amendable", field=unknown[0])
+        organization_settle(organization=request.user.organization, api_key=request.auth,
+                            changes=body.validated_data)
+        request.user.organization.refresh_from_db()
+        return self.get(request)
+
+    def get(self, request):
+        org, key = request.user.organization, request.auth
+        tier = org.tier
+        standing = limits_and_usage(org)
+        standing["usage"]["requests_per_min"] = TierRateThrottle().made_this_minute(org.pk)
+        return Response({
+            "slug": org.slug, "name": org.name,
+            "suspended": None if org.suspended_at is None else {
+                "at": org.suspended_at, "reason": org.suspended_reason},
+            "tier": {"name": tier.name, "priority": tier.priority,
+                     "start_slo_s": tier.start_slo_seconds, "preemptible": tier.preemptible},
+            "key": {"prefix": f"{key.prefix}…", "name": key.name, "scope": key.scope,
+                    "user": key.user.get_username() if key.user else None,
+                    "expires_at": key.expires_at},
+            "settings": {"monthly_limit": organization_budget(org),
+                         "low_credits_threshold": org.low_credits_threshold},
+            **standing})
+
+
+class OrganizationEvents(APIView):
+    """GET: what the organization's people changed in it, and who, newest first, a page at
+    a time (`?limit=`, `?before=`): the audit trail for the organization's own tools."""
+
+    def get(self, request):
+        query = PageQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        events = request.user.organization.audit_events.select_related(
+            "user", "api_key").order_by("-pk")
+        page, following = page_of(events, query.validated_data, request, "/api/v1/events")
+        return Response({"results": OrganizationEventSerializer(page, many=True).data,
+                         "next": following})
+
+
+class ProjectListCreate(APIView):
+    """The organization's projects, the names a job's `project` may take: each one's weight
+    inside it, running-GPU cap, monthly budget and the GPUs its jobs hold now. A key of scope
+    full makes them, as owners do on the dashboard's team page."""
+
+    def get(self, request):
+        return Response({"results": project_rows(request.user.organization)})
+
+    def post(self, request):
+        body = ProjectSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        unknown = sorted(set(request.data) - set(body.fields))
+        if unknown:  # a misspelt cap must not make a project without one
+            raise ValidationFailed(f"a project has no {', '.join(unknown)}",
+                                   code="unknown_field", field=unknown[0])
+        org = request.user.organization
+        project = project_create(organization=org, api_key=request.auth,
+                                 **body.validated_data)
+        return Response(project_rows(org, project.name)[0], status=status.HTTP_201_CREATED)
+
+
+class ProjectDetail(APIView):
+    def get(self, request, name: str):
+        rows = project_rows(request.user.organization, name)
+        return Response(rows[0]) if rows else not_found()
+
+    def patch(self, request, name: str):
+        """Set the project's settings sent, all or none; its name stays (jobs carry it)."""
+        body = ProjectSerializer(data=request.data, partial=True)
+        body.is_valid(raise_exception=True)
+        unknown = set(request.data) - set(SETTINGS)
+        if unknown:
+            raise ValidationFailed(f"a project's {', '.join(sorted(unknown))} cannot be "
+                                   f"changed; these can: {', '.join(SETTINGS)}",
+                                   code="not_amendable")
+        org = request.user.organization
+        project = org.projects.filter(name=name).first()
+        if project is None:
+            return not_found()
+        project_settle(organization=org, project_id=project.pk, api_key=request.auth,
+                       changes=body.validated_data)
+        return Response(project_rows(org, name)[0])
