@@ -39,13 +39,15 @@ class ChangedFieldsOnly(admin.ModelAdmin):
 
 
 def action_form(modeladmin, request, queryset, form_class: type[forms.Form], *, action: str,
-                intro: str, explained: str, button: str) -> forms.Form | TemplateResponse:
-    """An organization-list action that asks first: its form filled in and valid once the
-    operator applied it, else the page that asks (again, with what was wrong)."""
+                intro: str, explained: str, button: str,
+                noun: str = "organization") -> forms.Form | TemplateResponse:
+    """A list action that asks first: its form filled in and valid once the operator
+    applied it, else the page that asks (again, with what was wrong)."""
     form = form_class(request.POST if "apply" in request.POST else None)
     if form.is_valid():
         return form
     return TemplateResponse(request, "admin/action_form.html", {
         **modeladmin.admin_site.each_context(request), "title": button, "form": form,
-        "organizations": queryset, "action": action, "intro": intro, "explained": explained,
+        "objects": queryset, "noun": noun, "action": action, "intro": intro,
+        "explained": explained,
         "button": button, "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME})

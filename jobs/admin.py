@@ -4,7 +4,7 @@ from django.utils.html import format_html_join
 from credits.admin import HoldInline
 from credits.admin_actions import grant_credits
 from gpusched.admin_base import ChangedFieldsOnly, ReadOnly
-from jobs.admin_actions import resume, suspend
+from jobs.admin_actions import hold, release, requeue, resume, run_again, suspend
 from jobs.models import (
     ApiKey,
     Attempt,
@@ -28,8 +28,6 @@ from jobs.models import (
 from jobs.scheduler.positions import places_of
 from jobs.services.amend import job_amend
 from jobs.services.errors import ServiceError
-from jobs.services.redrive import job_redrive
-from jobs.services.requeue import job_requeue
 from jobs.transitions import AMENDABLE
 from workers.services.logs import STREAMS, attempt_log
 
@@ -126,12 +124,12 @@ class AttemptInline(admin.TabularInline):
 
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
-    list_display = ["id", "organization", "project", "state", "gpus", "created_at",
+    list_display = ["id", "organization", "project", "state", "hold", "gpus", "created_at",
                     "started_at", "finished_at", "pending_code"]
-    list_filter = ["state", "organization__tier", "gpus"]
+    list_filter = ["state", "hold", "organization__tier", "gpus"]
     search_fields = ["id", "prompt", "organization__slug"]
     inlines = [AttemptInline, HoldInline, JobEventInline]
-    actions = ["run_again", "requeue"]
+    actions = [run_again, requeue, hold, release]
 
     def get_readonly_fields(self, request, obj=None):
         """Every field but the request's, which change only while it waits, never having
@@ -163,32 +161,6 @@ class JobAdmin(admin.ModelAdmin):
         """As the scheduler last drew the line (jobs/scheduler/positions.py)."""
         place = places_of([job]).get(job.pk)
         return place.words() if place else "-"
-
-    @admin.action(description="Stop and requeue (running jobs checkpoint and resume later)")
-    def requeue(self, request, queryset):
-        done, refused = [], []
-        for job in queryset:
-            try:
-                done.append(job_requeue(job=job, by=request.user.get_username()).pk)
-            except ServiceError as exc:
-                refused.append(exc.message)
-        if done:
-            self.message_user(request, f"Asked to stop and requeue: {', '.join(map(str, done))}.")
-        if refused:
-            self.message_user(request, "; ".join(refused), level=messages.WARNING)
-
-    @admin.action(description="Run again as new jobs (dead, failed or timed out)")
-    def run_again(self, request, queryset):
-        made, refused = [], []
-        for job in queryset.select_related("organization__tier", "project", "submitted_by"):
-            try:
-                made.append(job_redrive(job=job, by=request.user.get_username()).pk)
-            except ServiceError as exc:
-                refused.append(f"job {job.pk}: {exc.message}")
-        if made:
-            self.message_user(request, f"New jobs queued: {', '.join(map(str, made))}.")
-        if refused:
-            self.message_user(request, "; ".join(refused), level=messages.WARNING)
 
 
 class AttemptRankInline(admin.TabularInline):

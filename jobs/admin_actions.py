@@ -1,6 +1,10 @@
-"""The organization list's "Suspend" and "Resume" actions (jobs/services/suspension.py)."""
+"""Operators' acts from admin's lists: an organization's suspension and resumption
+(jobs/services/suspension.py), and a job's hold and release (jobs/services/job_hold.py),
+requeue (jobs/services/requeue.py) and run again (jobs/services/redrive.py)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from django import forms
 from django.contrib import admin, messages
@@ -8,6 +12,9 @@ from django.template.response import TemplateResponse
 
 from gpusched.admin_base import action_form
 from jobs.services.errors import ServiceError
+from jobs.services.job_hold import OPERATOR, job_hold, job_release
+from jobs.services.redrive import job_redrive
+from jobs.services.requeue import job_requeue
 from jobs.services.suspension import organization_resume, organization_suspend
 
 
@@ -44,3 +51,58 @@ def resume(modeladmin, request, queryset):
         done = organization_resume(organization=org, by=request.user)
         messages.info(request, f"{org.slug} is resumed." if done
                       else f"{org.slug} was not suspended.")
+
+
+def _each_job(request, jobs, act: Callable, done: str) -> None:
+    """`act` on each job; one message naming the ids done (what `act` returns) and one with
+    each refusal (a job service's refusal names its job)."""
+    made, refused = [], []
+    for job in jobs:
+        try:
+            made.append(act(job).pk)
+        except ServiceError as exc:
+            refused.append(exc.message)
+    if made:
+        messages.info(request, f"{done}: {', '.join(map(str, made))}.")
+    if refused:
+        messages.warning(request, "; ".join(refused))
+
+
+@admin.action(description="Stop and requeue (running jobs checkpoint and resume later)")
+def requeue(modeladmin, request, queryset):
+    by = request.user.get_username()
+    _each_job(request, queryset, lambda job: job_requeue(job=job, by=by),
+              "Asked to stop and requeue")
+
+
+@admin.action(description="Run again as new jobs (dead, failed or timed out)")
+def run_again(modeladmin, request, queryset):
+    by = request.user.get_username()
+    _each_job(request, queryset.select_related("organization__tier", "project",
+                                               "submitted_by"),
+              lambda job: job_redrive(job=job, by=by), "New jobs queued")
+
+
+class HoldForm(forms.Form):
+    note = forms.CharField(max_length=200, required=False,
+                           help_text="Shown to the client in the job's pending reason.")
+
+
+@admin.action(description="Hold out of the queue (the client cannot release it)")
+def hold(modeladmin, request, queryset):
+    form = action_form(modeladmin, request, queryset, HoldForm, action="hold", noun="job",
+                       intro="Hold", button="Hold",
+                       explained="Each waiting job stays HELD, out of the queue, its credits "
+                                 "held, until an operator releases it; jobs with GPUs are "
+                                 "not held (requeue them first).")
+    if isinstance(form, TemplateResponse):
+        return form
+    note = form.cleaned_data["note"]
+    _each_job(request, queryset, lambda job: job_hold(job=job, by=OPERATOR, note=note),
+              "Held")
+    return None
+
+
+@admin.action(description="Release holds (the client's or an operator's)")
+def release(modeladmin, request, queryset):
+    _each_job(request, queryset, lambda job: job_release(job=job, by=OPERATOR), "Released")

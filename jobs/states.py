@@ -8,7 +8,9 @@ from django.db import models
 
 
 class JobState(models.TextChoices):
-    HELD = "HELD"  # waits for the jobs it runs after to succeed (services/dependencies.py)
+    # out of the queue: waits for the jobs it runs after to succeed (services/dependencies.py)
+    # or for whoever holds it to release it (services/job_hold.py)
+    HELD = "HELD"
     QUEUED = "QUEUED"
     SCHEDULED = "SCHEDULED"
     RUNNING = "RUNNING"
@@ -27,9 +29,10 @@ TERMINAL = frozenset({S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.CANCELLED, S.DEAD})
 LIVE = frozenset({S.SCHEDULED, S.RUNNING, S.PREEMPTING})  # states that hold GPUs
 
 ALLOWED: dict[JobState, frozenset[JobState]] = {
-    # QUEUED once every job it runs after succeeded; CANCELLED once one ended otherwise
+    # QUEUED once every job it runs after succeeded and no one holds it; CANCELLED once one
+    # ended otherwise
     S.HELD: frozenset({S.QUEUED, S.CANCELLED}),
-    S.QUEUED: frozenset({S.SCHEDULED, S.CANCELLED, S.DEAD}),
+    S.QUEUED: frozenset({S.SCHEDULED, S.HELD, S.CANCELLED, S.DEAD}),
     S.SCHEDULED: frozenset({S.RUNNING, S.LOST, S.CANCELLED, S.FAILED, S.DEAD}),
     # RETRY_WAIT: its attempt failed in a way another try may not (a crash, a hang)
     S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.CANCELLED, S.PREEMPTING,
@@ -38,7 +41,7 @@ ALLOWED: dict[JobState, frozenset[JobState]] = {
     S.PREEMPTING: frozenset({S.QUEUED, S.SUCCEEDED, S.FAILED, S.CANCELLED, S.LOST,
                              S.RETRY_WAIT, S.DEAD}),
     S.LOST: frozenset({S.RETRY_WAIT, S.DEAD}),
-    S.RETRY_WAIT: frozenset({S.QUEUED, S.CANCELLED, S.DEAD}),
+    S.RETRY_WAIT: frozenset({S.QUEUED, S.HELD, S.CANCELLED, S.DEAD}),
     S.SUCCEEDED: frozenset(),
     S.FAILED: frozenset(),
     S.TIMED_OUT: frozenset(),

@@ -42,10 +42,13 @@ def transition(
     """Move `job` from the state and version it holds to `to`; write its JobEvent.
 
     `fields` are other Job columns written in the same update. On success the instance
-    is brought up to date; on a lost race it is left as it was.
+    is brought up to date; on a lost race it is left as it was. A job that leaves HELD is
+    no longer anyone's to hold (a cancel ends a held job too).
     """
     if not is_allowed(job.state, to):
         raise IllegalTransition(f"job {job.pk}: {job.state} → {to} is not allowed")
+    if job.state == JobState.HELD:
+        fields["hold"] = ""
     with transaction.atomic():
         _compare_and_set(job, to, reason, attempt, data or {}, fields)
         from jobs.services.webhooks import notify_job_moved
@@ -77,6 +80,18 @@ def amend(job: Job, *, reason: str, data: dict, **fields) -> Job:
                   nominated_gpus=[], nominated_peers=[])
     with transaction.atomic():
         _compare_and_set(job, JobState(job.state), reason, None, data, fields)
+    return job
+
+
+def rehold(job: Job, *, reason: str, data: dict, hold: str, pending_reason: str) -> Job:
+    """Change who holds a HELD job (`hold`, "" for none: it waits for the jobs it runs after
+    alone) without moving it: the same compare-and-set and an event from HELD to HELD."""
+    if job.state != JobState.HELD:
+        raise IllegalTransition(f"job {job.pk}: cannot change its hold in {job.state}")
+    pending_code = "hold" if hold else "dependency"
+    with transaction.atomic():
+        _compare_and_set(job, JobState.HELD, reason, None, data, {
+            "hold": hold, "pending_code": pending_code, "pending_reason": pending_reason})
     return job
 
 

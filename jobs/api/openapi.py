@@ -171,6 +171,20 @@ def _paths() -> dict:
             "operationId": "cancelJob", "parameters": [JOB_ID],
             "responses": {"202": _answer("cancelled, or stopping on its node", "Job"),
                           **_errors(404, 409, 429)}}},
+        "/api/v1/jobs/{job_id}/hold": {"post": {
+            "operationId": "holdJob", "parameters": [JOB_ID],
+            "description": "Hold a waiting job (QUEUED, RETRY_WAIT, or HELD behind the jobs it "
+                           "runs after) out of the queue: HELD, its credits still held, until "
+                           "released. Holding a held job again changes nothing.",
+            "responses": {"200": _answer("held", "Job"), **_errors(404, 409, 429)}}},
+        "/api/v1/jobs/{job_id}/release": {"post": {
+            "operationId": "releaseJob", "parameters": [JOB_ID],
+            "description": "Release the client's hold: the job queues again, its wait counted "
+                           "from now, or waits HELD for the jobs it runs after. 403 "
+                           "held_by_operator for an operator's hold.",
+            "responses": {"200": _answer("released", "Job"),
+                          "403": _answer("held_by_operator, or insufficient_scope", "Error"),
+                          **_errors(404, 409, 429)}}},
         "/api/v1/projects": {
             "get": {"operationId": "listProjects", "responses": {
                 "200": {"description": "the organization's projects: the names a job's "

@@ -113,7 +113,12 @@ LABELS = {"type": "object", "additionalProperties": STR,
           "description": "The client's names for the job, as it submitted them."}
 JOB = obj({
     "id": INT, "organization": STR, "project": STR,
-    "state": STATE, "version": INT, "prompt": STR,
+    "state": STATE,
+    "hold": {"type": ["string", "null"], "enum": ["client", "operator", None],
+             "description": "who holds it HELD out of the queue until they release it (POST "
+                            "/api/v1/jobs/{id}/release); an operator's hold is an "
+                            "operator's to release. Null: no one."},
+    "version": INT, "prompt": STR,
     "params": ANY_OBJECT, "labels": LABELS, "gpus": INT, "min_gpus": nullable(INT),
     "gpu_types": {"type": "array", "items": STR},
     "min_gpu_memory_mb": INT, "region": STR, "time_limit_s": INT, "checkpointable": BOOL,

@@ -151,16 +151,21 @@ class JobSerializer(serializers.ModelSerializer):
     retry_at = serializers.SerializerMethodField()
     max_retries = serializers.SerializerMethodField()
     after = serializers.SerializerMethodField()
+    hold = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
         fields = [
-            "id", "organization", "project", "state", "version", "prompt", "params", "labels",
-            "gpus", "min_gpus", "gpu_types", "min_gpu_memory_mb", "region", "time_limit_s",
-            "checkpointable", "preemptible", "created_at", "started_at", "finished_at",
-            "start_by", "urgency_s", "after", "preemptions", "retries", "max_retries", "retry_at",
-            "pending", "placement", "checkpoint", "result", "output_url", "error_code", "error",
+            "id", "organization", "project", "state", "hold", "version", "prompt", "params",
+            "labels", "gpus", "min_gpus", "gpu_types", "min_gpu_memory_mb", "region",
+            "time_limit_s", "checkpointable", "preemptible", "created_at", "started_at",
+            "finished_at", "start_by", "urgency_s", "after", "preemptions", "retries",
+            "max_retries", "retry_at", "pending", "placement", "checkpoint", "result", "output_url",
+            "error_code", "error",
         ]
+
+    def get_hold(self, job: Job) -> str | None:
+        return job.hold or None
 
     def get_after(self, job: Job) -> list[int]:
         return sorted(other.pk for other in job.after.all())  # prefetched in a list

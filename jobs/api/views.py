@@ -34,6 +34,7 @@ from jobs.services.amend import job_amend
 from jobs.services.cancellation import job_cancel, jobs_cancel_labelled
 from jobs.services.catalog import gpu_catalog
 from jobs.services.errors import ValidationFailed
+from jobs.services.job_hold import job_hold, job_release
 from jobs.services.labels import with_labels
 from jobs.services.outputs import output_expired, output_response
 from jobs.services.placements import placements_of
@@ -153,6 +154,30 @@ class JobCancel(APIView):
             return not_found()
         job = job_cancel(job=job)
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class JobHold(APIView):
+    """POST: hold the waiting job out of the queue until the client releases it."""
+
+    write_scope = ApiKey.Scope.JOBS
+
+    def post(self, request, job_id: int):
+        job = _jobs_of(request).filter(pk=job_id).first()
+        if job is None:
+            return not_found()
+        return Response(JobSerializer(job_hold(job=job)).data)
+
+
+class JobRelease(APIView):
+    """POST: release the client's hold: the job queues again, its wait counted from now."""
+
+    write_scope = ApiKey.Scope.JOBS
+
+    def post(self, request, job_id: int):
+        job = _jobs_of(request).filter(pk=job_id).first()
+        if job is None:
+            return not_found()
+        return Response(JobSerializer(job_release(job=job)).data)
 
 
 class JobsCancel(APIView):

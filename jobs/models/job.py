@@ -41,6 +41,10 @@ class Job(models.Model):
                                    blank=True)
     # life
     state = models.CharField(max_length=12, choices=JobState.choices, default=JobState.QUEUED)
+    # who keeps it HELD out of the queue until they release it (jobs/services/job_hold.py),
+    # besides any jobs it runs after; an operator's hold is not the client's to release
+    hold = models.CharField(max_length=10, choices=[("client", "client"),
+                                                     ("operator", "operator")], blank=True)
     version = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -92,6 +96,8 @@ class Job(models.Model):
                 condition=models.Q(min_gpus__isnull=True)
                 | models.Q(min_gpus__gte=1, min_gpus__lte=models.F("gpus")),
                 name="job_min_gpus_within_gpus"),
+            models.CheckConstraint(condition=models.Q(hold="") | models.Q(state=JobState.HELD),
+                                   name="job_hold_only_while_held"),
             models.UniqueConstraint(fields=["organization", "idempotency_key"],
                                     condition=~models.Q(idempotency_key=""),
                                     name="job_idempotency_key_unique"),

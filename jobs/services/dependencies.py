@@ -5,9 +5,10 @@ Such a job is HELD, out of the scheduler's queue, until every job it runs after 
 then it is QUEUED, its wait (which ages its rank) counted from then, as Slurm counts a job's
 age from when it became eligible. Once one of them ends otherwise (failed, timed out,
 cancelled, dead-lettered) it is CANCELLED `dependency_failed`, and so are the jobs held
-after it. A submission locks the jobs it names, so that one ending meanwhile either sees the
-new job among those held after it, or is seen ended by the submission: none is left held
-after a job that already ended.
+after it. One that someone also holds (services/job_hold.py) stays HELD for their release. A
+submission locks the jobs it names, so that one ending meanwhile either sees the new job
+among those held after it, or is seen ended by the submission: none is left held after a job
+that already ended.
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ def release_dependents(job: Job) -> None:
             transition(held, JobState.CANCELLED, reason=f"job {job.pk} ended {job.state}",
                        finished_at=now, error_code="dependency_failed",
                        error=f"job {job.pk}, which it runs after, ended {job.state}")
+            continue
+        if held.hold:  # someone holds it too: their release queues it (services/job_hold.py)
             continue
         waiting = list(held.after.exclude(state=JobState.SUCCEEDED).values_list("pk", flat=True))
         if waiting:

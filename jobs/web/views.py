@@ -20,6 +20,7 @@ from jobs.scheduler.positions import places_of
 from jobs.services.amend import job_amend
 from jobs.services.cancellation import job_cancel, jobs_cancel_labelled
 from jobs.services.errors import ServiceError
+from jobs.services.job_hold import HOLDABLE, job_hold, job_release
 from jobs.services.labels import with_labels
 from jobs.services.outputs import output_response
 from jobs.services.relaxations import relaxation
@@ -105,6 +106,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
                   {"job": job, "events": job.events.all(),
                    "attempts": job.attempts.prefetch_related("ranks__node"),
                    "cancellable": job.state not in TERMINAL, "credits": job_credits(job),
+                   "holdable": job.state in HOLDABLE and not job.hold,
                    "resumes_from": resume_point(job), "after": job.after.order_by("pk"),
                    "relaxation": _relaxation_words(job),
                    "transfers": job_transfers(job), "printed": _printed(job),
@@ -200,6 +202,25 @@ def job_cancel_view(request: HttpRequest, job_id: int) -> HttpResponse:
     else:
         messages.info(request, "Cancelled." if job.state == "CANCELLED" else
                       "Stopping: the job's node stops it at its next heartbeat.")
+    return redirect("dashboard-job", job_id=job.pk)
+
+
+@login_required
+@require_POST
+def job_hold_view(request: HttpRequest, job_id: int) -> HttpResponse:
+    """Hold the waiting job, or release the client's hold on it (services/job_hold.py)."""
+    job = _job_of_user(request, job_id)
+    releasing = request.POST.get("release") == "1"
+    try:
+        if releasing:
+            job_release(job=job)
+        else:
+            job_hold(job=job)
+    except ServiceError as exc:
+        messages.warning(request, exc.message)
+    else:
+        messages.info(request, "Released: it queues again, its wait counted from now."
+                      if releasing else "Held: it stays out of the queue until released.")
     return redirect("dashboard-job", job_id=job.pk)
 
 

@@ -53,7 +53,7 @@ def _world() -> tuple:
     """What a refused call must leave as it was."""
     return (Job.objects.count(), JobEvent.objects.count(), Transfer.objects.count(),
             WebhookEndpoint.objects.count(), OrganizationEvent.objects.count(),
-            sorted(Job.objects.values_list("pk", "state", "version", "urgency_s")),
+            sorted(Job.objects.values_list("pk", "state", "version", "urgency_s", "hold")),
             sorted(WebhookDelivery.objects.values_list("pk", "status", "attempts")),
             sorted(WebhookEndpoint.objects.values_list("pk", "secret")),
             sorted(Project.objects.values_list("pk", "weight", "running_gpu_cap")),
@@ -90,7 +90,8 @@ def test_the_document_names_the_scopes_the_views_ask():
     scopes = {(m, p): op["x-key-scope"] for p, ops in paths.items() for m, op in ops.items()}
     assert {k for k, v in scopes.items() if v == "jobs"} == {
         ("post", "/api/v1/jobs"), ("patch", "/api/v1/jobs/{job_id}"),
-        ("post", "/api/v1/jobs/cancel"), ("post", "/api/v1/jobs/{job_id}/cancel")}
+        ("post", "/api/v1/jobs/cancel"), ("post", "/api/v1/jobs/{job_id}/cancel"),
+        ("post", "/api/v1/jobs/{job_id}/hold"), ("post", "/api/v1/jobs/{job_id}/release")}
     assert all(v == "read" for (m, _), v in scopes.items() if m == "get")
     assert all(v == "full" for (m, p), v in scopes.items() if m != "get" and p.startswith(
         ("/api/v1/webhooks", "/api/v1/projects", "/api/v1/organization")))

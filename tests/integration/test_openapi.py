@@ -96,10 +96,19 @@ def test_real_answers_are_what_the_document_says(document, api, alice, settings)
     _check(d, api.patch(f"/api/v1/jobs/{job_id}", {"prompt": "y"}, format="json"),
            "/api/v1/jobs/{job_id}", "patch", 400)
     _check(d, api.get("/api/v1/jobs/999999"), "/api/v1/jobs/{job_id}", "get", 404)
+    held = api.post(f"/api/v1/jobs/{job_id}/hold")
+    _check(d, held, "/api/v1/jobs/{job_id}/hold", "post", 200)
+    _check(d, api.get(f"/api/v1/jobs/{job_id}"), "/api/v1/jobs/{job_id}", "get", 200)
+    _check(d, api.post(f"/api/v1/jobs/{job_id}/release"), "/api/v1/jobs/{job_id}/release",
+           "post", 200)
+    _check(d, api.post(f"/api/v1/jobs/{job_id}/release"), "/api/v1/jobs/{job_id}/release",
+           "post", 409)
     _check(d, api.post(f"/api/v1/jobs/{job_id}/cancel"), "/api/v1/jobs/{job_id}/cancel",
            "post", 202)
     _check(d, api.post(f"/api/v1/jobs/{job_id}/cancel"), "/api/v1/jobs/{job_id}/cancel",
            "post", 202)
+    _check(d, api.post(f"/api/v1/jobs/{job_id}/hold"), "/api/v1/jobs/{job_id}/hold", "post",
+           409)
     _check(d, api.post("/api/v1/jobs", {"gpus": 99}, format="json"), "/api/v1/jobs", "post",
            400)
     hook = api.post("/api/v1/webhooks", {"url": "http://127.0.0.1:9/hook"}, format="json")

@@ -1,0 +1,98 @@
+"""Hold a waiting job out of the queue, and release it, as Slurm's `scontrol hold` /
+`release` do: a client pauses work it may still want (a batch whose inputs turned out
+wrong, a retry it wants to look at first), an operator stops a job without ending it.
+
+A held job is HELD: the scheduler never sees it, its credits stay held, a start deadline
+still ends it. Released, it queues again with its wait counted from then (a hold is not a
+way to bank age, as Slurm counts a job's age from when it became eligible), unless jobs it
+runs after have still to succeed: then it waits for them, as before the hold. A job held
+behind such jobs is not queued when the last of them succeeds; one of them failing still
+cancels it (it could never run). An operator's hold is not the client's to release; an
+operator releases any. Every change is a compare-and-set on the job's version, so a
+scheduler round that read the job before its hold places nothing by that read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.db import transaction
+from django.utils import timezone
+
+from jobs.models import Job
+from jobs.scheduler.trigger import request_tick
+from jobs.services.dependencies import held_reason
+from jobs.services.errors import Conflict, Forbidden
+from jobs.states import LIVE, TERMINAL, JobState
+from jobs.transitions import LostRace, rehold, transition
+
+CLIENT, OPERATOR = "client", "operator"
+HOLDABLE = (JobState.QUEUED, JobState.RETRY_WAIT, JobState.HELD)
+_RANK = {"": 0, CLIENT: 1, OPERATOR: 2}  # an operator's hold outranks the client's
+
+
+def _retrying(act: Callable[[Job], Job], job: Job) -> Job:
+    for _ in range(5):  # a round may place it, or a job it runs after end, while we look
+        try:
+            return act(job)
+        except LostRace:
+            job = Job.objects.get(pk=job.pk)
+    raise Conflict(f"job {job.pk} keeps changing; try again", code="busy")
+
+
+def _reason(by: str, note: str) -> str:
+    said = f": {note}" if note else ""
+    if by == OPERATOR:
+        return f"held by an operator{said}"
+    return f"held by the client{said}; release it to queue it again"
+
+
+def job_hold(*, job: Job, by: str = CLIENT, note: str = "") -> Job:
+    """Hold `job` (QUEUED, RETRY_WAIT or already HELD) for `by`. Holding a job held already
+    keeps the stronger hold; a job with GPUs or one that ended is a conflict."""
+    def hold(job: Job) -> Job:
+        if job.state in TERMINAL:
+            raise Conflict(f"job {job.pk} already ended {job.state}", code="job_finished")
+        if job.state in LIVE:
+            raise Conflict(f"job {job.pk} is {job.state}: it has GPUs now; cancel it, or "
+                           f"let it run", code="job_not_waiting")
+        if _RANK[job.hold] >= _RANK[by]:
+            return job
+        reason = _reason(by, note)
+        with transaction.atomic():
+            if job.state == JobState.HELD:
+                return rehold(job, reason=f"held by {by}", data={"hold": by}, hold=by,
+                              pending_reason=reason)
+            return transition(job, JobState.HELD, reason=f"held by {by}", data={"hold": by},
+                              hold=by, pending_code="hold", pending_reason=reason,
+                              pending_what_if="", estimated_start=None, retry_at=None,
+                              nominated_node=None, nominated_gpus=[], nominated_peers=[])
+    return _retrying(hold, job)
+
+
+def job_release(*, job: Job, by: str = CLIENT) -> Job:
+    """Release `job`'s hold: it queues again, its wait counted from now (a retry's backoff
+    is over too), or waits HELD for the jobs it runs after that have still to succeed."""
+    def release(job: Job) -> Job:
+        if not job.hold:
+            raise Conflict(f"job {job.pk} is not held", code="job_not_held")
+        if _RANK[job.hold] > _RANK[by]:
+            raise Forbidden(f"an operator holds job {job.pk}; only an operator releases it",
+                            code="held_by_operator")
+        with transaction.atomic():
+            # locked first: a job it runs after that succeeds meanwhile either sees the hold
+            # and leaves it HELD, or is seen succeeded here, so none is left HELD for nothing
+            locked = Job.objects.select_for_update(no_key=True).get(pk=job.pk)
+            if locked.version != job.version:
+                raise LostRace(f"job {job.pk} moved on from v{job.version}")
+            waiting = list(job.after.exclude(state=JobState.SUCCEEDED)
+                           .values_list("pk", flat=True))
+            if waiting:
+                return rehold(job, reason=f"released by {by}", data={"hold": ""}, hold="",
+                              pending_reason=held_reason(waiting))
+            transition(job, JobState.QUEUED, reason=f"released by {by}", data={"hold": ""},
+                       enqueued_at=timezone.now(), pending_code="new",
+                       pending_reason="waiting for the next scheduling round")
+            transaction.on_commit(request_tick)
+        return job
+    return _retrying(release, job)
