@@ -79,6 +79,10 @@ PROJECT = obj({
     "monthly_limit": {**nullable(INT), "description": "credits a calendar month its jobs may "
                       "commit; null: no budget"}})
 STATE = {"type": "string", "enum": list(JobState.values)}
+HOLD = {"type": ["string", "null"], "enum": ["client", "operator", None],
+        "description": "who holds it HELD out of the queue until they release it (POST "
+                       "/api/v1/jobs/{id}/release); an operator's hold is an operator's to "
+                       "release. Null: no one."}
 POSITION = nullable({**obj({"place": INT, "of": INT, "ahead_s": nullable(INT),
                               "as_of": TIME}), "description":
     "The job's place in line (1: first) among the `of` jobs waiting when the scheduler last "
@@ -114,10 +118,7 @@ LABELS = {"type": "object", "additionalProperties": STR,
 JOB = obj({
     "id": INT, "organization": STR, "project": STR,
     "state": STATE,
-    "hold": {"type": ["string", "null"], "enum": ["client", "operator", None],
-             "description": "who holds it HELD out of the queue until they release it (POST "
-                            "/api/v1/jobs/{id}/release); an operator's hold is an "
-                            "operator's to release. Null: no one."},
+    "hold": HOLD,
     "version": INT, "prompt": STR,
     "params": ANY_OBJECT, "labels": LABELS, "gpus": INT, "min_gpus": nullable(INT),
     "gpu_types": {"type": "array", "items": STR},
@@ -240,7 +241,7 @@ ORGANIZATION = obj({
 
 NOTICE = obj({
     "event": {"type": "string", "enum": list(JOB_EVENTS)}, "delivery": INT,
-    "job": obj({"id": INT, "state": STATE, "labels": LABELS,
+    "job": obj({"id": INT, "state": STATE, "hold": HOLD, "labels": LABELS,
                  "error_code": STR, "result": ANY_OBJECT, "output_url": nullable(STR),
                  "finished_at": nullable(TIME), "retries": INT,
                  "retry_at": nullable(TIME), "credits": JOB_CREDITS})})

@@ -16,7 +16,8 @@ def _new_secret() -> str:
 # what an endpoint may subscribe to: "job." + the state a job moves into. SCHEDULED and
 # QUEUED are not offered: they are the tick's hundreds of moves a round
 ENDED_EVENTS = ("job.succeeded", "job.failed", "job.timed_out", "job.cancelled", "job.dead")
-JOB_EVENTS = (*ENDED_EVENTS, "job.running", "job.preempting", "job.retry_wait")
+# job.held: someone holds it out of the queue (a job HELD behind others is submitted so)
+JOB_EVENTS = (*ENDED_EVENTS, "job.running", "job.preempting", "job.retry_wait", "job.held")
 ORGANIZATION_EVENTS = ("organization.suspended", "organization.resumed")
 EVENTS = (*JOB_EVENTS, "credits.low", *ORGANIZATION_EVENTS)
 

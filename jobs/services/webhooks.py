@@ -77,7 +77,8 @@ def _payload(job: Job, event: str) -> dict:
     from credits.services.holds import job_credits  # the ledger's models import the jobs app
 
     return {"event": event, "job": {
-        "id": job.pk, "state": job.state, "labels": job.labels, "error_code": job.error_code,
+        "id": job.pk, "state": job.state, "hold": job.hold or None, "labels": job.labels,
+        "error_code": job.error_code,
         "result": job.result, "output_url": output_path(job),
         "finished_at": job.finished_at.isoformat() if job.finished_at else None,
         "retries": job.retries,

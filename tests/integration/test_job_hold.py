@@ -206,3 +206,15 @@ def test_a_member_holds_and_releases_on_the_jobs_page(owner, alice):
     owner.post(f"/dashboard/jobs/{job.pk}/hold", {"release": "1"})
     assert _job(job.pk).hold == "operator"
     assert "only an operator releases it" in owner.get(f"/dashboard/jobs/{job.pk}").content.decode()
+
+
+def test_an_endpoint_that_asked_is_told_who_holds_the_job(alice):
+    from jobs.models import WebhookDelivery, WebhookEndpoint
+
+    WebhookEndpoint.objects.create(organization=alice, url="https://93.184.216.34/hook",
+                                   events=["job.held"])
+    job = make_job(alice)
+    job_hold(job=job, by=OPERATOR)
+    notice = WebhookDelivery.objects.get().payload
+    assert (notice["event"], notice["job"]["state"], notice["job"]["hold"]) == (
+        "job.held", "HELD", "operator")
