@@ -83,6 +83,17 @@ IDEMPOTENCY_KEY = {"name": "Idempotency-Key", "in": "header", "required": False,
                    "description": "A retry with the same key gets the same job."}
 
 
+def _labelled_batch(operation: str, done: str, description: str) -> dict:
+    """A call on the organization's jobs that carry each label, a batch at a time."""
+    return {"operationId": operation,
+            "requestBody": {"required": True, "content": {"application/json": {
+                "schema": request_schema(LabelledQuery())}}},
+            "responses": {"200": {"description": f"{description} (at most {CANCEL_BATCH} a "
+                                                 f"request)", "content": {"application/json": {
+                "schema": obj({done: {"type": "array", "items": INT}, "left": INT})}}},
+                **_errors(400, 429)}}
+
+
 def _paths() -> dict:
     return {
         "/api/v1/jobs": {
@@ -167,6 +178,12 @@ def _paths() -> dict:
                                       "stopping": {"type": "array", "items": INT},
                                       "left": INT})}}},
                           **_errors(400, 429)}}},
+        "/api/v1/jobs/hold": {"post": _labelled_batch(
+            "holdJobsByLabel", "held", "the jobs held now (those held already are left out), "
+            "and how many more match")},
+        "/api/v1/jobs/release": {"post": _labelled_batch(
+            "releaseJobsByLabel", "released", "the jobs whose client's hold was released now "
+            "(an operator's holds are left), and how many more match")},
         "/api/v1/jobs/{job_id}/cancel": {"post": {
             "operationId": "cancelJob", "parameters": [JOB_ID],
             "responses": {"202": _answer("cancelled, or stopping on its node", "Job"),

@@ -18,6 +18,8 @@ from jobs.api.views import (
     JobOutput,
     JobRelease,
     JobsCancel,
+    JobsHold,
+    JobsRelease,
     OpenApiDocument,
     QueueLine,
     WebhookDeliveries,
@@ -31,6 +33,8 @@ from jobs.api.views import (
 urlpatterns = [
     path("jobs", JobListCreate.as_view(), name="job-list"),
     path("jobs/cancel", JobsCancel.as_view(), name="jobs-cancel"),
+    path("jobs/hold", JobsHold.as_view(), name="jobs-hold"),
+    path("jobs/release", JobsRelease.as_view(), name="jobs-release"),
     path("jobs/<int:job_id>", JobDetail.as_view(), name="job-detail"),
     path("jobs/<int:job_id>/cancel", JobCancel.as_view(), name="job-cancel"),
     path("jobs/<int:job_id>/hold", JobHold.as_view(), name="job-hold"),

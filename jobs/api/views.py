@@ -34,7 +34,7 @@ from jobs.services.amend import job_amend
 from jobs.services.cancellation import job_cancel, jobs_cancel_labelled
 from jobs.services.catalog import gpu_catalog
 from jobs.services.errors import ValidationFailed
-from jobs.services.job_hold import job_hold, job_release
+from jobs.services.job_hold import job_hold, job_release, jobs_hold_labelled
 from jobs.services.labels import with_labels
 from jobs.services.outputs import output_expired, output_response
 from jobs.services.placements import placements_of
@@ -193,6 +193,28 @@ class JobsCancel(APIView):
                                     labels=body.validated_data["label"])
         return Response({"cancelled": done.cancelled, "stopping": done.stopping,
                          "left": done.left}, status=status.HTTP_202_ACCEPTED)
+
+
+class JobsHold(APIView):
+    """POST {"label": ["key:value", ...]}: hold the organization's waiting jobs that carry
+    each label, a batch at a time (`left`: how many more match)."""
+
+    write_scope = ApiKey.Scope.JOBS
+    release = False
+
+    def post(self, request):
+        body = LabelledQuery(data=request.data)
+        body.is_valid(raise_exception=True)
+        done = jobs_hold_labelled(organization=request.user.organization,
+                                  labels=body.validated_data["label"], release=self.release)
+        return Response({"released" if self.release else "held": done.done,
+                         "left": done.left})
+
+
+class JobsRelease(JobsHold):
+    """POST {"label": [...]}: release the client's holds on the jobs that carry each label."""
+
+    release = True
 
 
 class JobDetail(APIView):

@@ -15,14 +15,17 @@ scheduler round that read the job before its hold places nothing by that read.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from django.db import transaction
 from django.utils import timezone
 
-from jobs.models import Job
+from jobs.models import Job, Organization
 from jobs.scheduler.trigger import request_tick
+from jobs.services.cancellation import CANCEL_BATCH
 from jobs.services.dependencies import held_reason
-from jobs.services.errors import Conflict, Forbidden
+from jobs.services.errors import Conflict, Forbidden, ValidationFailed
+from jobs.services.labels import with_labels
 from jobs.states import LIVE, TERMINAL, JobState
 from jobs.transitions import LostRace, rehold, transition
 
@@ -96,3 +99,31 @@ def job_release(*, job: Job, by: str = CLIENT) -> Job:
             transaction.on_commit(request_tick)
         return job
     return _retrying(release, job)
+
+
+@dataclass(frozen=True)
+class Batch:
+    done: list[int]  # held (or released) now
+    left: int  # jobs that match beyond this batch: ask again
+
+
+def jobs_hold_labelled(*, organization: Organization, labels: list[str],
+                       release: bool = False) -> Batch:
+    """Hold the organization's jobs that carry each of `labels` (or, with `release`, release
+    the client's holds on them): a batch whose inputs turned out wrong. CANCEL_BATCH at most,
+    oldest first, each as its own hold would. Held jobs are left out of a hold, and an
+    operator's holds out of a release; a job that starts or ends meanwhile is left as it is."""
+    if not labels:
+        raise ValidationFailed("name at least one label: a bulk hold never takes every job",
+                               code="invalid_labels", field="label")
+    jobs = with_labels(Job.objects.filter(organization=organization), labels)
+    matching = (jobs.filter(hold=CLIENT) if release else
+                jobs.filter(state__in=HOLDABLE, hold="")).order_by("pk")
+    act = job_release if release else job_hold
+    done = []
+    for job in matching[:CANCEL_BATCH]:
+        try:
+            done.append(act(job=job).pk)
+        except Conflict:  # it started, ended or was released meanwhile: not ours to force
+            continue
+    return Batch(done, left=matching.count())

@@ -3,6 +3,7 @@ when it should start, how far each runs, and what each made."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -20,7 +21,7 @@ from jobs.scheduler.positions import places_of
 from jobs.services.amend import job_amend
 from jobs.services.cancellation import job_cancel, jobs_cancel_labelled
 from jobs.services.errors import ServiceError
-from jobs.services.job_hold import HOLDABLE, job_hold, job_release
+from jobs.services.job_hold import HOLDABLE, job_hold, job_release, jobs_hold_labelled
 from jobs.services.labels import with_labels
 from jobs.services.outputs import output_response
 from jobs.services.relaxations import relaxation
@@ -170,25 +171,43 @@ def job_relax_view(request: HttpRequest, job_id: int) -> HttpResponse:
     return redirect("dashboard-job", job_id=job.pk)
 
 
-@login_required
-@require_POST
-def jobs_cancel_labelled_view(request: HttpRequest) -> HttpResponse:
-    """Cancel the jobs with a label in each of the user's organizations, as the API's bulk
-    cancel does (a batch at a time: the message says how many more match)."""
+def _on_labelled(request: HttpRequest, act: Callable, told: Callable[[list], str]
+                 ) -> HttpResponse:
+    """`act(organization, labels)` in each of the user's organizations on the label the
+    form names, as the API's bulk calls do (a batch at a time); `told` the batches."""
     label = request.POST.get("label", "").strip()
-    cancelled = stopping = left = 0
     try:
-        for org in Organization.objects.filter(memberships__user=request.user):
-            done = jobs_cancel_labelled(organization=org, labels=[label] if label else [])
-            cancelled, stopping = cancelled + len(done.cancelled), stopping + len(done.stopping)
-            left += done.left
+        batches = [act(org, [label] if label else [])
+                   for org in Organization.objects.filter(memberships__user=request.user)]
     except ServiceError as exc:
         messages.warning(request, exc.message)
     else:
-        more = f"; {left} more match: cancel again" if left else ""
-        messages.info(request, f"{cancelled} cancelled, {stopping} stopping on their "
-                               f"nodes{more}.")
+        left = sum(batch.left for batch in batches)
+        more = f"; {left} more match: ask again" if left else ""
+        messages.info(request, f"{told(batches)}{more}.")
     return redirect(f"{reverse('dashboard')}?{urlencode({'label': label})}")
+
+
+@login_required
+@require_POST
+def jobs_cancel_labelled_view(request: HttpRequest) -> HttpResponse:
+    """Cancel the jobs with a label in each of the user's organizations."""
+    return _on_labelled(
+        request, lambda org, labels: jobs_cancel_labelled(organization=org, labels=labels),
+        lambda batches: f"{sum(len(b.cancelled) for b in batches)} cancelled, "
+                        f"{sum(len(b.stopping) for b in batches)} stopping on their nodes")
+
+
+@login_required
+@require_POST
+def jobs_hold_labelled_view(request: HttpRequest) -> HttpResponse:
+    """Hold, or release, the waiting jobs with a label in each of the user's organizations."""
+    releasing = request.POST.get("release") == "1"
+    return _on_labelled(
+        request, lambda org, labels: jobs_hold_labelled(organization=org, labels=labels,
+                                                        release=releasing),
+        lambda batches: f"{sum(len(b.done) for b in batches)} "
+                        f"{'released' if releasing else 'held'}")
 
 
 @login_required

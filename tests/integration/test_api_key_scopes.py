@@ -30,6 +30,8 @@ RANK = {"read": 0, "jobs": 1, "full": 2}
 BODIES = {("post", "/api/v1/jobs"): {"prompt": "a fox"},
           ("patch", "/api/v1/jobs/{job_id}"): {"urgency_s": 60},
           ("post", "/api/v1/jobs/cancel"): {"label": ["step:render"]},
+          ("post", "/api/v1/jobs/hold"): {"label": ["step:render"]},
+          ("post", "/api/v1/jobs/release"): {"label": ["step:render"]},
           ("post", "/api/v1/webhooks"): {"url": "http://127.0.0.1:9/gpusched"},
           ("post", "/api/v1/projects"): {"name": "ads", "running_gpu_cap": 2},
           ("patch", "/api/v1/projects/{name}"): {"weight": 4, "monthly_limit": 10},
@@ -91,7 +93,8 @@ def test_the_document_names_the_scopes_the_views_ask():
     assert {k for k, v in scopes.items() if v == "jobs"} == {
         ("post", "/api/v1/jobs"), ("patch", "/api/v1/jobs/{job_id}"),
         ("post", "/api/v1/jobs/cancel"), ("post", "/api/v1/jobs/{job_id}/cancel"),
-        ("post", "/api/v1/jobs/{job_id}/hold"), ("post", "/api/v1/jobs/{job_id}/release")}
+        ("post", "/api/v1/jobs/{job_id}/hold"), ("post", "/api/v1/jobs/{job_id}/release"),
+        ("post", "/api/v1/jobs/hold"), ("post", "/api/v1/jobs/release")}
     assert all(v == "read" for (m, _), v in scopes.items() if m == "get")
     assert all(v == "full" for (m, p), v in scopes.items() if m != "get" and p.startswith(
         ("/api/v1/webhooks", "/api/v1/projects", "/api/v1/organization")))

@@ -290,3 +290,22 @@ def test_a_member_cancels_every_job_with_a_label_and_no_other(member, alice, bob
     assert "never takes every job" in refused.content.decode()
     assert Job.objects.filter(state="QUEUED").count() == 2
     assert member.get("/dashboard/jobs/cancel").status_code == 405
+
+
+def test_a_member_holds_and_releases_every_waiting_job_with_a_label(member, alice, bob):
+    from jobs.services.submission import JobSpec, job_submit
+
+    def labelled(org, batch: str):
+        return job_submit(organization=org, spec=JobSpec(prompt="x", labels={"batch": batch}))
+
+    mine, other, theirs = labelled(alice, "b1"), labelled(alice, "b2"), labelled(bob, "b1")
+    page = member.get("/dashboard/?label=batch:b1").content.decode()
+    assert "Hold every waiting job with this label" in page
+    held = member.post("/dashboard/jobs/hold", {"label": "batch:b1"}, follow=True)
+    assert "1 held." in held.content.decode()
+    states = [Job.objects.get(pk=j.pk).state for j in (mine, other, theirs)]
+    assert states == ["HELD", "QUEUED", "QUEUED"]
+    released = member.post("/dashboard/jobs/hold", {"label": "batch:b1", "release": "1"},
+                           follow=True)
+    assert "1 released." in released.content.decode()
+    assert Job.objects.get(pk=mine.pk).state == "QUEUED"

@@ -218,3 +218,24 @@ def test_an_endpoint_that_asked_is_told_who_holds_the_job(alice):
     notice = WebhookDelivery.objects.get().payload
     assert (notice["event"], notice["job"]["state"], notice["job"]["hold"]) == (
         "job.held", "HELD", "operator")
+
+
+def test_a_batch_is_held_and_released_by_its_label(api, alice):
+    make_node(gpus=1)
+    running = api.post("/api/v1/jobs", {"prompt": "x", "labels": {"batch": "b7"}},
+                       format="json").json()["id"]
+    start_placed(_job(running))
+    ids = [api.post("/api/v1/jobs", {"prompt": "x", "labels": {"batch": batch}},
+                    format="json").json()["id"] for batch in ("b7", "b7", "b7", "b8")]
+    held = api.post("/api/v1/jobs/hold", {"label": ["batch:b7"]}, format="json")
+    assert held.status_code == 200 and held.json() == {"held": ids[:3], "left": 0}
+    assert [_job(pk).state for pk in (running, *ids)] == ["RUNNING", "HELD", "HELD", "HELD",
+                                                          "QUEUED"]
+    assert api.post("/api/v1/jobs/hold", {"label": ["batch:b7"]},
+                    format="json").json() == {"held": [], "left": 0}
+    job_hold(job=_job(ids[0]), by=OPERATOR)
+    released = api.post("/api/v1/jobs/release", {"label": ["batch:b7"]}, format="json")
+    assert released.json() == {"released": ids[1:3], "left": 0}
+    assert (_job(ids[0]).hold, _job(ids[1]).state) == ("operator", "QUEUED")
+    nothing = api.post("/api/v1/jobs/hold", {"label": []}, format="json")
+    assert nothing.status_code == 400 and nothing.json()["error"]["code"] == "invalid"

@@ -96,6 +96,10 @@ def test_real_answers_are_what_the_document_says(document, api, alice, settings)
     _check(d, api.patch(f"/api/v1/jobs/{job_id}", {"prompt": "y"}, format="json"),
            "/api/v1/jobs/{job_id}", "patch", 400)
     _check(d, api.get("/api/v1/jobs/999999"), "/api/v1/jobs/{job_id}", "get", 404)
+    _check(d, api.post("/api/v1/jobs/hold", {"label": ["a:b"]}, format="json"),
+           "/api/v1/jobs/hold", "post", 200)
+    _check(d, api.post("/api/v1/jobs/release", {"label": []}, format="json"),
+           "/api/v1/jobs/release", "post", 400)
     held = api.post(f"/api/v1/jobs/{job_id}/hold")
     _check(d, held, "/api/v1/jobs/{job_id}/hold", "post", 200)
     _check(d, api.get(f"/api/v1/jobs/{job_id}"), "/api/v1/jobs/{job_id}", "get", 200)
