@@ -171,10 +171,10 @@ ERROR = obj({"error": {
     "type": "object", "required": ["code", "message"],
     "description": "Refusals add their figures: retry_after_s (429), needed and available "
                    "(402 insufficient_credits), scope, monthly_limit and committed (402 "
-                   "budget_exceeded).",
+                   "budget_exceeded), index (a batch's: the job refused, from 0).",
     "properties": {"code": STR, "message": STR, "fields": ANY_OBJECT, "retry_after_s": INT,
                    "needed": INT, "available": INT, "scope": STR, "monthly_limit": INT,
-                   "committed": INT}}})
+                   "committed": INT, "index": INT}}})
 WEBHOOK = obj({"id": INT, "url": STR, "events": {"type": "array", "items": {
     "type": "string", "enum": list(EVENTS)}}, "active": BOOL, "created_at": TIME})
 WEBHOOK_CREATED = {**WEBHOOK, "properties": {**WEBHOOK["properties"], "secret": STR},

@@ -18,6 +18,7 @@ from jobs.models import (
 from jobs.models.job import MAX_START_WITHIN_S, MAX_URGENCY_S
 from jobs.models.webhook import EVENTS
 from jobs.scheduler.positions import QueuePosition, places_of
+from jobs.services.batches import MAX_BATCH
 from jobs.services.dependencies import MAX_AFTER
 from jobs.services.labels import MAX_LABELS, MAX_VALUE
 from jobs.services.outputs import output_path
@@ -77,9 +78,21 @@ class JobSubmitSerializer(serializers.Serializer):
 
     def spec(self) -> JobSpec:
         """The validated request, as the submission service takes it."""
-        data = dict(self.validated_data)
+        return self.spec_of(self.validated_data)
+
+    @staticmethod
+    def spec_of(data: dict) -> JobSpec:
         return JobSpec(**{**data, "gpu_types": tuple(data["gpu_types"]),
                           "after": tuple(data["after"])})
+
+
+class JobBatchSerializer(serializers.Serializer):
+    jobs = JobSubmitSerializer(many=True, allow_empty=False, max_length=MAX_BATCH,
+                               help_text=f"1 to {MAX_BATCH} jobs, each as POST /api/v1/jobs "
+                                         f"takes one; submitted in this order.")
+
+    def specs(self) -> list[JobSpec]:
+        return [JobSubmitSerializer.spec_of(job) for job in self.validated_data["jobs"]]
 
 
 class ProjectSerializer(serializers.Serializer):

@@ -9,6 +9,7 @@ from jobs.api.organization_views import (
 from jobs.api.views import (
     GpuTypes,
     JobAttempts,
+    JobBatch,
     JobCancel,
     JobDetail,
     JobEvents,
@@ -22,6 +23,8 @@ from jobs.api.views import (
     JobsRelease,
     OpenApiDocument,
     QueueLine,
+)
+from jobs.api.webhook_views import (
     WebhookDeliveries,
     WebhookDetail,
     WebhookListCreate,
@@ -32,6 +35,7 @@ from jobs.api.views import (
 
 urlpatterns = [
     path("jobs", JobListCreate.as_view(), name="job-list"),
+    path("jobs/batch", JobBatch.as_view(), name="jobs-batch"),
     path("jobs/cancel", JobsCancel.as_view(), name="jobs-cancel"),
     path("jobs/hold", JobsHold.as_view(), name="jobs-hold"),
     path("jobs/release", JobsRelease.as_view(), name="jobs-release"),

@@ -1,5 +1,6 @@
 """The calls about jobs and their logs and outputs, the queue line, the fleet's GPU types,
-webhooks, and the API's own document (the organization's: organization_views.py)."""
+and the API's own document (the organization's: organization_views.py; webhooks:
+webhook_views.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from jobs.api.openapi import openapi_document
 from jobs.api.paging import PageQuery, page_of
 from jobs.api.serializers import (
     AttemptSerializer,
-    DeliveryQuery,
+    JobBatchSerializer,
     JobEventSerializer,
     JobListQuery,
     JobSerializer,
@@ -23,14 +24,13 @@ from jobs.api.serializers import (
     LabelledQuery,
     LineQuery,
     LogQuery,
-    WebhookDeliverySerializer,
-    WebhookEndpointSerializer,
     position_body,
 )
-from jobs.models import ApiKey, Job, WebhookEndpoint
+from jobs.models import ApiKey, Job
 from jobs.scheduler.backlog import backlog_seconds
 from jobs.scheduler.positions import in_line, places_of
 from jobs.services.amend import job_amend
+from jobs.services.batches import jobs_submit_batch
 from jobs.services.cancellation import job_cancel, jobs_cancel_labelled
 from jobs.services.catalog import gpu_catalog
 from jobs.services.errors import ValidationFailed
@@ -40,14 +40,6 @@ from jobs.services.outputs import output_expired, output_response
 from jobs.services.placements import placements_of
 from jobs.services.preview import job_submit_preview
 from jobs.services.submission import job_submit_once
-from jobs.services.webhook_endpoints import (
-    deliveries_of,
-    webhook_endpoint_create,
-    webhook_endpoint_delete,
-    webhook_ping,
-    webhook_redeliver,
-    webhook_secret_rotate,
-)
 from jobs.states import LIVE
 from workers.services.checkpoint_cuts import may_resume, resume_points
 from workers.services.logs import attempt_log
@@ -154,6 +146,26 @@ class JobCancel(APIView):
             return not_found()
         job = job_cancel(job=job)
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class JobBatch(APIView):
+    """POST {"jobs": [...]}: submit up to 100 jobs at once, all or none."""
+
+    write_scope = ApiKey.Scope.JOBS
+
+    def post(self, request):
+        key = _idempotency_key(request)
+        body = JobBatchSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        org = request.user.organization
+        jobs, replayed = jobs_submit_batch(organization=org, specs=body.specs(),
+                                           user=request.user.user, idempotency_key=key)
+        backlog = backlog_seconds(org.tier.name)
+        return Response({"jobs": [{"id": job.pk, "state": job.state,
+                                   "url": f"/api/v1/jobs/{job.pk}"} for job in jobs],
+                         "backlog_s": None if backlog is None else round(backlog)},
+                        status=status.HTTP_202_ACCEPTED,
+                        headers={"Idempotent-Replayed": "true"} if replayed else None)
 
 
 class JobHold(APIView):
@@ -290,79 +302,6 @@ class JobOutput(APIView):
             return gone("output_expired", expired)
         response = output_response(job) if job is not None else None
         return response or not_found("no such job, or it has no output")
-
-
-class WebhookListCreate(APIView):
-    """An organization's webhook endpoints; the secret that signs deliveries is given once,
-    in the answer that creates the endpoint."""
-
-    def get(self, request):
-        hooks = WebhookEndpoint.objects.filter(organization=request.user.organization)
-        return Response({"results": WebhookEndpointSerializer(hooks, many=True).data})
-
-    def post(self, request):
-        body = WebhookEndpointSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        hook = webhook_endpoint_create(organization=request.user.organization,
-                                       url=body.validated_data["url"],
-                                       events=body.validated_data.get("events"),
-                                       api_key=request.auth)
-        return Response({**WebhookEndpointSerializer(hook).data, "secret": hook.secret},
-                        status=status.HTTP_201_CREATED)
-
-
-class WebhookDetail(APIView):
-    def delete(self, request, hook_id: int):
-        webhook_endpoint_delete(organization=request.user.organization, hook_id=hook_id,
-                                api_key=request.auth)
-        return Response(status=status.HTTP_204_NO_CONTENT)
-
-
-class WebhookRotateSecret(APIView):
-    """POST: a new secret for the endpoint, shown this once; the one before signs too until
-    `previous_secret_until` (a day), while the receiver moves to the new one."""
-
-    def post(self, request, hook_id: int):
-        hook = webhook_secret_rotate(organization=request.user.organization, hook_id=hook_id,
-                                     api_key=request.auth)
-        return Response({**WebhookEndpointSerializer(hook).data, "secret": hook.secret,
-                         "previous_secret_until": hook.previous_secret_until})
-
-
-class WebhookDeliveries(APIView):
-    """GET: what was sent to the endpoint, newest first, a page at a time (`?status=`,
-    `?limit=`, `?before=`): each delivery's event, job, status, attempts and last error."""
-
-    def get(self, request, hook_id: int):
-        query = DeliveryQuery(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        deliveries = deliveries_of(organization=request.user.organization, hook_id=hook_id)
-        if "status" in query.validated_data:
-            deliveries = deliveries.filter(status=query.validated_data["status"])
-        page, following = page_of(deliveries, query.validated_data, request,
-                                  f"/api/v1/webhooks/{hook_id}/deliveries")
-        return Response({"results": WebhookDeliverySerializer(page, many=True).data,
-                         "next": following})
-
-
-class WebhookPing(APIView):
-    """POST: send the endpoint a signed test notice now; 202 with its delivery."""
-
-    def post(self, request, hook_id: int):
-        delivery = webhook_ping(organization=request.user.organization, hook_id=hook_id,
-                                api_key=request.auth)
-        return Response(WebhookDeliverySerializer(delivery).data,
-                        status=status.HTTP_202_ACCEPTED)
-
-
-class WebhookRedeliver(APIView):
-    """POST: send a delivery that failed (or arrived) again, now; 202 with it."""
-
-    def post(self, request, hook_id: int, delivery_id: int):
-        delivery = webhook_redeliver(organization=request.user.organization, hook_id=hook_id,
-                                     delivery_id=delivery_id, api_key=request.auth)
-        return Response(WebhookDeliverySerializer(delivery).data,
-                        status=status.HTTP_202_ACCEPTED)
 
 
 class OpenApiDocument(APIView):

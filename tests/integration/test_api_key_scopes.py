@@ -30,6 +30,7 @@ RANK = {"read": 0, "jobs": 1, "full": 2}
 BODIES = {("post", "/api/v1/jobs"): {"prompt": "a fox"},
           ("patch", "/api/v1/jobs/{job_id}"): {"urgency_s": 60},
           ("post", "/api/v1/jobs/cancel"): {"label": ["step:render"]},
+          ("post", "/api/v1/jobs/batch"): {"jobs": [{"prompt": "a fox"}]},
           ("post", "/api/v1/jobs/hold"): {"label": ["step:render"]},
           ("post", "/api/v1/jobs/release"): {"label": ["step:render"]},
           ("post", "/api/v1/webhooks"): {"url": "http://127.0.0.1:9/gpusched"},
@@ -94,7 +95,8 @@ def test_the_document_names_the_scopes_the_views_ask():
         ("post", "/api/v1/jobs"), ("patch", "/api/v1/jobs/{job_id}"),
         ("post", "/api/v1/jobs/cancel"), ("post", "/api/v1/jobs/{job_id}/cancel"),
         ("post", "/api/v1/jobs/{job_id}/hold"), ("post", "/api/v1/jobs/{job_id}/release"),
-        ("post", "/api/v1/jobs/hold"), ("post", "/api/v1/jobs/release")}
+        ("post", "/api/v1/jobs/hold"), ("post", "/api/v1/jobs/release"),
+        ("post", "/api/v1/jobs/batch")}
     assert all(v == "read" for (m, _), v in scopes.items() if m == "get")
     assert all(v == "full" for (m, p), v in scopes.items() if m != "get" and p.startswith(
         ("/api/v1/webhooks", "/api/v1/projects", "/api/v1/organization")))

@@ -1,0 +1,346 @@
+"""The calls of the client API as OpenAPI paths (jobs/api/openapi.py assembles the document):
+request bodies derived from the serializers that validate them, answers named from
+jobs/api/openapi_schemas.py."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from credits.api.views import TransferListQuery, UsageQuery
+from jobs.api.openapi_schemas import ATTEMPT, JOB_EVENT, TRANSFER
+from jobs.api.paging import PageQuery
+from jobs.api.schema_fields import (
+    ANY_OBJECT,
+    INT,
+    STR,
+    TIME,
+    field_schema,
+    nullable,
+    obj,
+    request_schema,
+)
+from jobs.api.serializers import (
+    DeliveryQuery,
+    JobListQuery,
+    LabelledQuery,
+    LineQuery,
+    LogQuery,
+    WebhookEndpointSerializer,
+)
+from jobs.services.batches import MAX_BATCH
+from jobs.services.cancellation import CANCEL_BATCH
+
+
+def ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def answer(description: str, schema: str | None = None) -> dict:
+    if schema is None:
+        return {"description": description}
+    return {"description": description,
+            "content": {"application/json": {"schema": ref(schema)}}}
+
+
+def _errors(*statuses: int) -> dict:
+    meaning = {400: "invalid request", 401: "no or a bad API key", 402: "not enough credits, "
+               "or past a budget", 404: "no such object in this organization", 409: "conflict",
+               410: "gone: the output was deleted past its retention",
+               413: "request too large", 429: "refused for now: see Retry-After"}
+    return {str(s): answer(meaning[s], "Error") for s in (*statuses, 401)}
+
+
+def _query(serializer: serializers.Serializer) -> list[dict]:
+    return [{"name": name, "in": "query", "required": field.required,
+             "schema": field_schema(field)} for name, field in serializer.fields.items()]
+
+
+JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": INT}
+HOOK_ID = {"name": "hook_id", "in": "path", "required": True, "schema": INT}
+DELIVERY_ID = {"name": "delivery_id", "in": "path", "required": True, "schema": INT}
+ATTEMPT_ID = {"name": "attempt_id", "in": "path", "required": True, "schema": INT}
+PROJECT_NAME = {"name": "name", "in": "path", "required": True, "schema": STR}
+LOG_TEXT = {
+    "description": "what the try's binary printed to the stream, its last "
+                   "GPUSCHED_LOG_MAX_BYTES at most (empty if nothing was kept); X-Attempt-Id "
+                   "names the try, X-Log-Final says whether it has ended",
+    "headers": {"X-Attempt-Id": {"schema": INT}, "X-Log-Final": {"schema": {
+        "type": "string", "enum": ["true", "false"]}}},
+    "content": {"text/plain": {"schema": STR}}}
+DRY_RUN = {"name": "dry_run", "in": "query", "required": False,
+           "schema": {"type": "string", "enum": ["true", "false", "1", "0"]},
+           "description": "true: answer what the submission would do now (200, or the "
+                          "refusal it would get) and keep nothing."}
+IDEMPOTENCY_KEY = {"name": "Idempotency-Key", "in": "header", "required": False,
+                   "schema": {"type": "string", "maxLength": 255},
+                   "description": "A retry with the same key gets the same job."}
+
+
+def _labelled_batch(operation: str, done: str, description: str) -> dict:
+    """A call on the organization's jobs that carry each label, a batch at a time."""
+    return {"operationId": operation,
+            "requestBody": {"required": True, "content": {"application/json": {
+                "schema": request_schema(LabelledQuery())}}},
+            "responses": {"200": {"description": f"{description} (at most {CANCEL_BATCH} a "
+                                                 f"request)", "content": {"application/json": {
+                "schema": obj({done: {"type": "array", "items": INT}, "left": INT})}}},
+                **_errors(400, 429)}}
+
+
+def paths() -> dict:
+    return {
+        "/api/v1/jobs": {
+            "post": {"operationId": "submitJob", "parameters": [IDEMPOTENCY_KEY, DRY_RUN],
+                     "requestBody": {"required": True, "content": {
+                         "application/json": {"schema": ref("JobSubmit")}}},
+                     "responses": {"202": answer("accepted: the job waits in the queue",
+                                                  "Accepted"),
+                                   "200": answer("dry_run: what the submission would do "
+                                                  "now; nothing was kept", "Preview"),
+                                   "403": answer("insufficient_scope: the key's scope is "
+                                                  "narrower than jobs; or "
+                                                  "organization_suspended", "Error"),
+                                   **_errors(400, 402, 409, 413, 429)}},
+            "get": {"operationId": "listJobs", "parameters": _query(JobListQuery()),
+                    "responses": {
+                "200": {"description": "the organization's jobs, newest first, a page at a "
+                                       "time; `next` is the following page's URL", "content": {
+                    "application/json": {"schema": obj(
+                        {"results": {"type": "array", "items": ref("Job")},
+                         "next": nullable(STR)})}}},
+                **_errors(400, 429)}}},
+        "/api/v1/jobs/batch": {"post": {
+            "operationId": "submitJobs", "parameters": [IDEMPOTENCY_KEY],
+            "description": "Submit 1 to 100 jobs at once, in order, each as POST /api/v1/jobs "
+                           "would, all or none: the first refusal keeps no job of the batch "
+                           "and names the one refused (`index`). The Idempotency-Key makes "
+                           "one for each job (key/0, key/1, ...).",
+            "requestBody": {"required": True, "content": {"application/json": {
+                "schema": obj({"jobs": {"type": "array", "items": ref("JobSubmit"),
+                                        "minItems": 1, "maxItems": MAX_BATCH}})}}},
+            "responses": {"202": {"description": "accepted: the jobs wait in the queue, in "
+                                                 "the order sent", "content": {
+                "application/json": {"schema": obj({
+                    "jobs": {"type": "array", "items": obj({"id": INT, "state": STR,
+                                                            "url": STR})},
+                    "backlog_s": nullable(INT)})}}},
+                          "403": answer("insufficient_scope, or organization_suspended",
+                                        "Error"),
+                          **_errors(400, 402, 409, 413, 429)}}},
+        "/api/v1/queue": {"get": {
+            "operationId": "getQueueLine", "parameters": _query(LineQuery()),
+            "responses": {"200": answer(
+                "the organization's waiting jobs in the order of the scheduler's last line "
+                "(pending.position), first in line first: `of` jobs were in that line, drawn "
+                "`as_of`; `waiting` of the organization's jobs wait, `in_line` of them were "
+                "in it (those submitted since have no place yet)", "QueueLine"),
+                **_errors(400, 429)}}},
+        "/api/v1/jobs/{job_id}": {
+            "get": {"operationId": "getJob", "parameters": [JOB_ID],
+                    "responses": {"200": answer("the job", "JobDetail"),
+                                  **_errors(404, 429)}},
+            "patch": {"operationId": "changeJob", "parameters": [JOB_ID],
+                      "description": "Change what a waiting job that never started asks for "
+                                     "(e.g. the relaxation its pending.what_if names); it keeps "
+                                     "its wait and its credits are held anew. Only the fields "
+                                     "sent change.",
+                      "requestBody": {"required": True, "content": {
+                          "application/json": {"schema": ref("JobChange")}}},
+                      "responses": {"200": answer("the job as changed", "JobDetail"),
+                                    **_errors(400, 402, 404, 409, 429)}}},
+        "/api/v1/jobs/{job_id}/events": {"get": {
+            "operationId": "listJobEvents", "parameters": [JOB_ID, *_query(PageQuery())],
+            "responses": {"200": {"description": "the job's history, newest first: every "
+                                                 "move of its state and change of its request",
+                                  "content": {"application/json": {"schema": obj(
+                                      {"results": {"type": "array", "items": JOB_EVENT},
+                                       "next": nullable(STR)})}}},
+                          **_errors(400, 404, 429)}}},
+        "/api/v1/jobs/{job_id}/attempts": {"get": {
+            "operationId": "listJobAttempts", "parameters": [JOB_ID],
+            "responses": {"200": {"description": "the job's tries, newest first: where each "
+                                                 "ran, how it ended, the end of its stderr",
+                                  "content": {"application/json": {"schema": obj(
+                                      {"results": {"type": "array", "items": ATTEMPT}})}}},
+                          **_errors(404, 429)}}},
+        "/api/v1/jobs/{job_id}/log": {"get": {
+            "operationId": "getJobLog", "parameters": [JOB_ID, *_query(LogQuery())],
+            "responses": {"200": LOG_TEXT, **_errors(400, 404, 410, 429)}}},
+        "/api/v1/jobs/{job_id}/attempts/{attempt_id}/log": {"get": {
+            "operationId": "getAttemptLog", "parameters": [JOB_ID, ATTEMPT_ID,
+                                                           *_query(LogQuery())],
+            "responses": {"200": LOG_TEXT, **_errors(400, 404, 410, 429)}}},
+        "/api/v1/jobs/{job_id}/output": {"get": {
+            "operationId": "getJobOutput", "parameters": [JOB_ID],
+            "responses": {"200": {"description": "the output file, as an attachment",
+                                  "content": {"application/octet-stream": {
+                                      "schema": {"type": "string",
+                                                 "contentMediaType": "application/octet-stream"}}}},
+                          **_errors(404, 410, 429)}}},
+        "/api/v1/jobs/cancel": {"post": {
+            "operationId": "cancelJobsByLabel",
+            "requestBody": {"required": True, "content": {"application/json": {
+                "schema": request_schema(LabelledQuery())}}},
+            "responses": {"202": {"description": "the jobs cancelled now, those asked to stop "
+                                                 "on their nodes, and how many more match "
+                                                 f"(at most {CANCEL_BATCH} a request)",
+                                  "content": {"application/json": {"schema": obj({
+                                      "cancelled": {"type": "array", "items": INT},
+                                      "stopping": {"type": "array", "items": INT},
+                                      "left": INT})}}},
+                          **_errors(400, 429)}}},
+        "/api/v1/jobs/hold": {"post": _labelled_batch(
+            "holdJobsByLabel", "held", "the jobs held now (those held already are left out), "
+            "and how many more match")},
+        "/api/v1/jobs/release": {"post": _labelled_batch(
+            "releaseJobsByLabel", "released", "the jobs whose client's hold was released now "
+            "(an operator's holds are left), and how many more match")},
+        "/api/v1/jobs/{job_id}/cancel": {"post": {
+            "operationId": "cancelJob", "parameters": [JOB_ID],
+            "responses": {"202": answer("cancelled, or stopping on its node", "Job"),
+                          **_errors(404, 409, 429)}}},
+        "/api/v1/jobs/{job_id}/hold": {"post": {
+            "operationId": "holdJob", "parameters": [JOB_ID],
+            "description": "Hold a waiting job (QUEUED, RETRY_WAIT, or HELD behind the jobs it "
+                           "runs after) out of the queue: HELD, its credits still held, until "
+                           "released. Holding a held job again changes nothing.",
+            "responses": {"200": answer("held", "Job"), **_errors(404, 409, 429)}}},
+        "/api/v1/jobs/{job_id}/release": {"post": {
+            "operationId": "releaseJob", "parameters": [JOB_ID],
+            "description": "Release the client's hold: the job queues again, its wait counted "
+                           "from now, or waits HELD for the jobs it runs after. 403 "
+                           "held_by_operator for an operator's hold.",
+            "responses": {"200": answer("released", "Job"),
+                          "403": answer("held_by_operator, or insufficient_scope", "Error"),
+                          **_errors(404, 409, 429)}}},
+        "/api/v1/projects": {
+            "get": {"operationId": "listProjects", "responses": {
+                "200": {"description": "the organization's projects: the names a job's "
+                                       "`project` may take", "content": {
+                    "application/json": {"schema": obj(
+                        {"results": {"type": "array", "items": ref("Project")}})}}},
+                **_errors(429)}},
+            "post": {"operationId": "createProject",
+                     "requestBody": {"required": True, "content": {"application/json": {
+                         "schema": ref("ProjectCreate")}}},
+                     "responses": {"201": answer("made, as set", "Project"),
+                                   **_errors(400, 409, 429)}}},
+        "/api/v1/projects/{name}": {
+            "get": {"operationId": "getProject", "parameters": [PROJECT_NAME],
+                    "responses": {"200": answer("the project", "Project"),
+                                  **_errors(404, 429)}},
+            "patch": {"operationId": "changeProject", "parameters": [PROJECT_NAME],
+                      "description": "Set the project's settings sent, all or none (null: "
+                                     "no cap, no budget); its name stays.",
+                      "requestBody": {"required": True, "content": {"application/json": {
+                          "schema": ref("ProjectChange")}}},
+                      "responses": {"200": answer("the project as set", "Project"),
+                                    **_errors(400, 404, 429)}}},
+        "/api/v1/gpu-types": {"get": {
+            "operationId": "listGpuTypes",
+            "responses": {"200": {"description": "each GPU type of the fleet: what a job's "
+                                                 "gpu_types, min_gpu_memory_mb and region may "
+                                                 "name, and its price", "content": {
+                "application/json": {"schema": obj({"results": {"type": "array", "items": obj({
+                    "gpu_type": STR, "gpus": INT,
+                    "schedulable_gpus": {**INT, "description": "on nodes taking work now"},
+                    "most_on_one_node": {**INT, "description": "the largest gang one node "
+                                         "holds; larger ones span nodes of one island"},
+                    "gpu_memory_mb": INT, "regions": {"type": "array", "items": STR},
+                    "credits_per_gpu_hour": {**nullable(INT),
+                                             "description": "null: it costs nothing"}})}})}}},
+                **_errors(429)}}},
+        "/api/v1/organization": {
+            "get": {"operationId": "getOrganization",
+                    "responses": {"200": answer("the caller's organization, its tier, the "
+                                                 "key in use, each limit beside what it uses "
+                                                 "of it now, and its settings",
+                                                 "Organization"),
+                                  **_errors(429)}},
+            "patch": {"operationId": "changeOrganization",
+                      "description": "Set what the organization sets for itself, those sent, "
+                                     "all or none: its monthly budget and its low-credits "
+                                     "threshold (one set above the credits available now "
+                                     "sends credits.low at once).",
+                      "requestBody": {"required": True, "content": {"application/json": {
+                          "schema": ref("OrganizationChange")}}},
+                      "responses": {"200": answer("the organization as set",
+                                                   "Organization"),
+                                    **_errors(400, 429)}}},
+        "/api/v1/events": {"get": {
+            "operationId": "listOrganizationEvents", "parameters": _query(PageQuery()),
+            "responses": {"200": {"description": "what the organization's people changed in "
+                                                 "it, and who, newest first, a page at a "
+                                                 "time", "content": {
+                "application/json": {"schema": obj({
+                    "results": {"type": "array", "items": obj({
+                        "id": INT, "at": TIME,
+                        "by": {**STR, "description": "a member's username, or 'key gs_…' "
+                               "for a client's key"},
+                        "action": {**STR, "description": "e.g. api_key.made, budget.set, "
+                                   "webhook.removed, member.changed"},
+                        "detail": ANY_OBJECT})},
+                    "next": nullable(STR)})}}},
+                **_errors(400, 429)}}},
+        "/api/v1/webhooks": {
+            "get": {"operationId": "listWebhooks", "responses": {
+                "200": {"description": "the organization's endpoints", "content": {
+                    "application/json": {"schema": obj(
+                        {"results": {"type": "array", "items": ref("Webhook")}})}}},
+                **_errors(429)}},
+            "post": {"operationId": "createWebhook",
+                     "requestBody": {"required": True, "content": {"application/json": {
+                         "schema": request_schema(WebhookEndpointSerializer())}}},
+                     "responses": {"201": answer("created; the secret is shown this once",
+                                                  "WebhookCreated"),
+                                   **_errors(400, 409, 429)}}},
+        "/api/v1/webhooks/{hook_id}": {"delete": {
+            "operationId": "deleteWebhook", "parameters": [HOOK_ID],
+            "responses": {"204": answer("removed"), **_errors(404, 429)}}},
+        "/api/v1/webhooks/{hook_id}/rotate-secret": {"post": {
+            "operationId": "rotateWebhookSecret", "parameters": [HOOK_ID],
+            "description": "A new secret, shown this once. For a day the one before signs "
+                           "each notice too (a second sha256= in X-Gpusched-Signature), so "
+                           "the receiver moves to the new one without refusing any.",
+            "responses": {"200": answer("rotated: the new secret", "WebhookRotated"),
+                          **_errors(404, 429)}}},
+        "/api/v1/webhooks/{hook_id}/ping": {"post": {
+            "operationId": "pingWebhook", "parameters": [HOOK_ID],
+            "description": "Send the endpoint a signed test notice (event ping) now, "
+                           "whatever its events, retried and read back as any delivery.",
+            "responses": {"202": answer("sent (pending)", "Delivery"),
+                          **_errors(404, 429)}}},
+        "/api/v1/webhooks/{hook_id}/deliveries": {"get": {
+            "operationId": "listWebhookDeliveries",
+            "parameters": [HOOK_ID, *_query(DeliveryQuery())],
+            "responses": {"200": {"description": "what was sent to the endpoint, newest "
+                                                 "first, a page at a time", "content": {
+                "application/json": {"schema": obj(
+                    {"results": {"type": "array", "items": ref("Delivery")},
+                     "next": nullable(STR)})}}},
+                          **_errors(400, 404, 429)}}},
+        "/api/v1/webhooks/{hook_id}/deliveries/{delivery_id}/redeliver": {"post": {
+            "operationId": "redeliverWebhook", "parameters": [HOOK_ID, DELIVERY_ID],
+            "description": "Send a delivery that failed, or arrived, again now, with a fresh "
+                           "round of attempts; one still pending keeps its schedule.",
+            "responses": {"202": answer("sent again (pending)", "Delivery"),
+                          **_errors(404, 429)}}},
+        "/api/v1/credits/transfers": {"get": {
+            "operationId": "listCreditTransfers", "parameters": _query(TransferListQuery()),
+            "responses": {"200": {"description": "the organization's transfers, newest "
+                                                 "first, a page at a time", "content": {
+                "application/json": {"schema": obj(
+                    {"results": {"type": "array", "items": TRANSFER},
+                     "next": nullable(STR)})}}},
+                          **_errors(400, 429)}}},
+        "/api/v1/credits/usage": {"get": {
+            "operationId": "getCreditUsage", "parameters": _query(UsageQuery()),
+            "responses": {"200": answer("one month's credits spent and refunded and "
+                                         "GPU-hours run, in all, by project and GPU type",
+                                         "Usage"),
+                          **_errors(400, 429)}}},
+        "/api/v1/credits": {"get": {
+            "operationId": "getCredits",
+            "responses": {"200": answer("the organization's credits", "Credits"),
+                          **_errors(429)}}},
+    }
