@@ -116,7 +116,7 @@ def paths() -> dict:
                            "and names the one refused (`index`). The Idempotency-Key makes "
                            "one for each job (key/0, key/1, ...).",
             "requestBody": {"required": True, "content": {"application/json": {
-                "schema": obj({"jobs": {"type": "array", "items": ref("JobSubmit"),
+                "schema": obj({"jobs": {"type": "array", "items": ref("BatchJob"),
                                         "minItems": 1, "maxItems": MAX_BATCH}})}}},
             "responses": {"202": {"description": "accepted: the jobs wait in the queue, in "
                                                  "the order sent", "content": {

@@ -19,6 +19,7 @@ from jobs.api.schema_fields import (
     request_schema,
 )
 from jobs.api.serializers import (
+    JobBatchItemSerializer,
     JobSubmitSerializer,
     OrganizationSettingsSerializer,
     ProjectSerializer,
@@ -34,6 +35,14 @@ def _job_submit() -> dict:
     schema = request_schema(JobSubmitSerializer())
     schema["properties"]["gpus"]["maximum"] = settings.GPUSCHED_MAX_GPUS_PER_JOB
     schema["properties"]["time_limit_s"]["maximum"] = settings.GPUSCHED_MAX_TIME_LIMIT_S
+    return schema
+
+
+def _batch_job() -> dict:
+    """A job of a batch: a submission's body, and the earlier jobs of the batch it runs
+    after."""
+    schema = request_schema(JobBatchItemSerializer())
+    schema["properties"].update(_job_submit()["properties"])
     return schema
 
 
@@ -259,6 +268,7 @@ CREDITS_NOTICE = obj({
 def component_schemas() -> dict:
     """The document's named schemas (components/schemas)."""
     return {"JobSubmit": _job_submit(), "JobChange": _job_change(), "Job": JOB,
+            "BatchJob": _batch_job(),
             "JobDetail": JOB_DETAIL, "Accepted": ACCEPTED, "QueueLine": QUEUE_LINE,
             "Error": ERROR, "Webhook": WEBHOOK, "WebhookCreated": WEBHOOK_CREATED,
             "WebhookRotated": WEBHOOK_ROTATED, "Delivery": DELIVERY, "Credits": CREDITS,

@@ -86,13 +86,24 @@ class JobSubmitSerializer(serializers.Serializer):
                           "after": tuple(data["after"])})
 
 
+class JobBatchItemSerializer(JobSubmitSerializer):
+    after_batch = serializers.ListField(
+        child=serializers.IntegerField(min_value=0), required=False, default=list,
+        max_length=MAX_AFTER, help_text="Indices of earlier jobs of the batch (from 0) that "
+                                        "this one runs after, as `after` names submitted jobs.")
+
+
 class JobBatchSerializer(serializers.Serializer):
-    jobs = JobSubmitSerializer(many=True, allow_empty=False, max_length=MAX_BATCH,
-                               help_text=f"1 to {MAX_BATCH} jobs, each as POST /api/v1/jobs "
-                                         f"takes one; submitted in this order.")
+    jobs = JobBatchItemSerializer(many=True, allow_empty=False, max_length=MAX_BATCH,
+                                  help_text=f"1 to {MAX_BATCH} jobs, each as POST "
+                                            f"/api/v1/jobs takes one; submitted in this order.")
 
     def specs(self) -> list[JobSpec]:
-        return [JobSubmitSerializer.spec_of(job) for job in self.validated_data["jobs"]]
+        return [JobSubmitSerializer.spec_of({k: v for k, v in job.items() if k != "after_batch"})
+                for job in self.validated_data["jobs"]]
+
+    def after_batch(self) -> list[tuple[int, ...]]:
+        return [tuple(job["after_batch"]) for job in self.validated_data["jobs"]]
 
 
 class ProjectSerializer(serializers.Serializer):

@@ -159,6 +159,7 @@ class JobBatch(APIView):
         body.is_valid(raise_exception=True)
         org = request.user.organization
         jobs, replayed = jobs_submit_batch(organization=org, specs=body.specs(),
+                                           after_batch=body.after_batch(),
                                            user=request.user.user, idempotency_key=key)
         backlog = backlog_seconds(org.tier.name)
         return Response({"jobs": [{"id": job.pk, "state": job.state,

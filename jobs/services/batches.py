@@ -11,6 +11,8 @@ with another batch is refused as a single job's would be.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from django.db import transaction
 
 from jobs.models import Job, Organization
@@ -26,9 +28,12 @@ def _item_key(key: str, index: int) -> str:
 
 
 def jobs_submit_batch(*, organization: Organization, specs: list[JobSpec], user=None,
-                      idempotency_key: str = "") -> tuple[list[Job], bool]:
-    """Submit `specs` together, in order: (jobs, replayed). A ServiceError raised for any of
-    them is raised with `index` added to its details, and no job of the batch is kept."""
+                      idempotency_key: str = "",
+                      after_batch: list[tuple[int, ...]] | None = None) -> tuple[list[Job], bool]:
+    """Submit `specs` together, in order: (jobs, replayed). `after_batch[i]`: the indices of
+    earlier jobs of the batch that job i runs after, besides its own `after` (a pipeline's
+    steps sent at once). A ServiceError raised for any of them is raised with `index` added
+    to its details, and no job of the batch is kept."""
     if not 1 <= len(specs) <= MAX_BATCH:
         raise ValidationFailed(f"a batch has 1 to {MAX_BATCH} jobs", code="invalid_batch",
                                field="jobs")
@@ -36,8 +41,11 @@ def jobs_submit_batch(*, organization: Organization, specs: list[JobSpec], user=
         raise ValidationFailed(f"a batch's Idempotency-Key is at most {MAX_BATCH_KEY} "
                                f"characters", code="invalid_idempotency_key")
     with transaction.atomic():
-        submitted = [_submit_item(organization, spec, user, idempotency_key, index)
-                     for index, spec in enumerate(specs)]
+        submitted: list[tuple[Job, bool]] = []
+        for index, spec in enumerate(specs):
+            earlier = _earlier(after_batch[index] if after_batch else (), submitted, index)
+            spec = replace(spec, after=(*spec.after, *earlier)) if earlier else spec
+            submitted.append(_submit_item(organization, spec, user, idempotency_key, index))
         replayed = {again for _, again in submitted}
         if len(replayed) > 1 or (True in replayed and Job.objects.filter(
                 organization=organization,
@@ -48,6 +56,23 @@ def jobs_submit_batch(*, organization: Organization, specs: list[JobSpec], user=
     return [job for job, _ in submitted], replayed == {True}
 
 
+def _earlier(indices: tuple[int, ...], submitted: list[tuple[Job, bool]],
+             index: int) -> tuple[int, ...]:
+    """The ids of the batch's jobs that job `index` runs after: earlier ones only, so that
+    a batch can never wait on itself."""
+    if any(not 0 <= i < index for i in indices):
+        raise _at(index, ValidationFailed(
+            f"job {index} of the batch may run after jobs 0 to {index - 1} of it only",
+            code="invalid_after_batch", field="after_batch"))
+    return tuple(submitted[i][0].pk for i in indices)
+
+
+def _at(index: int, exc: ServiceError) -> ServiceError:
+    """`exc`, naming the job of the batch it refused."""
+    exc.details = {**getattr(exc, "details", {}), "index": index}
+    return exc
+
+
 def _submit_item(organization: Organization, spec: JobSpec, user, key: str,
                  index: int) -> tuple[Job, bool]:
     try:
@@ -55,5 +80,4 @@ def _submit_item(organization: Organization, spec: JobSpec, user, key: str,
                                idempotency_key=_item_key(key, index),
                                reason=f"submitted in a batch, job {index}")
     except ServiceError as exc:
-        exc.details = {**getattr(exc, "details", {}), "index": index}
-        raise
+        raise _at(index, exc) from None

@@ -120,3 +120,27 @@ def test_any_batch_is_accepted_whole_or_refused_with_a_code(api, jobs):
     assert made == (len(jobs) if answer.status_code == 202 else 0)
     if answer.status_code == 400:
         assert answer.json()["error"]["code"]
+
+
+def test_a_pipeline_sent_as_one_batch_runs_its_steps_after_each_other(api, alice):
+    answer = _batch(api, [{"prompt": "render"}, {"prompt": "upscale", "after_batch": [0]},
+                          {"prompt": "caption", "after_batch": [0, 1], "after": []}])
+    assert answer.status_code == 202, answer.content
+    ids = [j["id"] for j in answer.json()["jobs"]]
+    assert [j["state"] for j in answer.json()["jobs"]] == ["QUEUED", "HELD", "HELD"]
+    assert api.get(f"/api/v1/jobs/{ids[2]}").json()["after"] == ids[:2]
+    again = _batch(api, [{"prompt": "render"}, {"prompt": "upscale", "after_batch": [0]},
+                         {"prompt": "caption", "after_batch": [0, 1]}], key="p")
+    assert _batch(api, [{"prompt": "render"}, {"prompt": "upscale", "after_batch": [0]},
+                        {"prompt": "caption", "after_batch": [0, 1]}],
+                  key="p").json()["jobs"] == again.json()["jobs"]  # a retry finds them
+
+
+@pytest.mark.parametrize("after_batch", [[1], [2], [-1]])
+def test_a_job_may_run_after_earlier_jobs_of_its_batch_only(api, alice, after_batch):
+    answer = _batch(api, [{"prompt": "a"}, {"prompt": "b", "after_batch": after_batch}])
+    assert answer.status_code == 400 and not Job.objects.exists()
+    error = answer.json()["error"]
+    assert error["code"] in ("invalid_after_batch", "invalid")
+    if error["code"] == "invalid_after_batch":
+        assert error["index"] == 1
