@@ -173,24 +173,19 @@ class JobHold(APIView):
     """POST: hold the waiting job out of the queue until the client releases it."""
 
     write_scope = ApiKey.Scope.JOBS
+    act = staticmethod(job_hold)
 
     def post(self, request, job_id: int):
         job = _jobs_of(request).filter(pk=job_id).first()
         if job is None:
             return not_found()
-        return Response(JobSerializer(job_hold(job=job)).data)
+        return Response(JobSerializer(self.act(job=job)).data)
 
 
-class JobRelease(APIView):
+class JobRelease(JobHold):
     """POST: release the client's hold: the job queues again, its wait counted from now."""
 
-    write_scope = ApiKey.Scope.JOBS
-
-    def post(self, request, job_id: int):
-        job = _jobs_of(request).filter(pk=job_id).first()
-        if job is None:
-            return not_found()
-        return Response(JobSerializer(job_release(job=job)).data)
+    act = staticmethod(job_release)
 
 
 class JobsCancel(APIView):
