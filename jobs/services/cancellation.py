@@ -13,6 +13,7 @@ from jobs.models import Attempt, AttemptStatus, Job, Organization
 from jobs.scheduler.trigger import request_tick
 from jobs.services.errors import Conflict, ValidationFailed
 from jobs.services.labels import with_labels
+from jobs.services.races import on_fresh_job
 from jobs.services.release import release_attempt
 from jobs.states import TERMINAL, JobState
 from jobs.transitions import LostRace, transition
@@ -32,12 +33,8 @@ def _end_unstarted(attempt: Attempt) -> None:
 
 def job_cancel(*, job: Job, reason: str = "cancelled by the client") -> Job:
     """Cancel `job`. Idempotent for a job already cancelled; a finished job is a conflict."""
-    for _ in range(5):  # a node may start or end the job while we look: read again, retry
-        try:
-            return _cancel_once(job, reason)
-        except LostRace:
-            job = Job.objects.get(pk=job.pk)
-    raise Conflict(f"job {job.pk} keeps changing; try again", code="busy")
+    # a node may start or end the job while we look
+    return on_fresh_job(lambda fresh: _cancel_once(fresh, reason), job)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ scheduler round that read the job before its hold places nothing by that read.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -26,21 +25,13 @@ from jobs.services.cancellation import CANCEL_BATCH
 from jobs.services.dependencies import held_reason
 from jobs.services.errors import Conflict, Forbidden, ValidationFailed
 from jobs.services.labels import with_labels
+from jobs.services.races import on_fresh_job
 from jobs.states import LIVE, TERMINAL, JobState
 from jobs.transitions import LostRace, rehold, transition
 
 CLIENT, OPERATOR = "client", "operator"
 HOLDABLE = (JobState.QUEUED, JobState.RETRY_WAIT, JobState.HELD)
 _RANK = {"": 0, CLIENT: 1, OPERATOR: 2}  # an operator's hold outranks the client's
-
-
-def _retrying(act: Callable[[Job], Job], job: Job) -> Job:
-    for _ in range(5):  # a round may place it, or a job it runs after end, while we look
-        try:
-            return act(job)
-        except LostRace:
-            job = Job.objects.get(pk=job.pk)
-    raise Conflict(f"job {job.pk} keeps changing; try again", code="busy")
 
 
 def _reason(by: str, note: str) -> str:
@@ -70,7 +61,7 @@ def job_hold(*, job: Job, by: str = CLIENT, note: str = "") -> Job:
                               hold=by, pending_code="hold", pending_reason=reason,
                               pending_what_if="", estimated_start=None, retry_at=None,
                               nominated_node=None, nominated_gpus=[], nominated_peers=[])
-    return _retrying(hold, job)
+    return on_fresh_job(hold, job)
 
 
 def job_release(*, job: Job, by: str = CLIENT) -> Job:
@@ -98,7 +89,7 @@ def job_release(*, job: Job, by: str = CLIENT) -> Job:
                        pending_reason="waiting for the next scheduling round")
             transaction.on_commit(request_tick)
         return job
-    return _retrying(release, job)
+    return on_fresh_job(release, job)
 
 
 @dataclass(frozen=True)
