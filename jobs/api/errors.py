@@ -7,7 +7,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
 
-from jobs.services.errors import ServiceError
+from jobs.services.errors import ServiceError, ValidationFailed
 from jobs.services.storable import storable
 
 _CODES = {
@@ -69,3 +69,12 @@ def gone(code: str, message: str) -> Response:
 def not_found(message: str = "no such job") -> Response:
     return Response({"error": {"code": "not_found", "message": message}},
                     status=status.HTTP_404_NOT_FOUND)
+
+
+def refuse_unknown(data, allowed, *, code: str) -> None:
+    """Refuse a body naming a field other than `allowed`: one the call does not take would
+    otherwise be ignored, and the client believe it set."""
+    unknown = sorted(set(data) - set(allowed)) if isinstance(data, dict) else []
+    if unknown:
+        raise ValidationFailed(f"{', '.join(unknown)} cannot be sent here; these can: "
+                               f"{', '.join(allowed)}", code=code, field=unknown[0])

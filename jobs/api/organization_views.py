@@ -8,7 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from credits.services.owner_settings import organization_budget, organization_settle
-from jobs.api.errors import not_found
+from jobs.api.errors import not_found, refuse_unknown
 from jobs.api.paging import PageQuery, page_of
 from jobs.api.serializers import (
     OrganizationEventSerializer,
@@ -16,7 +16,6 @@ from jobs.api.serializers import (
     ProjectSerializer,
 )
 from jobs.api.throttles import TierRateThrottle
-from jobs.services.errors import ValidationFailed
 from jobs.services.org_limits import limits_and_usage
 from jobs.services.projects import SETTINGS, project_create, project_rows, project_settle
 
@@ -29,11 +28,8 @@ class OrganizationDetail(APIView):
     def patch(self, request):
         body = OrganizationSettingsSerializer(data=request.data, partial=True)
         body.is_valid(raise_exception=True)
-        unknown = sorted(set(request.data) - set(body.fields))
-        if unknown:  # its tier, caps and name are the operators'
-            raise ValidationFailed(f"an organization's {', '.join(unknown)} cannot be changed "
-                                   f"here; these can: {', '.join(body.fields)}",
-                                   code="not_amendable", field=unknown[0])
+        # its tier, caps and name are the operators'
+        refuse_unknown(request.data, body.fields, code="not_amendable")
         organization_settle(organization=request.user.organization, api_key=request.auth,
                             changes=body.validated_data)
         request.user.organization.refresh_from_db()
@@ -83,10 +79,8 @@ class ProjectListCreate(APIView):
     def post(self, request):
         body = ProjectSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        unknown = sorted(set(request.data) - set(body.fields))
-        if unknown:  # a misspelt cap must not make a project without one
-            raise ValidationFailed(f"a project has no {', '.join(unknown)}",
-                                   code="unknown_field", field=unknown[0])
+        # a misspelt cap must not make a project without one
+        refuse_unknown(request.data, body.fields, code="unknown_field")
         org = request.user.organization
         project = project_create(organization=org, api_key=request.auth,
                                  **body.validated_data)
@@ -96,21 +90,17 @@ class ProjectListCreate(APIView):
 class ProjectDetail(APIView):
     def get(self, request, name: str):
         rows = project_rows(request.user.organization, name)
-        return Response(rows[0]) if rows else not_found()
+        return Response(rows[0]) if rows else not_found("no such project")
 
     def patch(self, request, name: str):
         """Set the project's settings sent, all or none; its name stays (jobs carry it)."""
         body = ProjectSerializer(data=request.data, partial=True)
         body.is_valid(raise_exception=True)
-        unknown = set(request.data) - set(SETTINGS)
-        if unknown:
-            raise ValidationFailed(f"a project's {', '.join(sorted(unknown))} cannot be "
-                                   f"changed; these can: {', '.join(SETTINGS)}",
-                                   code="not_amendable")
+        refuse_unknown(request.data, SETTINGS, code="not_amendable")  # its name stays
         org = request.user.organization
         project = org.projects.filter(name=name).first()
         if project is None:
-            return not_found()
+            return not_found("no such project")
         project_settle(organization=org, project_id=project.pk, api_key=request.auth,
                        changes=body.validated_data)
         return Response(project_rows(org, name)[0])
