@@ -130,6 +130,10 @@ class Membership(models.Model):
     role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
     # fair-share weight of the user's jobs inside each project of the organization
     weight = models.FloatField(default=1.0)
+    running_gpu_cap = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="GPUs the member's jobs may hold at once over all the organization's "
+                  "projects, inside its caps; empty: no cap of their own, 0: no new work.")
 
     class Meta:
         constraints = [

@@ -85,13 +85,17 @@ def explain_rest(rnd: _Round) -> None:
     """Shared reasons for the jobs the walk never reached: a run per project it did not
     reach, a run per user of those it did."""
     pending = rnd.out.pending
-    by_class: dict[tuple[str, str, str], PendingReason] = {}
+    by_class: dict[tuple[str, str, str, str], PendingReason] = {}
     for project, jobs, first in rnd.queue.unreached():
         tier, org = project.tier, project.org
         if rnd.queue.org_excluded(tier, org):
-            cls = (tier, org, "")
+            cls = (tier, org, "", "")
+        elif project.excluded:
+            cls = (tier, org, project.name, "")
+        elif project.users and project.users[jobs[first].user].excluded:
+            cls = (tier, org, "", jobs[first].user)  # a run is one user's once split
         else:
-            cls = (tier, "", "") if not project.excluded else (tier, org, project.name)
+            cls = (tier, "", "", "")
         reason = by_class.get(cls)
         if reason is None:
             reason = by_class[cls] = _shared_reason(rnd, *cls)
@@ -112,9 +116,12 @@ def no_capacity(rnd: _Round) -> None:
         rnd.out.pending[job.job_id] = reasons.unknown_tier(job.tier)
 
 
-def _shared_reason(rnd: _Round, tier: str, org: str, project: str) -> PendingReason:
-    """The reason of a run of unreached jobs: of an org (and project) at its cap where they
-    are named, else of the tier's jobs."""
+def _shared_reason(rnd: _Round, tier: str, org: str, project: str, user: str
+                   ) -> PendingReason:
+    """The reason of a run of unreached jobs: of an org (and project, or user) at its cap
+    where they are named, else of the tier's jobs."""
+    if user:
+        return reasons.user_cap(org, user, rnd.snap.user_gpu_caps[org, user])
     if project:
         return reasons.project_cap(org, project, rnd.snap.project_gpu_caps[org, project])
     if org:

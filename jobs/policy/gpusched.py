@@ -2,7 +2,8 @@
 
 One round walks the queue in rank order (ranking.py) and, for each job:
 
-1. skips it with a reason when its org is at its running-GPU cap or its tier at its ceiling;
+1. skips it with a reason when its org, project or submitter is at a running-GPU cap or
+   its tier at its ceiling (caps.py);
 2. starts it now on the best-fit node (placement.py), or on GPUs reserved for a job ahead
    of it if it ends before that job's reservation starts (backfill.py);
 3. otherwise, if its tier is below its guaranteed floor or it is about to miss its start
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from . import explain, kept, reasons, walk_end, yielding
+from . import caps, explain, kept, reasons, walk_end, yielding
 from .backfill import Hold, Timeline
 from .gcpause import gc_paused
 from .placement import FreeIndex, Pools
@@ -116,7 +117,9 @@ class _Round:
         return self.out
 
     def _consider(self, job: QueuedJob) -> None:
-        if self._capped(job):
+        capped = caps.cap_reason(self, job)
+        if capped is not None:
+            self._pending(job, capped, count_short=False)
             return
         groups = self.index.matching(job)
         if not self._can_fit(job, groups):
@@ -128,46 +131,8 @@ class _Round:
         else:
             self._blocked(job, groups)
 
-    def over_org_cap(self, job: QueuedJob) -> bool:
-        cap = self.snap.org_gpu_caps.get(job.org)
-        return cap is not None and self.shares.org[job.org] + job.gpus > cap
-
-    def over_project_cap(self, job: QueuedJob) -> bool:
-        cap = self.snap.project_gpu_caps.get((job.org, job.project))
-        return cap is not None and self.shares.project[job.org, job.project] + job.gpus > cap
-
     def over_cap(self, job: QueuedJob) -> bool:
-        """Past its org's or its project's running-GPU cap, or its tier's ceiling."""
-        return self.over_org_cap(job) or self.over_project_cap(job) \
-            or self.over_tier_ceiling(job)
-
-    def over_tier_ceiling(self, job: QueuedJob) -> bool:
-        used = self.shares.tier[job.tier] + job.gpus
-        return self.snap.tiers[job.tier].max_share < 1.0 and used > self.ceilings[job.tier] + 1e-9
-
-    def _capped(self, job: QueuedJob) -> bool:
-        """Org and project caps and tier ceiling; a full org, project or tier leaves the walk
-        for this round."""
-        if self.over_org_cap(job):
-            cap = self.snap.org_gpu_caps[job.org]
-            if self.shares.org[job.org] >= cap:
-                self.queue.exclude_org(job.tier, job.org)
-            self._pending(job, reasons.org_cap(job.org, cap), count_short=False)
-            return True
-        if self.over_project_cap(job):
-            cap = self.snap.project_gpu_caps[job.org, job.project]
-            if self.shares.project[job.org, job.project] >= cap:
-                self.queue.exclude_project(job.tier, job.org, job.project)
-            self._pending(job, reasons.project_cap(job.org, job.project, cap),
-                          count_short=False)
-            return True
-        if self.over_tier_ceiling(job):
-            ceiling, tier_used = self.ceilings[job.tier], self.shares.tier[job.tier]
-            if tier_used >= ceiling - 1e-9:
-                self.queue.exclude_tier(job.tier)
-            self._pending(job, reasons.tier_ceiling(job.tier, ceiling), count_short=False)
-            return True
-        return False
+        return caps.over_cap(self, job)
 
     def _can_fit(self, job: QueuedJob, groups: Pools) -> bool:
         key = (job.gpu_types, job.min_gpu_memory_mb, job.region, job.gpus)

@@ -24,6 +24,7 @@ class Group:
     user: str
     jobs: list[QueuedJob]
     pos: int = 0
+    excluded: bool = False  # its user is at their running-GPU cap: out of this round's walk
 
     @property
     def done(self) -> bool:
@@ -169,9 +170,13 @@ def oldest_head(lists: dict[str, list[QueuedJob]]) -> tuple[float, str]:
 
 
 def is_head(project: ProjectQueue, user: str, pos: int) -> bool:
-    """Whether the user's job at `pos` still heads its jobs in the project: an entry of a
-    tier's oldest-head heap is current (a project not split yet is still at 0)."""
-    return (project.users[user].pos if project.users else 0) == pos
+    """Whether the user's job at `pos` still heads its jobs in the project, and the user is
+    still in the walk: an entry of a tier's oldest-head heap is current (a project not split
+    yet is still at 0)."""
+    if not project.users:
+        return pos == 0
+    group = project.users[user]
+    return group.pos == pos and not group.excluded
 
 
 def heads_before(tier: TierQueue, before: float) -> list[QueuedJob]:

@@ -261,7 +261,7 @@ class RankedQueue:
         while heap:
             share, enq, _, pos, group = heap[0]
             org = tier.orgs[group.org]
-            if (group.pos != pos or group.done or org.excluded
+            if (group.pos != pos or group.done or group.excluded or org.excluded
                     or org.projects[group.project].excluded):
                 heapq.heappop(heap)
                 continue
@@ -300,13 +300,13 @@ class RankedQueue:
 
     @staticmethod
     def _top_user(project: ProjectQueue) -> Group:
-        if not project.heap:  # one user
+        if not project.heap:  # one user (still live: the project is)
             return next(iter(project.users.values()))
         heap = project.heap
         while True:
             _, seq, name = heap[0]
             group = project.users[name]
-            if project.seq[name] == seq and not group.done:
+            if project.seq[name] == seq and not group.done and not group.excluded:
                 return group
             heapq.heappop(heap)
 
@@ -319,7 +319,8 @@ class RankedQueue:
             project = org.projects[job.project]
             if project.live > 0 and not project.excluded:
                 self._push_project(org, job.project)
-                if project.heap and not project.users[job.user].done:
+                if project.heap and not project.users[job.user].done \
+                        and not project.users[job.user].excluded:
                     self._push_user(job.org, project, job.user)
 
     def charged_org(self, org_name: str) -> None:
@@ -353,12 +354,37 @@ class RankedQueue:
         p.excluded = True
         t.rank = None
         for _, jobs, first in tail([p]):
+            if p.users and p.users[jobs[first].user].excluded:
+                continue  # out of the walk and the advice already (exclude_user)
             for job in jobs[first:]:
                 self.late.reached(job)
         if p.live > 0:
             o.live -= 1
             if o.live == 0 and not o.excluded:
                 t.live -= 1
+
+    def exclude_user(self, tier: str, org: str, user: str) -> None:
+        """Stop considering a user's jobs in every project of an org (they are at their cap):
+        their jobs left count in no capacity advice, their reasons come later."""
+        t = self.tiers[tier]
+        o = t.orgs[org]
+        for p in o.projects.values():
+            if user not in p.lists or p.excluded:  # an excluded project's are out already
+                continue
+            if not p.split:
+                self._split_reached(t, p)
+            group = p.users[user]
+            if group.excluded or group.done:
+                continue
+            group.excluded = True
+            for job in group.jobs[group.pos:]:
+                self.late.reached(job)
+            p.live -= 1
+            if p.live == 0 and not p.excluded:
+                o.live -= 1
+                if o.live == 0 and not o.excluded:
+                    t.live -= 1
+        t.rank = None
 
     def exclude_tier(self, tier: str) -> None:
         self.tiers[tier].excluded = True

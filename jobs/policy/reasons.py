@@ -8,6 +8,7 @@ Codes (stable, machine-readable):
   ahead of it, and it would not end before that job's start.
 * ``org_cap``       — the organization is at its running-GPU cap.
 * ``project_cap``   — the job's project is at its running-GPU cap.
+* ``user_cap``      — the job's submitter is at their running-GPU cap in the org.
 * ``tier_ceiling``  — the job's tier is at its burst ceiling.
 * ``tier_share``    — the job's tier is above its guaranteed share while a higher tier waits.
 * ``priority``      — waiting behind higher-ranked jobs (the fleet is full this round).
@@ -94,6 +95,11 @@ def org_cap(org: str, cap: int) -> PendingReason:
 def project_cap(org: str, project: str, cap: int) -> PendingReason:
     return PendingReason("project_cap",
                          f"project {project} of {org} is at its running-GPU cap ({cap})")
+
+
+def user_cap(org: str, user: str, cap: int) -> PendingReason:
+    return PendingReason("user_cap", f"its submitter (user {user}) is at their running-GPU cap "
+                                     f"in {org} ({cap})")
 
 
 # The next three reasons are shared by the queue's tail, often thousands of jobs: they name

@@ -1,4 +1,5 @@
-"""GPUs running per tier, org, project and user: what fair share and floors read in a round."""
+"""GPUs running per tier, org, project and user: what fair share, floors and caps read in a
+round."""
 
 from __future__ import annotations
 
@@ -24,19 +25,22 @@ class Owned(Protocol):
 
 @dataclass(slots=True)
 class Shares:
-    """GPUs running per tier, org, (org, project) and (org, project, user); updated as the
-    round places and preempts."""
+    """GPUs running per tier, org, (org, project), (org, project, user) and (org, user);
+    updated as the round places and preempts."""
 
     tier: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     org: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     project: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
     user: dict[tuple[str, str, str], int] = field(default_factory=lambda: defaultdict(int))
+    # (org, user): a member's GPUs over all the org's projects, what its cap bounds
+    member: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
 
     @classmethod
     def of(cls, running: list[RunningView]) -> Shares:
         """What the running attempts hold (one pass; a fleet may run thousands)."""
         shares = cls()
         tiers, orgs, projects, users = shares.tier, shares.org, shares.project, shares.user
+        members = shares.member
         for run in running:
             allocs = run.allocations
             gpus = len(allocs[0].gpus) if len(allocs) == 1 else run.gpus
@@ -44,6 +48,7 @@ class Shares:
             orgs[run.org] += gpus
             projects[run.org, run.project] += gpus
             users[run.org, run.project, run.user] += gpus
+            members[run.org, run.user] += gpus
         return shares
 
     def add(self, owner: Owned, gpus: int) -> None:
@@ -52,3 +57,4 @@ class Shares:
         self.org[owner.org] += gpus
         self.project[owner.org, owner.project] += gpus
         self.user[owner.org, owner.project, owner.user] += gpus
+        self.member[owner.org, owner.user] += gpus

@@ -177,6 +177,8 @@ class Snapshot:
     org_gpu_caps: dict[str, int] = field(default_factory=dict)  # running-GPU cap per org
     # (org, project) -> running-GPU cap of the project, inside its org's
     project_gpu_caps: dict[tuple[str, str], int] = field(default_factory=dict)
+    # (org, user) -> running-GPU cap of a member, over all the org's projects, inside its org's
+    user_gpu_caps: dict[tuple[str, str], int] = field(default_factory=dict)
     # the previous round's reservations (job id -> GPUs per node): honoured before the walk,
     # so GPUs drained for a gang are not refilled by jobs ranked ahead of it (gpusched.py)
     holds: dict[int, dict[str, int]] = field(default_factory=dict)

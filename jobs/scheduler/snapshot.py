@@ -254,6 +254,13 @@ def load_project_caps() -> dict[tuple[str, str], int]:
     return {(org, name): cap for org, name, cap in rows}
 
 
+def load_user_caps() -> dict[tuple[str, str], int]:
+    """(org, user) -> running-GPU cap of the members that have one."""
+    rows = Membership.objects.filter(running_gpu_cap__isnull=False).values_list(
+        "organization__slug", "user_id", "running_gpu_cap")
+    return {(org, user_key(user)): cap for org, user, cap in rows}
+
+
 def load_user_weights() -> dict[tuple[str, str], float]:
     """(org, user) -> fair-share weight of the user inside the org's projects, if not 1."""
     rows = Membership.objects.exclude(weight=1.0).values_list("organization__slug", "user_id",
@@ -291,6 +298,7 @@ def load_snapshot(now: datetime) -> P.Snapshot:
         tiers=load_tiers(),
         usage=usage.org, project_usage=usage.project, user_usage=usage.user,
         org_weights=weights, org_gpu_caps=caps, project_gpu_caps=load_project_caps(),
+        user_gpu_caps=load_user_caps(),
         project_weights=load_project_weights(), user_weights=load_user_weights(),
         config=config, queue_sorted=True,
     )

@@ -39,9 +39,10 @@ def checked_weight(value: float) -> float:
     return value
 
 
-def _checked_cap(cap: int | None) -> int | None:
+def checked_cap(cap: int | None) -> int | None:
+    """A project's or member's running-GPU cap, refused outside the range."""
     if cap is not None and not 0 <= cap <= MAX_CAP:
-        raise ValidationFailed(f"a project's GPU cap is 0 to {MAX_CAP:,}, or none",
+        raise ValidationFailed(f"a GPU cap is 0 to {MAX_CAP:,}, or none",
                                code="cap_out_of_range", field="running_gpu_cap")
     return cap
 
@@ -65,7 +66,7 @@ def project_create(*, organization: Organization, name: str, weight: float = 1.0
             with transaction.atomic():
                 project = Project.objects.create(
                     organization=organization, name=name, weight=checked_weight(weight),
-                    running_gpu_cap=_checked_cap(running_gpu_cap))
+                    running_gpu_cap=checked_cap(running_gpu_cap))
         except IntegrityError:
             raise Conflict(f"the organization has a project {name!r} already",
                            code="project_exists", field="name") from None
@@ -96,7 +97,7 @@ def project_settle(*, organization: Organization, project_id: int, changes: dict
         cap = changes.get("running_gpu_cap", project.running_gpu_cap)
         if cap != project.running_gpu_cap:
             audit(organization, "project.capped", user=user, api_key=api_key,
-                  project=project.name, cap=_checked_cap(cap), was=project.running_gpu_cap)
+                  project=project.name, cap=checked_cap(cap), was=project.running_gpu_cap)
             project.running_gpu_cap, fields = cap, [*fields, "running_gpu_cap"]
         if fields:
             project.save(update_fields=fields)

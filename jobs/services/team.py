@@ -12,10 +12,17 @@ from django.utils import timezone
 from jobs.models import ApiKey, Membership, Organization
 from jobs.services.audit import audit
 from jobs.services.errors import Conflict, NotFound, ValidationFailed
-from jobs.services.projects import checked_weight
+from jobs.services.projects import checked_cap, checked_weight
 from jobs.services.tenancy import owner_or_refuse
 
 Role = Membership.Role
+
+
+class Unset:
+    """A setting left as it is (None is a value: no cap)."""
+
+
+UNSET = Unset()
 
 
 def _keep_an_owner(organization: Organization, leaving: Membership) -> None:
@@ -48,14 +55,19 @@ def member_remove(*, organization: Organization, membership_id: int, user) -> in
 
 
 def member_change(*, organization: Organization, membership_id: int, user,
-                  weight: float | None = None, role: str | None = None) -> Membership:
-    """Set a member's share of their projects' GPUs against the other members', or their
-    role. The organization keeps at least one owner."""
+                  weight: float | None = None, role: str | None = None,
+                  running_gpu_cap: int | None | Unset = UNSET) -> Membership:
+    """Set a member's share of their projects' GPUs against the other members', the GPUs
+    their jobs may hold at once over all its projects (None: no cap of their own; the next
+    round holds it, running work stays), or their role. The organization keeps at least one
+    owner."""
     owner_or_refuse(organization, user, manages="its members")
     if role is not None and role not in Role.values:
         raise ValidationFailed(f"a role is one of {', '.join(Role.values)}",
                                code="invalid_role", field="role")
     fields: dict = {"weight": weight} if weight is not None else {}
+    if not isinstance(running_gpu_cap, Unset):
+        fields["running_gpu_cap"] = checked_cap(running_gpu_cap)
     with transaction.atomic():  # two owners demoting each other at once: one stays
         Organization.objects.select_for_update(no_key=True).get(pk=organization.pk)
         member = (Membership.objects.select_related("user")

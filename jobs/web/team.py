@@ -170,5 +170,6 @@ def member_save(request: HttpRequest, slug: str, membership_id: int) -> HttpResp
         budget_set(organization=org, member=target.user, monthly_limit=limit,
                    user=request.user)
         member_change(organization=org, membership_id=membership_id, user=request.user,
-                      weight=weight, role=request.POST.get("role") or None)
+                      weight=weight, role=request.POST.get("role") or None,
+                      running_gpu_cap=_cap(request.POST))
     return _changed(request, change, "The member is saved.")

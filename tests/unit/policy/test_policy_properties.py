@@ -66,11 +66,13 @@ def snapshots(draw) -> Snapshot:
     caps = {"a": draw(st.integers(0, 8))} if draw(st.booleans()) else {}
     project_caps = {key: draw(st.integers(0, 8)) for key in [("a", "p"), ("b", "q")]
                     if draw(st.booleans())}
+    user_caps = {key: draw(st.integers(0, 8)) for key in [("a", "u"), ("b", "v"), ("x", "u")]
+                 if draw(st.booleans())}
     specs = tiers(**floors)
     if draw(st.booleans()):  # free shares paid's priority: the tiers go by weighted share
         specs["free"] = replace(specs["free"], priority=specs["paid"].priority)
     return snap(nodes, runs, queued, specs, cfg, org_gpu_caps=caps,
-                project_gpu_caps=project_caps,
+                project_gpu_caps=project_caps, user_gpu_caps=user_caps,
                 project_weights={("a", "p"): draw(st.sampled_from([0.5, 1.0, 3.0]))},
                 user_weights={("a", "u"): draw(st.sampled_from([0.5, 1.0, 3.0]))},
                 usage={"a": draw(st.floats(0, 1e6)), "b": 0.0},
