@@ -5,11 +5,13 @@ is true."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
 from hypothesis import given
 from test_policy_properties import COMMON, snapshots
 
 from jobs.policy import decide
+from jobs.policy.shares import Owned
 from jobs.policy.types import Snapshot
 
 
@@ -24,39 +26,34 @@ def test_org_caps_hold(s: Snapshot) -> None:
         assert added == 0 or before + added <= cap
 
 
-@COMMON
-@given(snapshots())
-def test_project_caps_hold_and_their_reason_is_true(s: Snapshot) -> None:
+def _caps_hold_and_reasons_are_true(s: Snapshot, key: Callable[[Owned], tuple[str, str]],
+                                    caps: dict[tuple[str, str], int], code: str) -> None:
+    """Each cap in `caps` holds for the GPUs of its `key` (a cap already passed before the
+    round may stay passed, with nothing added), and every reason `code` is true."""
     d = decide(s)
     placed = {p.job_id for p in d.placements}
     held: dict[tuple[str, str], int] = defaultdict(int)
     for r in s.running:
-        held[r.org, r.project] += r.gpus
+        held[key(r)] += r.gpus
     before = dict(held)
     for j in s.queued:
         if j.job_id in placed:
-            held[j.org, j.project] += j.gpus
-    for key, cap in s.project_gpu_caps.items():
-        assert held[key] == before.get(key, 0) or held[key] <= cap
+            held[key(j)] += j.gpus
+    for owner, cap in caps.items():
+        assert held[owner] == before.get(owner, 0) or held[owner] <= cap
     for j in s.queued:
-        if j.job_id in d.pending and d.pending[j.job_id].code == "project_cap":
-            assert held[j.org, j.project] + j.gpus > s.project_gpu_caps[j.org, j.project]
+        if j.job_id in d.pending and d.pending[j.job_id].code == code:
+            assert held[key(j)] + j.gpus > caps[key(j)]
+
+
+@COMMON
+@given(snapshots())
+def test_project_caps_hold_and_their_reason_is_true(s: Snapshot) -> None:
+    _caps_hold_and_reasons_are_true(s, lambda o: (o.org, o.project), s.project_gpu_caps,
+                                    "project_cap")
 
 
 @COMMON
 @given(snapshots())
 def test_user_caps_hold_and_their_reason_is_true(s: Snapshot) -> None:
-    d = decide(s)
-    placed = {p.job_id for p in d.placements}
-    held: dict[tuple[str, str], int] = defaultdict(int)
-    for r in s.running:
-        held[r.org, r.user] += r.gpus
-    before = dict(held)
-    for j in s.queued:
-        if j.job_id in placed:
-            held[j.org, j.user] += j.gpus
-    for key, cap in s.user_gpu_caps.items():
-        assert held[key] == before.get(key, 0) or held[key] <= cap
-    for j in s.queued:
-        if j.job_id in d.pending and d.pending[j.job_id].code == "user_cap":
-            assert held[j.org, j.user] + j.gpus > s.user_gpu_caps[j.org, j.user]
+    _caps_hold_and_reasons_are_true(s, lambda o: (o.org, o.user), s.user_gpu_caps, "user_cap")
