@@ -33,6 +33,10 @@ def test_a_succeeded_job_is_announced_once(alice):
         job = make_job(alice, run_seconds=1, progress_interval=0.25)
         wait_for(lambda: Job.objects.get(pk=job.pk).state == "SUCCEEDED", 90, "the job")
         wait_for(lambda: receiver.posts, 60, "the notice")
+        # the worker records the answer after the receiver has it: stopping it before then
+        # would leave the delivery for the sweep to send again (deliveries are at least once)
+        wait_for(lambda: WebhookDelivery.objects.get().status != "PENDING", 30,
+                 "the answer recorded")
     finally:
         group.stop_all()
         receiver.close()
