@@ -65,6 +65,22 @@ def _jobs_of(request):
         "organization", "project")
 
 
+def _made(job: Job) -> dict:
+    return {"id": job.pk, "state": job.state, "url": f"/api/v1/jobs/{job.pk}"}
+
+
+def _rounded(seconds: float | None) -> int | None:
+    return None if seconds is None else round(seconds)
+
+
+def _accepted(request, body: dict, replayed: bool) -> Response:
+    """202 with what a submission made and its tier's backlog as of the last round; a
+    repeated request gets what the first one made, in the state it is in now."""
+    backlog = backlog_seconds(request.user.organization.tier.name)
+    return Response({**body, "backlog_s": _rounded(backlog)}, status=status.HTTP_202_ACCEPTED,
+                    headers={"Idempotent-Replayed": "true"} if replayed else None)
+
+
 class JobListCreate(APIView):
     write_scope = ApiKey.Scope.JOBS
 
@@ -75,20 +91,14 @@ class JobListCreate(APIView):
         if _dry_run(request):  # what it would do, nothing kept
             preview = job_submit_preview(organization=request.user.organization,
                                          spec=body.spec(), user=request.user.user)
-            backlog = preview.backlog_s
             return Response({"dry_run": True, "state": preview.state,
                              "credits": {"hold": preview.hold,
                                          "available_after": preview.available_after},
-                             "backlog_s": None if backlog is None else round(backlog)})
+                             "backlog_s": _rounded(preview.backlog_s)})
         job, replayed = job_submit_once(organization=request.user.organization,
                                         spec=body.spec(), user=request.user.user,
                                         idempotency_key=key)
-        # a repeated request gets the job the first one made, in the state it is in now
-        backlog = backlog_seconds(request.user.organization.tier.name)
-        return Response({"id": job.pk, "state": job.state, "url": f"/api/v1/jobs/{job.pk}",
-                         "backlog_s": None if backlog is None else round(backlog)},
-                        status=status.HTTP_202_ACCEPTED,
-                        headers={"Idempotent-Replayed": "true"} if replayed else None)
+        return _accepted(request, _made(job), replayed)
 
     def get(self, request):
         """Newest first, a page at a time: `?state=`, `?project=`, `?label=key:value` (each
@@ -161,12 +171,7 @@ class JobBatch(APIView):
         jobs, replayed = jobs_submit_batch(organization=org, specs=body.specs(),
                                            after_batch=body.after_batch(),
                                            user=request.user.user, idempotency_key=key)
-        backlog = backlog_seconds(org.tier.name)
-        return Response({"jobs": [{"id": job.pk, "state": job.state,
-                                   "url": f"/api/v1/jobs/{job.pk}"} for job in jobs],
-                         "backlog_s": None if backlog is None else round(backlog)},
-                        status=status.HTTP_202_ACCEPTED,
-                        headers={"Idempotent-Replayed": "true"} if replayed else None)
+        return _accepted(request, {"jobs": [_made(job) for job in jobs]}, replayed)
 
 
 class JobHold(APIView):
