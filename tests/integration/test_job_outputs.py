@@ -4,27 +4,16 @@ paths are not served, since they name the job and could be guessed."""
 import pytest
 from rest_framework.test import APIClient
 
-from jobs.models import Attempt
-from jobs.scheduler.tick import scheduler_tick_run
-from tests.support.factories import make_job, make_member, make_node
-from workers.services.attempts import AttemptResult, attempt_finish, attempt_start
+from tests.support.factories import VIDEO, make_job, make_member, make_node, run_to_success
 
 pytestmark = pytest.mark.django_db(transaction=True)
-VIDEO = b"YUV4MPEG2 W2 H2 F1:1\nFRAME\n" + bytes(range(6))
 
 
 @pytest.fixture
 def done(alice, tmp_path, settings):
     settings.MEDIA_ROOT = str(tmp_path / "media")
     make_node("n1", gpus=1)
-    job = make_job(alice)
-    scheduler_tick_run()
-    attempt = Attempt.objects.get(job=job)
-    attempt_start(attempt_id=attempt.pk, token=attempt.token)
-    made = tmp_path / "out.y4m"
-    made.write_bytes(VIDEO)
-    return attempt_finish(attempt_id=attempt.pk, token=attempt.token,
-                          result=AttemptResult("SUCCEEDED", 0, output_path=made))
+    return run_to_success(make_job(alice), tmp_path)
 
 
 def _key_of(org) -> APIClient:

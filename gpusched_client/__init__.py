@@ -1,0 +1,6 @@
+"""gpusched's client: the REST API from Python (`Client`) and the shell (`gpusched`)."""
+
+from gpusched_client.client import ENDED, Client
+from gpusched_client.errors import ApiError, Unreachable, WaitTimeout
+
+__all__ = ["ENDED", "ApiError", "Client", "Unreachable", "WaitTimeout"]

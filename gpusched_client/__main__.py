@@ -1,0 +1,3 @@
+from gpusched_client.cli import main
+
+raise SystemExit(main())

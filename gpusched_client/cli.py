@@ -1,0 +1,164 @@
+"""`gpusched`: the API from a shell. Answers are printed as JSON; a refusal goes to stderr as
+`error: <status> <code>: <message>` with exit status 2. `wait` and `submit --wait` exit 0
+when the job succeeded and 1 when it ended otherwise (3: still running when the wait ran out).
+
+    export GPUSCHED_URL=https://gpusched.example GPUSCHED_API_KEY=gs_…
+    gpusched submit "a red fox in the snow" --gpus 2 --param expected_duration_s=90 --wait
+    gpusched list --state QUEUED --label campaign:winter
+    gpusched output 42 fox.mp4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from gpusched_client.client import Client
+from gpusched_client.errors import ApiError, Unreachable, WaitTimeout
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        client = Client(args.url, args.key)
+        return args.run(client, args)
+    except ApiError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except Unreachable as exc:
+        print(f"error: unreachable: {exc}", file=sys.stderr)
+        return 2
+    except WaitTimeout as exc:
+        _print(exc.job)
+        print(f"error: {exc}", file=sys.stderr)
+        return 3
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _submit(client: Client, args) -> int:
+    fields = {name: value for name, value in (
+        ("min_gpus", args.min_gpus), ("gpu_types", args.gpu_type), ("project", args.project),
+        ("time_limit_s", args.time_limit), ("labels", _labels(args.label)), ("after", args.after),
+        ("params", _params(args.param))) if value}
+    job = client.submit(args.prompt, gpus=args.gpus, idempotency_key=args.idempotency_key,
+                        dry_run=args.dry_run, **fields)
+    if not args.wait or args.dry_run:
+        _print(job)
+        return 0
+    return _ended(client.wait(job["id"], timeout=args.timeout))
+
+
+def _act(client: Client, args) -> int:
+    _print(getattr(client, args.act)(args.job))
+    return 0
+
+
+def _wait(client: Client, args) -> int:
+    return _ended(client.wait(args.job, timeout=args.timeout))
+
+
+def _output(client: Client, args) -> int:
+    print(client.output(args.job, args.path))
+    return 0
+
+
+def _log(client: Client, args) -> int:
+    sys.stdout.write(client.log(args.job, stream="stderr" if args.stderr else "stdout",
+                                tail=args.tail, attempt=args.attempt))
+    return 0
+
+
+def _ended(job: dict) -> int:
+    _print(job)
+    return 0 if job["state"] == "SUCCEEDED" else 1
+
+
+def _labels(pairs: Sequence[str] | None) -> dict:
+    """`key:value` pairs, as `list --label` finds them again."""
+    labels = dict(pair.partition(":")[::2] for pair in pairs or ())
+    if any(not key for key in labels):
+        raise ValueError("--label takes key:value")
+    return labels
+
+
+def _params(pairs: Sequence[str] | None) -> dict:
+    """`key=value` pairs; a value that reads as JSON is that (90, true, [1, 2]), else text."""
+    params = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--param takes key=value, not {pair!r}")
+        try:
+            params[key] = json.loads(value)
+        except ValueError:
+            params[key] = value
+    return params
+
+
+def _print(answer) -> None:
+    print(json.dumps(answer, indent=2, ensure_ascii=False))
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpusched", description=__doc__.split("\n")[0])
+    parser.add_argument("--url", help="the service (default: $GPUSCHED_URL)")
+    parser.add_argument("--key", help="an API key (default: $GPUSCHED_API_KEY)")
+    commands = parser.add_subparsers(required=True, metavar="command")
+
+    submit = commands.add_parser("submit", help="submit a job")
+    submit.add_argument("prompt")
+    submit.add_argument("--gpus", type=int, default=1)
+    submit.add_argument("--min-gpus", type=int)
+    submit.add_argument("--gpu-type", action="append", help="in order of preference")
+    submit.add_argument("--project")
+    submit.add_argument("--time-limit", type=int, metavar="SECONDS")
+    submit.add_argument("--label", action="append", metavar="KEY:VALUE")
+    submit.add_argument("--after", type=int, action="append", metavar="JOB")
+    submit.add_argument("--param", action="append", metavar="KEY=VALUE")
+    submit.add_argument("--idempotency-key", help="the same key gets the same job")
+    submit.add_argument("--dry-run", action="store_true", help="what it would do; keep nothing")
+    submit.add_argument("--wait", action="store_true", help="until it ends")
+    submit.add_argument("--timeout", type=float, metavar="SECONDS", help="of --wait")
+    submit.set_defaults(run=_submit)
+
+    for name, what in (("job", "show a job"), ("cancel", "cancel a job"),
+                       ("hold", "hold a job"), ("release", "release a held job")):
+        act = commands.add_parser("show" if name == "job" else name, help=what)
+        act.add_argument("job", type=int)
+        act.set_defaults(run=_act, act=name)
+
+    wait = commands.add_parser("wait", help="until a job ends")
+    wait.add_argument("job", type=int)
+    wait.add_argument("--timeout", type=float, metavar="SECONDS")
+    wait.set_defaults(run=_wait)
+
+    listing = commands.add_parser("list", help="jobs, newest first")
+    listing.add_argument("--state")
+    listing.add_argument("--project")
+    listing.add_argument("--label", action="append", default=[], metavar="KEY:VALUE")
+    listing.add_argument("--limit", type=int, default=100, help="at most this many")
+    listing.set_defaults(run=_list)
+
+    output = commands.add_parser("output", help="save a job's output file")
+    output.add_argument("job", type=int)
+    output.add_argument("path")
+    output.set_defaults(run=_output)
+
+    log = commands.add_parser("log", help="what a job's binary printed")
+    log.add_argument("job", type=int)
+    log.add_argument("--stderr", action="store_true")
+    log.add_argument("--tail", type=int, metavar="BYTES")
+    log.add_argument("--attempt", type=int)
+    log.set_defaults(run=_log)
+    return parser
+
+
+def _list(client: Client, args) -> int:
+    jobs = client.jobs(state=args.state, project=args.project, labels=args.label,
+                       limit=min(args.limit, 500))
+    _print([job for job, _ in zip(jobs, range(args.limit), strict=False)])
+    return 0

@@ -1,0 +1,126 @@
+"""A client of gpusched's REST API (README.md, "API"), in the standard library alone.
+
+    from gpusched_client import Client
+    gs = Client("https://gpusched.example", api_key="gs_…")
+    job = gs.submit("a red fox in the snow", gpus=2, params={"expected_duration_s": 90})
+    done = gs.wait(job["id"])
+    gs.output(done["id"], "fox.mp4")
+
+Every submission carries an Idempotency-Key (one is made when none is given), so the retry
+after a lost answer gets the job the first try made, never a second one.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from gpusched_client.errors import ApiError, WaitTimeout
+from gpusched_client.transport import Transport
+
+ENDED = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED", "DEAD"})
+
+
+class Client:
+    def __init__(self, url: str | None = None, api_key: str | None = None, **transport) -> None:
+        """`url` and `api_key` default to GPUSCHED_URL and GPUSCHED_API_KEY; `transport`:
+        `timeout`, `retries`, `backoff_s`, `max_retry_wait_s` (gpusched_client.transport)."""
+        url = url or os.environ.get("GPUSCHED_URL")
+        api_key = api_key or os.environ.get("GPUSCHED_API_KEY")
+        if not url or not api_key:
+            raise ValueError("a URL and an API key are needed (GPUSCHED_URL, GPUSCHED_API_KEY)")
+        self.transport = Transport(url, api_key, **transport)
+
+    def submit(self, prompt: str, *, gpus: int = 1, idempotency_key: str | None = None,
+               dry_run: bool = False, **fields) -> dict:
+        """`202 {id, state, url, backlog_s}`; `fields` as `POST /api/v1/jobs` takes them
+        (params, gpu_types, time_limit_s, project, labels, after, ...)."""
+        key = idempotency_key or str(uuid.uuid4())
+        return self._call("POST", "/api/v1/jobs", body={"prompt": prompt, "gpus": gpus, **fields},
+                          query=[("dry_run", "true")] if dry_run else None,
+                          headers={"Idempotency-Key": key}, safe=True)
+
+    def submit_batch(self, jobs: Sequence[dict], *, idempotency_key: str | None = None) -> dict:
+        """Up to 100 jobs, all or none: `{jobs: [{id, state, url}], backlog_s}`."""
+        key = idempotency_key or str(uuid.uuid4())
+        return self._call("POST", "/api/v1/jobs/batch", body={"jobs": list(jobs)},
+                          headers={"Idempotency-Key": key}, safe=True)
+
+    def job(self, job_id: int) -> dict:
+        return self._call("GET", f"/api/v1/jobs/{job_id}", safe=True)
+
+    def jobs(self, *, state: str | None = None, project: str | None = None,
+             labels: Sequence[str] = (), limit: int = 100) -> Iterator[dict]:
+        """The organization's jobs, newest first, every page of them."""
+        query = [("limit", str(limit))] + [("label", label) for label in labels]
+        query += [(k, v) for k, v in (("state", state), ("project", project)) if v]
+        page = self._call("GET", "/api/v1/jobs", query=query, safe=True)
+        while True:
+            yield from page["results"]
+            if not page.get("next"):
+                return
+            page = self._call("GET", page["next"], safe=True)
+
+    def wait(self, job_id: int, *, timeout: float | None = None, poll_s: float = 2.0,
+             max_poll_s: float = 30.0) -> dict:
+        """The job once it has ended (any end: look at its `state`); WaitTimeout if it has not
+        by `timeout` seconds. Polls, a little less often the longer it waits."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            job = self.job(job_id)
+            if job["state"] in ENDED:
+                return job
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise WaitTimeout(job)
+            self.transport.sleep(poll_s if left is None else min(poll_s, left))
+            poll_s = min(max_poll_s, poll_s * 1.5)
+
+    def cancel(self, job_id: int) -> dict:
+        """Idempotent: a job cancelled already answers as it is."""
+        return self._act(job_id, "cancel")
+
+    def hold(self, job_id: int) -> dict:
+        return self._act(job_id, "hold")
+
+    def release(self, job_id: int) -> dict:
+        return self._act(job_id, "release", done_if="job_not_held")
+
+    def output(self, job_id: int, path: str | Path) -> Path:
+        """Saves the job's output file at `path`."""
+        path = Path(path)
+        with path.open("wb") as out:
+            self.transport.request("GET", f"/api/v1/jobs/{job_id}/output", into=out, safe=True)
+        return path
+
+    def log(self, job_id: int, *, stream: str = "stdout", tail: int | None = None,
+            attempt: int | None = None, rank: int = 0) -> str:
+        """What a try's binary printed (the latest try's unless `attempt` is named)."""
+        path = (f"/api/v1/jobs/{job_id}/attempts/{attempt}/log" if attempt is not None
+                else f"/api/v1/jobs/{job_id}/log")
+        query = [("stream", stream), ("rank", str(rank))] + (
+            [("tail", str(tail))] if tail is not None else [])
+        answer = self.transport.request("GET", path, query=query, safe=True)
+        return answer.content.decode(errors="replace")
+
+    def credits(self) -> dict:
+        return self._call("GET", "/api/v1/credits", safe=True)
+
+    def _act(self, job_id: int, act: str, done_if: str | None = None) -> dict:
+        """A job's cancel, hold or release, each safe to repeat: a retry refused as already
+        done (`done_if`: a release's `job_not_held`) after a try whose answer was lost is that
+        try's effect, and the job as it is now is the answer."""
+        try:
+            answer = self.transport.request("POST", f"/api/v1/jobs/{job_id}/{act}", safe=True)
+        except ApiError as exc:
+            if exc.code != done_if or not exc.retried:
+                raise
+            return self.job(job_id)
+        return answer.json()
+
+    def _call(self, method: str, path: str, **kwargs) -> dict:
+        return self.transport.request(method, path, **kwargs).json()
+

@@ -1,0 +1,109 @@
+"""The Python client against the service over real HTTP (pytest-django's live server): what
+it answers, what it refuses, and what it does when an answer is lost on the way."""
+
+import pytest
+
+from gpusched_client import ApiError, Client, Unreachable, WaitTimeout
+from jobs.models import Job, Tier
+from tests.support.faulty_proxy import FaultyProxy
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def proxy(live_server):
+    proxy = FaultyProxy(live_server.url)
+    yield proxy
+    proxy.close()
+
+
+@pytest.fixture
+def waits():
+    """The client's sleeps, recorded instead of slept."""
+    return []
+
+
+@pytest.fixture
+def gs(proxy, alice, waits, clean_cache):
+    return Client(proxy.url, alice.raw_key, sleep=waits.append, timeout=10)
+
+
+def test_a_job_is_submitted_read_listed_and_cancelled(gs, proxy):
+    made = [gs.submit("a fox", gpus=2, labels={"run": "7"}) for _ in range(3)]
+    assert [m["state"] for m in made] == ["QUEUED"] * 3
+    assert gs.job(made[0]["id"])["gpus"] == 2
+    assert [j["id"] for j in gs.jobs(labels=["run:7"], limit=1)] == [
+        m["id"] for m in reversed(made)]  # newest first, page after page
+    assert gs.cancel(made[0]["id"])["state"] == "CANCELLED"
+    assert gs.cancel(made[0]["id"])["state"] == "CANCELLED"  # a cancel is idempotent
+    with pytest.raises(ApiError) as refused:  # a first try's refusal is the answer
+        gs.release(made[1]["id"])
+    assert (refused.value.status, refused.value.code) == (409, "job_not_held")
+    assert len([s for s in proxy.seen if s[1].endswith("/release")]) == 1
+
+
+def test_a_refusal_is_an_error_with_its_code_and_keeps_nothing(gs, proxy, live_server):
+    with pytest.raises(ApiError) as refused:
+        gs.submit("a fox", gpus=0)
+    assert (refused.value.status, refused.value.code) == (400, "invalid")
+    assert "gpus" in refused.value.body["fields"]
+    with pytest.raises(ApiError) as refused:
+        Client(proxy.url, "gs_not-a-key").job(1)
+    assert refused.value.code == "authentication_failed"
+    assert not Job.objects.exists() and len(proxy.seen) == 2  # a 4xx is not tried again
+
+
+def test_a_submission_whose_answer_is_lost_makes_one_job(gs, proxy, alice):
+    proxy.faults = ["drop"]
+    job = gs.submit("a fox")
+    assert Job.objects.get().pk == job["id"]  # the retry got the job the first try made
+    first, again = (s[2]["Idempotency-Key"] for s in proxy.seen)
+    assert first == again
+    proxy.faults = ["drop"]  # with no retry, the job is made and the client never hears
+    with pytest.raises(Unreachable):
+        Client(proxy.url, alice.raw_key, retries=0).submit("a hare")
+    assert Job.objects.count() == 2
+
+
+def test_a_batch_whose_answer_is_lost_is_made_once(gs, proxy):
+    proxy.faults = ["drop"]
+    made = gs.submit_batch([{"prompt": "a fox"}, {"prompt": "its upscale", "after_batch": [0]}])
+    assert sorted(j["id"] for j in made["jobs"]) == sorted(Job.objects.values_list("pk",
+                                                                                   flat=True))
+    assert [j["state"] for j in made["jobs"]] == ["QUEUED", "HELD"]
+
+
+def test_acts_whose_answers_were_lost_answer_the_job_they_made(gs, proxy):
+    job = gs.submit("a fox")
+    proxy.faults = ["drop"]  # the cancel is done; its retry finds it done
+    assert gs.cancel(job["id"])["state"] == "CANCELLED"
+    proxy.faults = ["drop"]
+    held = gs.submit("a hare")
+    assert gs.hold(held["id"])["state"] == "HELD"  # answered on its first try, held once
+    proxy.faults = ["drop"]  # released; the retry is refused as job_not_held
+    assert gs.release(held["id"])["state"] == "QUEUED"
+    url = f"/api/v1/jobs/{held['id']}"
+    assert [s[1] for s in proxy.seen[-3:]] == [f"{url}/release", f"{url}/release", url]
+
+
+def test_busy_is_waited_out_and_a_wait_longer_than_allowed_is_the_answer(gs, proxy, alice,
+                                                                         waits):
+    proxy.faults = ["busy", "busy"]
+    assert gs.submit("a fox")["state"] == "QUEUED"
+    assert waits == [1.0, 1.0] and Job.objects.count() == 1
+    Tier.objects.filter(name="paid").update(api_requests_per_min=2)  # the submission, and:
+    gs.job(Job.objects.get().pk)
+    impatient = Client(proxy.url, alice.raw_key, max_retry_wait_s=0.5, sleep=waits.append)
+    with pytest.raises(ApiError) as refused:
+        impatient.job(Job.objects.get().pk)
+    assert (refused.value.status, refused.value.code) == (429, "rate_limited")
+    assert 0 < refused.value.retry_after <= 60 and waits == [1.0, 1.0]
+
+
+def test_wait_gives_the_job_once_it_ends_or_says_it_has_not(gs, alice):
+    job = gs.submit("a fox")
+    with pytest.raises(WaitTimeout) as late:
+        Client(gs.transport.base_url, alice.raw_key).wait(job["id"], timeout=0.3, poll_s=0.1)
+    assert late.value.job["state"] == "QUEUED"
+    gs.cancel(job["id"])
+    assert gs.wait(job["id"])["state"] == "CANCELLED"

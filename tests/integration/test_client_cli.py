@@ -1,0 +1,79 @@
+"""`gpusched`, the client's command line, against the service over real HTTP."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from gpusched_client.cli import main
+from jobs.models import Job
+from tests.support.factories import VIDEO, make_node, run_to_success
+from tests.support.processes import ROOT
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def shell(live_server, alice, monkeypatch, capsys, clean_cache):
+    """Runs `gpusched ARGS` as the shell would: (exit status, stdout, stderr)."""
+    monkeypatch.setenv("GPUSCHED_URL", live_server.url)
+    monkeypatch.setenv("GPUSCHED_API_KEY", alice.raw_key)
+
+    def run(*args: str) -> tuple[int, str, str]:
+        status = main(args)
+        out, err = capsys.readouterr()
+        return status, out, err
+    return run
+
+
+def test_a_job_is_submitted_found_held_released_and_cancelled(shell):
+    status, out, _ = shell("submit", "a fox", "--gpus", "2", "--label", "run:7",
+                           "--param", "expected_duration_s=90", "--param", "style=noir")
+    job = Job.objects.get(pk=json.loads(out)["id"])
+    assert status == 0 and job.gpus == 2 and job.labels == {"run": "7"}
+    assert job.params == {"expected_duration_s": 90, "style": "noir"}
+    status, out, _ = shell("list", "--label", "run:7")
+    assert status == 0 and [j["id"] for j in json.loads(out)] == [job.pk]
+    assert json.loads(shell("hold", str(job.pk))[1])["state"] == "HELD"
+    assert json.loads(shell("release", str(job.pk))[1])["state"] == "QUEUED"
+    assert json.loads(shell("show", str(job.pk))[1])["state"] == "QUEUED"
+    status, out, _ = shell("cancel", str(job.pk))
+    assert status == 0 and json.loads(out)["state"] == "CANCELLED"
+    status, out, _ = shell("wait", str(job.pk))  # ended, but not as it was asked to
+    assert status == 1 and json.loads(out)["state"] == "CANCELLED"
+
+
+def test_a_refusal_exits_2_and_names_its_code(shell):
+    status, out, err = shell("submit", "a fox", "--gpus", "65")
+    assert (status, out) == (2, "") and err.startswith("error: 400 ")
+    assert not Job.objects.exists()
+    status, _, err = shell("show", "999999")
+    assert status == 2 and "404 not_found" in err
+    assert shell("submit", "a fox", "--param", "=1")[0] == 2  # the shell's own mistake
+    status, out, err = shell("wait", str(_queued(shell)), "--timeout", "0.2")
+    assert status == 3 and json.loads(out)["state"] == "QUEUED" and "still QUEUED" in err
+
+
+def _queued(shell) -> int:
+    return json.loads(shell("submit", "a hare")[1])["id"]
+
+
+def test_a_finished_job_s_output_and_log_are_saved(shell, alice, tmp_path, settings):
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    make_node("n1", gpus=1)
+    job = _queued(shell)
+    run_to_success(Job.objects.get(pk=job), tmp_path)
+    assert shell("wait", str(job))[0] == 0
+    status, out, _ = shell("output", str(job), str(tmp_path / "saved.y4m"))
+    assert status == 0 and (tmp_path / "saved.y4m").read_bytes() == VIDEO
+    assert shell("log", str(job)) == (0, "", "")  # nothing was published for this try
+
+
+def test_the_module_runs_as_a_command(live_server, alice):
+    env = {"PATH": "/usr/bin:/bin", "GPUSCHED_URL": live_server.url,
+           "GPUSCHED_API_KEY": alice.raw_key}
+    done = subprocess.run([sys.executable, "-m", "gpusched_client", "submit", "a fox"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert Job.objects.get().pk == json.loads(done.stdout)["id"]
