@@ -104,7 +104,8 @@ def _print(answer) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpusched", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="gpusched", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", help="the service (default: $GPUSCHED_URL)")
     parser.add_argument("--key", help="an API key (default: $GPUSCHED_API_KEY)")
     commands = parser.add_subparsers(required=True, metavar="command")
