@@ -25,6 +25,8 @@ def test_an_owner_makes_a_key_that_works_at_once_and_is_shown_once(owner, alice)
     assert answer.status_code == 200 and answer["Cache-Control"] == "no-store"
     raw = re.search(r'class="new-key">([^<]+)<', answer.content.decode()).group(1)
     assert _api(raw).get("/api/v1/jobs").status_code == 200
+    assert (f"export GPUSCHED_URL=http://testserver GPUSCHED_API_KEY={raw}<"  # for `gpusched`
+            in answer.content.decode())
     key = ApiKey.objects.get(name="render service")
     assert (key.organization, key.user.username) == (alice, "olga")
     page = owner.get("/dashboard/keys").content.decode()
