@@ -1,6 +1,5 @@
 """The README's demo: a bare machine, SQLite and a server-less broker, a job through HTTP."""
 
-import json
 import os
 import re
 import signal
@@ -14,6 +13,7 @@ import urllib.request
 
 import pytest
 
+from gpusched_client import Client
 from tests.support.processes import ROOT, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -52,14 +52,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _call(url: str, key: str, body: dict | None = None) -> dict:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, headers={
-        "Authorization": f"Bearer {key}", "Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read())
-
-
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill"])
 def test_the_demo_runs_a_job_without_any_server(tmp_path, stop):
     env = {k: v for k, v in os.environ.items()
@@ -75,31 +67,26 @@ def test_the_demo_runs_a_job_without_any_server(tmp_path, stop):
     try:
         key_file = tmp_path / "demo-api-key"
         wait_for(key_file.exists, 60, "the demo's API key")
-        key, base = key_file.read_text().strip(), f"http://127.0.0.1:{port}/api/v1/jobs"
+        key = key_file.read_text().strip()
         wait_for(lambda: _reachable(f"http://127.0.0.1:{port}/healthz"), 60, "the web app")
-        job = _call(base, key, {"prompt": "a red fox", "gpus": 2,
-                                "params": {"run_seconds": 1, "progress_interval": 0.25}})
-        wait_for(lambda: _call(f"{base}/{job['id']}", key)["state"] == "SUCCEEDED", 90,
-                 "the demo job to succeed")
-        done = _call(f"{base}/{job['id']}", key)
-        assert done["result"]["size"] > 0
+        gs = Client(f"http://127.0.0.1:{port}", key)  # the client, as a user runs it
+        job = gs.submit("a red fox", gpus=2, params={"run_seconds": 1, "progress_interval": 0.25})
+        done = gs.wait(job["id"], timeout=90, poll_s=0.25)
+        assert done["state"] == "SUCCEEDED" and done["result"]["size"] > 0
         # the output comes with the key, and from nowhere else (the demo runs with DEBUG on)
-        with urllib.request.urlopen(urllib.request.Request(
-                f"http://127.0.0.1:{port}{done['output_url']}",
-                headers={"Authorization": f"Bearer {key}"}), timeout=10) as video:
-            assert len(video.read()) == done["result"]["size"]
+        assert gs.output(done["id"], tmp_path / "fox.y4m").stat().st_size == done["result"]["size"]
         with pytest.raises(urllib.error.HTTPError) as public:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/media/{done['result']['output']}",
                                    timeout=10)
         assert public.value.code == 404
         # what the binary printed, read through the API as it left the node
         with urllib.request.urlopen(urllib.request.Request(
-                f"{base}/{job['id']}/log", headers={"Authorization": f"Bearer {key}"}),
-                timeout=10) as printed:
+                f"http://127.0.0.1:{port}/api/v1/jobs/{job['id']}/log",
+                headers={"Authorization": f"Bearer {key}"}), timeout=10) as printed:
             assert printed.headers["X-Log-Final"] == "true"
             assert b"START CUDA_VISIBLE_DEVICES=" in printed.read()
         # the demo's jobs cost credits: the job paid its run and holds nothing now
-        credits = _call(f"http://127.0.0.1:{port}/api/v1/credits", key)
+        credits = gs.credits()
         assert credits["held"] == 0 and 0 < 1_000_000 - credits["available"] < 1_000
         assert [t["kind"] for t in credits["transfers"]] == ["VOID", "POST", "HOLD", "GRANT"]
         _submit_on_the_dashboard(f"http://127.0.0.1:{port}", tmp_path / "demo-login")
@@ -108,6 +95,7 @@ def test_the_demo_runs_a_job_without_any_server(tmp_path, stop):
         # its processes write to the same pipe: the output ends once all of them are gone
         out, _ = demo.communicate(timeout=60)
     assert f"running at http://127.0.0.1:{port}" in out
+    assert f"GPUSCHED_API_KEY={key}" in out  # how to use the `gpusched` command
     assert demo.returncode == 0
 
 

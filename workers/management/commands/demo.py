@@ -48,6 +48,8 @@ class Command(BaseCommand):
         self.stdout.write(
             f"try: curl -s -X POST {url}/api/v1/jobs -H 'Authorization: Bearer {key}' "
             "-H 'Content-Type: application/json' -d '{\"prompt\": \"a red fox\", \"gpus\": 2}'")
+        self.stdout.write(f"or: GPUSCHED_URL={url} GPUSCHED_API_KEY={key} {_client_command()} "
+                          "submit 'a red fox' --gpus 2 --wait")
         self.stdout.flush()
         # Ctrl-C and `kill` both stop the demo and its processes (they run in sessions of
         # their own, so nothing else would); set explicitly, since a shell that starts the
@@ -160,3 +162,13 @@ def _stop(procs: list[subprocess.Popen]) -> None:
 def signal_group(proc: subprocess.Popen, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, sig)
+
+
+def _client_command() -> str:
+    """How this installation runs `gpusched`, the client's command."""
+    script = Path(sys.executable).with_name("gpusched")
+    if not script.exists():
+        return f"{sys.executable} -m gpusched_client"
+    with contextlib.suppress(ValueError):  # inside the checkout: as the README says it
+        return str(script.relative_to(Path.cwd()))
+    return str(script)
