@@ -115,8 +115,11 @@ def test_a_fenced_off_try_keeps_what_it_printed_to_its_end(alice, agent, api, se
     try:
         wait_for(lambda: Attempt.objects.get(pk=attempt.pk).progress > 0, 10, "progress")
         # its node seems lost: the try is reaped and the job waits to run again
+        # (by a clock past any lease a heartbeat may renew meanwhile: on a busy machine one
+        # did, and the try ran on to its end)
         Attempt.objects.filter(pk=attempt.pk).update(lease_expires_at=timezone.now())
-        reap_expired_attempts(now=timezone.now() + timedelta(seconds=1))
+        lease = timedelta(seconds=settings.GPUSCHED_LEASE_SECONDS)
+        assert reap_expired_attempts(now=timezone.now() + lease + timedelta(minutes=1)) == 1
     finally:
         runner.join(timeout=30)
     assert not runner.is_alive()
