@@ -116,7 +116,7 @@ class Client:
         try:
             answer = self.transport.request("POST", f"/api/v1/jobs/{job_id}/{act}", safe=True)
         except ApiError as exc:
-            if exc.code != done_if or not exc.retried:
+            if exc.code != done_if or not exc.after_lost_answer:
                 raise
             return self.job(job_id)
         return answer.json()

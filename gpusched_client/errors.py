@@ -6,7 +6,8 @@ from __future__ import annotations
 class ApiError(Exception):
     """gpusched refused the call: `status`, the machine-readable `code` and `message` of its
     `{"error": ...}` body, the body itself, and `retry_after` (seconds) where it said when to
-    try again (a 429, or a 503 on the way to it); `retried`: it answered a try after the first."""
+    try again (a 429, or a 503 on the way to it); `after_lost_answer`: it answered a retry after
+a try that may have been done without its answer reaching the client."""
 
     def __init__(self, status: int, code: str, message: str, *, body: dict | None = None,
                  retry_after: float | None = None) -> None:
@@ -16,7 +17,7 @@ class ApiError(Exception):
         self.message = message
         self.body = body or {}
         self.retry_after = retry_after
-        self.retried = False
+        self.after_lost_answer = False
 
 
 class Unreachable(Exception):

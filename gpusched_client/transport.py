@@ -24,6 +24,7 @@ from typing import BinaryIO
 from gpusched_client.errors import ApiError, Unreachable
 
 _BUSY = {502, 503, 504}  # a proxy or a deploy between the client and the service
+_MAYBE_DONE = {502, 504}  # the proxy may have passed the request on before it failed
 
 
 @dataclass
@@ -57,6 +58,7 @@ class Transport:
                 **({"Content-Type": "application/json"} if data is not None else {}),
                 **(headers or {})}
         tries = 1 + (self.retries if safe else 0)
+        lost = False  # an earlier try may have been done without its answer reaching us
         for n in range(tries):
             last = n == tries - 1
             try:
@@ -64,12 +66,14 @@ class Transport:
             except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
                 if last:
                     raise Unreachable(f"{method} {url}: {exc}") from exc
+                lost = True
                 self.sleep(self._backoff(n))
                 continue
             if answer.status < 400:
                 return answer
             error = _error(answer)
-            error.retried = n > 0
+            error.after_lost_answer = lost
+            lost = lost or answer.status in _MAYBE_DONE
             wait = self._retry_wait(answer, error, n)
             if last or wait is None:
                 raise error

@@ -84,6 +84,10 @@ def test_acts_whose_answers_were_lost_answer_the_job_they_made(gs, proxy):
     assert gs.release(held["id"])["state"] == "QUEUED"
     url = f"/api/v1/jobs/{held['id']}"
     assert [s[1] for s in proxy.seen[-3:]] == [f"{url}/release", f"{url}/release", url]
+    proxy.faults = ["busy"]  # refused on a retry after a try that did nothing: the answer
+    with pytest.raises(ApiError) as refused:
+        gs.release(held["id"])
+    assert refused.value.code == "job_not_held" and not refused.value.after_lost_answer
 
 
 def test_busy_is_waited_out_and_a_wait_longer_than_allowed_is_the_answer(gs, proxy, alice,
