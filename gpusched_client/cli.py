@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from gpusched_client.client import Client
-from gpusched_client.errors import ApiError, Unreachable, WaitTimeout
+from gpusched_client.errors import ApiError, PartlySubmitted, Unreachable, WaitTimeout
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -50,6 +50,16 @@ def _submit(client: Client, args) -> int:
         _print(job)
         return 0
     return _ended(client.wait(job["id"], timeout=args.timeout))
+
+
+def _batch(client: Client, args) -> int:
+    jobs = [json.loads(line) for line in args.file if line.strip()]
+    try:
+        _print(client.submit_many(jobs, idempotency_key=args.idempotency_key))
+    except PartlySubmitted as exc:
+        _print(exc.made)  # what was made before the refusal: a retry with the key skips it
+        raise
+    return 0
 
 
 def _act(client: Client, args) -> int:
@@ -125,6 +135,12 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("--wait", action="store_true", help="until it ends")
     submit.add_argument("--timeout", type=float, metavar="SECONDS", help="of --wait")
     submit.set_defaults(run=_submit)
+
+    batch = commands.add_parser("batch", help="submit the jobs of a file, 100 a request")
+    batch.add_argument("file", type=argparse.FileType("r"),
+                       help="JSON lines, each a job as POST /api/v1/jobs takes it (- : stdin)")
+    batch.add_argument("--idempotency-key", help="the same key again makes only what is missing")
+    batch.set_defaults(run=_batch)
 
     for name, what in (("job", "show a job"), ("cancel", "cancel a job"),
                        ("hold", "hold a job"), ("release", "release a held job")):

@@ -18,10 +18,11 @@ import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from gpusched_client.errors import ApiError, WaitTimeout
+from gpusched_client.errors import ApiError, PartlySubmitted, WaitTimeout
 from gpusched_client.transport import Transport
 
 ENDED = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED", "DEAD"})
+BATCH = 100  # jobs a request takes
 
 
 class Client:
@@ -48,6 +49,23 @@ class Client:
         key = idempotency_key or str(uuid.uuid4())
         return self._call("POST", "/api/v1/jobs/batch", body={"jobs": list(jobs)},
                           headers={"Idempotency-Key": key}, safe=True)
+
+    def submit_many(self, jobs: Sequence[dict], *, idempotency_key: str | None = None
+                    ) -> list[dict]:
+        """Any number of jobs, in batches of 100 (`{id, state, url}` for each, in order).
+        Each batch is all or none, the whole is not: a refusal (`PartlySubmitted`) says which
+        job it refused and carries the jobs made before it. The key makes one per batch
+        (`key/0`, `key/1`, ...): the same call again with the same key makes only what the
+        first did not."""
+        key = idempotency_key or str(uuid.uuid4())
+        made: list[dict] = []
+        for n, start in enumerate(range(0, len(jobs), BATCH)):
+            try:
+                made += self.submit_batch(jobs[start:start + BATCH],
+                                          idempotency_key=f"{key}/{n}")["jobs"]
+            except ApiError as exc:
+                raise PartlySubmitted(exc, made, start) from exc
+        return made
 
     def job(self, job_id: int) -> dict:
         return self._call("GET", f"/api/v1/jobs/{job_id}", safe=True)

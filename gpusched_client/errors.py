@@ -20,6 +20,28 @@ a try that may have been done without its answer reaching the client."""
         self.after_lost_answer = False
 
 
+class PartlySubmitted(ApiError):
+    """A batch of a `submit_many` was refused: the refusal, with `index` the job it refused
+    among all those given, and `made` the jobs the batches before it made."""
+
+    def __init__(self, refusal: ApiError, made: list[dict], offset: int) -> None:
+        super().__init__(refusal.status, refusal.code, refusal.message, body=refusal.body,
+                         retry_after=refusal.retry_after)
+        at = _index(refusal.body)
+        self.index = None if at is None else offset + at
+        self.made = made
+
+
+def _index(body: dict) -> int | None:
+    """The job of a batch a refusal names: `index`, or the first under `fields.jobs` (a
+    malformed job)."""
+    if isinstance(body.get("index"), int):
+        return body["index"]
+    jobs = (body.get("fields") or {}).get("jobs")
+    keys = [int(k) for k in jobs if str(k).isdigit()] if isinstance(jobs, dict) else []
+    return min(keys, default=None)
+
+
 class Unreachable(Exception):
     """No answer came back, after every retry the call was safe to make."""
 

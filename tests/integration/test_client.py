@@ -3,7 +3,7 @@ it answers, what it refuses, and what it does when an answer is lost on the way.
 
 import pytest
 
-from gpusched_client import ApiError, Client, Unreachable, WaitTimeout
+from gpusched_client import ApiError, Client, PartlySubmitted, Unreachable, WaitTimeout
 from jobs.models import Job, Tier
 from tests.support.faulty_proxy import FaultyProxy
 
@@ -111,3 +111,19 @@ def test_wait_gives_the_job_once_it_ends_or_says_it_has_not(gs, alice):
     assert late.value.job["state"] == "QUEUED"
     gs.cancel(job["id"])
     assert gs.wait(job["id"])["state"] == "CANCELLED"
+
+
+def test_many_jobs_go_in_batches_and_a_refusal_names_its_job_among_all(gs):
+    jobs = [{"prompt": f"frame {i}"} for i in range(130)]
+    made = gs.submit_many(jobs, idempotency_key="frames")
+    assert [j["id"] for j in made] == sorted(Job.objects.values_list("pk", flat=True))
+    assert gs.submit_many(jobs, idempotency_key="frames") == made  # nothing made twice
+    jobs[110]["gpus"] = 65
+    with pytest.raises(PartlySubmitted) as refused:
+        gs.submit_many(jobs, idempotency_key="frames-2")
+    assert refused.value.index == 110 and len(refused.value.made) == 100
+    assert Job.objects.count() == 230  # the first batch of the second call, not the second
+    jobs[110]["gpus"], jobs[125]["after"] = 1, [999_999]  # refused by the service, not the form
+    with pytest.raises(PartlySubmitted) as refused:
+        gs.submit_many(jobs, idempotency_key="frames-3")
+    assert (refused.value.code, refused.value.index) == ("unknown_dependency", 125)

@@ -77,3 +77,15 @@ def test_the_module_runs_as_a_command(live_server, alice):
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert Job.objects.get().pk == json.loads(done.stdout)["id"]
+
+
+def test_a_file_of_jobs_is_submitted_and_again_makes_none(shell, tmp_path):
+    lines = tmp_path / "jobs.jsonl"
+    lines.write_text("".join(json.dumps({"prompt": f"frame {i}", "labels": {"shot": str(i)}})
+                             + "\n" for i in range(3)))
+    status, out, _ = shell("batch", str(lines), "--idempotency-key", "shots")
+    assert status == 0 and [j["id"] for j in json.loads(out)] == sorted(
+        Job.objects.values_list("pk", flat=True))
+    assert shell("batch", str(lines), "--idempotency-key", "shots")[1] == out
+    lines.write_text('{"prompt": "a fox"}\nnot json\n')
+    assert shell("batch", str(lines))[0] == 2 and Job.objects.count() == 3
