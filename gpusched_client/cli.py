@@ -67,6 +67,11 @@ def _act(client: Client, args) -> int:
     return 0
 
 
+def _read(client: Client, args) -> int:
+    _print(getattr(client, args.read)())
+    return 0
+
+
 def _wait(client: Client, args) -> int:
     return _ended(client.wait(args.job, timeout=args.timeout))
 
@@ -159,6 +164,10 @@ def _parser() -> argparse.ArgumentParser:
     listing.add_argument("--label", action="append", default=[], metavar="KEY:VALUE")
     listing.add_argument("--limit", type=int, default=100, help="at most this many")
     listing.set_defaults(run=_list)
+
+    for name, what in (("queue", "your waiting jobs, first in line first"),
+                       ("credits", "credits available and held, budgets, transfers")):
+        commands.add_parser(name, help=what).set_defaults(run=_read, read=name)
 
     output = commands.add_parser("output", help="save a job's output file")
     output.add_argument("job", type=int)

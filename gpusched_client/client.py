@@ -125,7 +125,12 @@ class Client:
         return answer.content.decode(errors="replace")
 
     def credits(self) -> dict:
+        """Available and held credits, this month's budgets, the latest transfers."""
         return self._call("GET", "/api/v1/credits", safe=True)
+
+    def queue(self, *, limit: int = 100) -> dict:
+        """The organization's waiting jobs in the scheduler's last line, first in line first."""
+        return self._call("GET", "/api/v1/queue", query=[("limit", str(limit))], safe=True)
 
     def _act(self, job_id: int, act: str, done_if: str | None = None) -> dict:
         """A job's cancel, hold or release, each safe to repeat: a retry refused as already
