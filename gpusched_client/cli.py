@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from gpusched_client.client import Client
-from gpusched_client.errors import ApiError, PartlySubmitted, Unreachable, WaitTimeout
+from gpusched_client.errors import ApiError, Json, PartlySubmitted, Unreachable, WaitTimeout
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -39,7 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-def _submit(client: Client, args) -> int:
+def _submit(client: Client, args: argparse.Namespace) -> int:
     fields = {name: value for name, value in (
         ("min_gpus", args.min_gpus), ("gpu_types", args.gpu_type), ("project", args.project),
         ("time_limit_s", args.time_limit), ("labels", _labels(args.label)), ("after", args.after),
@@ -52,7 +52,7 @@ def _submit(client: Client, args) -> int:
     return _ended(client.wait(job["id"], timeout=args.timeout))
 
 
-def _batch(client: Client, args) -> int:
+def _batch(client: Client, args: argparse.Namespace) -> int:
     jobs = [json.loads(line) for line in args.file if line.strip()]
     try:
         _print(client.submit_many(jobs, idempotency_key=args.idempotency_key))
@@ -62,37 +62,37 @@ def _batch(client: Client, args) -> int:
     return 0
 
 
-def _act(client: Client, args) -> int:
+def _act(client: Client, args: argparse.Namespace) -> int:
     _print(getattr(client, args.act)(args.job))
     return 0
 
 
-def _read(client: Client, args) -> int:
+def _read(client: Client, args: argparse.Namespace) -> int:
     _print(getattr(client, args.read)())
     return 0
 
 
-def _wait(client: Client, args) -> int:
+def _wait(client: Client, args: argparse.Namespace) -> int:
     return _ended(client.wait(args.job, timeout=args.timeout))
 
 
-def _output(client: Client, args) -> int:
+def _output(client: Client, args: argparse.Namespace) -> int:
     print(client.output(args.job, args.path))
     return 0
 
 
-def _log(client: Client, args) -> int:
+def _log(client: Client, args: argparse.Namespace) -> int:
     sys.stdout.write(client.log(args.job, stream="stderr" if args.stderr else "stdout",
                                 tail=args.tail, attempt=args.attempt))
     return 0
 
 
-def _ended(job: dict) -> int:
+def _ended(job: Json) -> int:
     _print(job)
     return 0 if job["state"] == "SUCCEEDED" else 1
 
 
-def _labels(pairs: Sequence[str] | None) -> dict:
+def _labels(pairs: Sequence[str] | None) -> Json:
     """`key:value` pairs, as `list --label` finds them again."""
     labels = dict(pair.partition(":")[::2] for pair in pairs or ())
     if any(not key for key in labels):
@@ -100,7 +100,7 @@ def _labels(pairs: Sequence[str] | None) -> dict:
     return labels
 
 
-def _params(pairs: Sequence[str] | None) -> dict:
+def _params(pairs: Sequence[str] | None) -> Json:
     """`key=value` pairs; a value that reads as JSON is that (90, true, [1, 2]), else text."""
     params = {}
     for pair in pairs or ():
@@ -183,7 +183,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _list(client: Client, args) -> int:
+def _list(client: Client, args: argparse.Namespace) -> int:
     jobs = client.jobs(state=args.state, project=args.project, labels=args.label,
                        limit=min(args.limit, 500))
     _print([job for job, _ in zip(jobs, range(args.limit), strict=False)])

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from gpusched_client.errors import ApiError, PartlySubmitted, WaitTimeout
+from gpusched_client.errors import ApiError, Json, PartlySubmitted, WaitTimeout
 from gpusched_client.transport import Transport
 
 ENDED = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "CANCELLED", "DEAD"})
@@ -36,7 +36,7 @@ class Client:
         self.transport = Transport(url, api_key, **transport)
 
     def submit(self, prompt: str, *, gpus: int = 1, idempotency_key: str | None = None,
-               dry_run: bool = False, **fields) -> dict:
+               dry_run: bool = False, **fields) -> Json:
         """`202 {id, state, url, backlog_s}`; `fields` as `POST /api/v1/jobs` takes them
         (params, gpu_types, time_limit_s, project, labels, after, ...)."""
         key = idempotency_key or str(uuid.uuid4())
@@ -44,21 +44,21 @@ class Client:
                           query=[("dry_run", "true")] if dry_run else None,
                           headers={"Idempotency-Key": key}, safe=True)
 
-    def submit_batch(self, jobs: Sequence[dict], *, idempotency_key: str | None = None) -> dict:
+    def submit_batch(self, jobs: Sequence[Json], *, idempotency_key: str | None = None) -> Json:
         """Up to 100 jobs, all or none: `{jobs: [{id, state, url}], backlog_s}`."""
         key = idempotency_key or str(uuid.uuid4())
         return self._call("POST", "/api/v1/jobs/batch", body={"jobs": list(jobs)},
                           headers={"Idempotency-Key": key}, safe=True)
 
-    def submit_many(self, jobs: Sequence[dict], *, idempotency_key: str | None = None
-                    ) -> list[dict]:
+    def submit_many(self, jobs: Sequence[Json], *, idempotency_key: str | None = None
+                    ) -> list[Json]:
         """Any number of jobs, in batches of 100 (`{id, state, url}` for each, in order).
         Each batch is all or none, the whole is not: a refusal (`PartlySubmitted`) says which
         job it refused and carries the jobs made before it. The key makes one per batch
         (`key/0`, `key/1`, ...): the same call again with the same key makes only what the
         first did not."""
         key = idempotency_key or str(uuid.uuid4())
-        made: list[dict] = []
+        made: list[Json] = []
         for n, start in enumerate(range(0, len(jobs), BATCH)):
             try:
                 made += self.submit_batch(jobs[start:start + BATCH],
@@ -67,11 +67,11 @@ class Client:
                 raise PartlySubmitted(exc, made, start) from exc
         return made
 
-    def job(self, job_id: int) -> dict:
+    def job(self, job_id: int) -> Json:
         return self._call("GET", f"/api/v1/jobs/{job_id}", safe=True)
 
     def jobs(self, *, state: str | None = None, project: str | None = None,
-             labels: Sequence[str] = (), limit: int = 100) -> Iterator[dict]:
+             labels: Sequence[str] = (), limit: int = 100) -> Iterator[Json]:
         """The organization's jobs, newest first, every page of them."""
         query = [("limit", str(limit))] + [("label", label) for label in labels]
         query += [(k, v) for k, v in (("state", state), ("project", project)) if v]
@@ -83,7 +83,7 @@ class Client:
             page = self._call("GET", page["next"], safe=True)
 
     def wait(self, job_id: int, *, timeout: float | None = None, poll_s: float = 2.0,
-             max_poll_s: float = 30.0) -> dict:
+             max_poll_s: float = 30.0) -> Json:
         """The job once it has ended (any end: look at its `state`); WaitTimeout if it has not
         by `timeout` seconds. Polls, a little less often the longer it waits."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -97,14 +97,14 @@ class Client:
             self.transport.sleep(poll_s if left is None else min(poll_s, left))
             poll_s = min(max_poll_s, poll_s * 1.5)
 
-    def cancel(self, job_id: int) -> dict:
+    def cancel(self, job_id: int) -> Json:
         """Idempotent: a job cancelled already answers as it is."""
         return self._act(job_id, "cancel")
 
-    def hold(self, job_id: int) -> dict:
+    def hold(self, job_id: int) -> Json:
         return self._act(job_id, "hold")
 
-    def release(self, job_id: int) -> dict:
+    def release(self, job_id: int) -> Json:
         return self._act(job_id, "release", done_if="job_not_held")
 
     def output(self, job_id: int, path: str | Path) -> Path:
@@ -124,15 +124,15 @@ class Client:
         answer = self.transport.request("GET", path, query=query, safe=True)
         return answer.content.decode(errors="replace")
 
-    def credits(self) -> dict:
+    def credits(self) -> Json:
         """Available and held credits, this month's budgets, the latest transfers."""
         return self._call("GET", "/api/v1/credits", safe=True)
 
-    def queue(self, *, limit: int = 100) -> dict:
+    def queue(self, *, limit: int = 100) -> Json:
         """The organization's waiting jobs in the scheduler's last line, first in line first."""
         return self._call("GET", "/api/v1/queue", query=[("limit", str(limit))], safe=True)
 
-    def _act(self, job_id: int, act: str, done_if: str | None = None) -> dict:
+    def _act(self, job_id: int, act: str, done_if: str | None = None) -> Json:
         """A job's cancel, hold or release, each safe to repeat: a retry refused as already
         done (`done_if`: a release's `job_not_held`) after a try whose answer was lost is that
         try's effect, and the job as it is now is the answer."""
@@ -144,6 +144,6 @@ class Client:
             return self.job(job_id)
         return answer.json()
 
-    def _call(self, method: str, path: str, **kwargs) -> dict:
+    def _call(self, method: str, path: str, **kwargs) -> Json:
         return self.transport.request(method, path, **kwargs).json()
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+Json = dict[str, Any]  # an answer's JSON object
+
 
 class ApiError(Exception):
     """gpusched refused the call: `status`, the machine-readable `code` and `message` of its
@@ -9,7 +13,7 @@ class ApiError(Exception):
     try again (a 429, or a 503 on the way to it); `after_lost_answer`: it answered a retry after
 a try that may have been done without its answer reaching the client."""
 
-    def __init__(self, status: int, code: str, message: str, *, body: dict | None = None,
+    def __init__(self, status: int, code: str, message: str, *, body: Json | None = None,
                  retry_after: float | None = None) -> None:
         super().__init__(f"{status} {code}: {message}")
         self.status = status
@@ -24,7 +28,7 @@ class PartlySubmitted(ApiError):
     """A batch of a `submit_many` was refused: the refusal, with `index` the job it refused
     among all those given, and `made` the jobs the batches before it made."""
 
-    def __init__(self, refusal: ApiError, made: list[dict], offset: int) -> None:
+    def __init__(self, refusal: ApiError, made: list[Json], offset: int) -> None:
         super().__init__(refusal.status, refusal.code, refusal.message, body=refusal.body,
                          retry_after=refusal.retry_after)
         at = _index(refusal.body)
@@ -32,7 +36,7 @@ class PartlySubmitted(ApiError):
         self.made = made
 
 
-def _index(body: dict) -> int | None:
+def _index(body: Json) -> int | None:
     """The job of a batch a refusal names: `index`, or the first under `fields.jobs` (a
     malformed job)."""
     if isinstance(body.get("index"), int):
@@ -49,6 +53,6 @@ class Unreachable(Exception):
 class WaitTimeout(Exception):
     """The job had not ended when the wait ran out; `job` is what it was last seen as."""
 
-    def __init__(self, job: dict) -> None:
+    def __init__(self, job: Json) -> None:
         super().__init__(f"job {job.get('id')} is still {job.get('state')}")
         self.job = job

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from gpusched_client.errors import ApiError, Unreachable
+from gpusched_client.errors import ApiError, Json, Unreachable
 
 _BUSY = {502, 503, 504}  # a proxy or a deploy between the client and the service
 _MAYBE_DONE = {502, 504}  # the proxy may have passed the request on before it failed
@@ -33,7 +33,7 @@ class Answer:
     headers: dict[str, str]
     content: bytes
 
-    def json(self) -> dict:
+    def json(self) -> Json:
         return json.loads(self.content) if self.content else {}
 
 
@@ -48,7 +48,7 @@ class Transport:
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False)
 
     def request(self, method: str, path: str, *, body: object = None,
-                query: list[tuple[str, str]] | None = None, headers: dict | None = None,
+                query: list[tuple[str, str]] | None = None, headers: dict[str, str] | None = None,
                 safe: bool = False, into: BinaryIO | None = None) -> Answer:
         """The answer to a call; ApiError for a 4xx/5xx, Unreachable when no answer came back
         on any try. With `into`, a successful answer's content is written there instead."""
@@ -89,7 +89,7 @@ class Transport:
             url += ("&" if "?" in url else "?") + urllib.parse.urlencode(query)
         return url
 
-    def _send(self, method: str, url: str, data: bytes | None, headers: dict,
+    def _send(self, method: str, url: str, data: bytes | None, headers: dict[str, str],
               into: BinaryIO | None) -> Answer:
         request = urllib.request.Request(url, data=data, headers=headers, method=method)
         try:
