@@ -108,11 +108,18 @@ class Client:
         return self._act(job_id, "release", done_if="job_not_held")
 
     def output(self, job_id: int, path: str | Path) -> Path:
-        """Saves the job's output file at `path`."""
+        """Saves the job's output file at `path`; nothing is left there when it cannot (a
+        410 `output_expired`, say)."""
         path = Path(path)
-        with path.open("wb") as out:
-            self.transport.request("GET", f"/api/v1/jobs/{job_id}/output", into=out, safe=True)
-        return path
+        partial = path.with_name(f".{path.name}.part")
+        try:
+            with partial.open("wb") as out:
+                self.transport.request("GET", f"/api/v1/jobs/{job_id}/output", into=out,
+                                       safe=True)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
+        return partial.replace(path)
 
     def log(self, job_id: int, *, stream: str = "stdout", tail: int | None = None,
             attempt: int | None = None, rank: int = 0) -> str:

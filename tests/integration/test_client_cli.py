@@ -69,6 +69,9 @@ def test_a_finished_job_s_output_and_log_are_saved(shell, alice, tmp_path, setti
     assert shell("wait", str(job))[0] == 0
     status, out, _ = shell("output", str(job), str(tmp_path / "saved.y4m"))
     assert status == 0 and (tmp_path / "saved.y4m").read_bytes() == VIDEO
+    status, _, err = shell("output", "999999", str(tmp_path / "none.y4m"))
+    assert status == 2 and "404" in err
+    assert not [p for p in tmp_path.iterdir() if "none" in p.name]  # nor a part of it
     assert shell("log", str(job)) == (0, "", "")  # nothing was published for this try
 
 
