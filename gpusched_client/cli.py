@@ -1,6 +1,6 @@
 """`gpusched`: the API from a shell. Answers are printed as JSON; a refusal goes to stderr as
 `error: <status> <code>: <message>` with exit status 2. `wait` and `submit --wait` exit 0
-when the job succeeded and 1 when it ended otherwise (3: still running when the wait ran out).
+when the job succeeded, 1 when it ended otherwise, 3 when it had not ended by `--timeout`.
 
     export GPUSCHED_URL=https://gpusched.example GPUSCHED_API_KEY=gs_…
     gpusched submit "a red fox in the snow" --gpus 2 --param expected_duration_s=90 --wait
@@ -24,18 +24,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         client = Client(args.url, args.key)
         return args.run(client, args)
-    except ApiError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except Unreachable as exc:
-        print(f"error: unreachable: {exc}", file=sys.stderr)
-        return 2
     except WaitTimeout as exc:
         _print(exc.job)
         print(f"error: {exc}", file=sys.stderr)
         return 3
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (ApiError, Unreachable, ValueError) as exc:  # a refusal, no answer, a bad argument
+        unreachable = "unreachable: " if isinstance(exc, Unreachable) else ""
+        print(f"error: {unreachable}{exc}", file=sys.stderr)
         return 2
 
 

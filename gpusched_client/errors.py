@@ -10,8 +10,8 @@ Json = dict[str, Any]  # an answer's JSON object
 class ApiError(Exception):
     """gpusched refused the call: `status`, the machine-readable `code` and `message` of its
     `{"error": ...}` body, the body itself, and `retry_after` (seconds) where it said when to
-    try again (a 429, or a 503 on the way to it); `after_lost_answer`: it answered a retry after
-a try that may have been done without its answer reaching the client."""
+    try again (a 429, or a 503 on the way to it); `after_lost_answer`: it answered a retry
+    after a try that may have been done without its answer reaching the client."""
 
     def __init__(self, status: int, code: str, message: str, *, body: Json | None = None,
                  retry_after: float | None = None) -> None:
