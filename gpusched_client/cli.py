@@ -62,6 +62,25 @@ def _act(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
+def _amend(client: Client, args: argparse.Namespace) -> int:
+    changes = {name: value for name, value in (
+        ("gpus", args.gpus), ("min_gpus", args.min_gpus), ("gpu_types", args.gpu_type),
+        ("time_limit_s", args.time_limit), ("urgency_s", args.urgency)) if value is not None}
+    if not changes:
+        raise ValueError("name at least one change")
+    _print(client.amend(args.job, **changes))
+    return 0
+
+
+def _relax(client: Client, args: argparse.Namespace) -> int:
+    job = client.relax(args.job)
+    if job is None:
+        print(f"error: job {args.job} is offered no relaxation now", file=sys.stderr)
+        return 1
+    _print(job)
+    return 0
+
+
 def _read(client: Client, args: argparse.Namespace) -> int:
     _print(getattr(client, args.read)())
     return 0
@@ -147,6 +166,19 @@ def _parser() -> argparse.ArgumentParser:
         act = commands.add_parser("show" if name == "job" else name, help=what)
         act.add_argument("job", type=int)
         act.set_defaults(run=_act, act=name)
+
+    amend = commands.add_parser("amend", help="change what a waiting job asks for")
+    amend.add_argument("job", type=int)
+    amend.add_argument("--gpus", type=int)
+    amend.add_argument("--min-gpus", type=int)
+    amend.add_argument("--gpu-type", action="append", help="in order of preference")
+    amend.add_argument("--time-limit", type=int, metavar="SECONDS")
+    amend.add_argument("--urgency", type=int, metavar="SECONDS")
+    amend.set_defaults(run=_amend)
+
+    relax = commands.add_parser("relax", help="take the what-if a waiting job is offered")
+    relax.add_argument("job", type=int)
+    relax.set_defaults(run=_relax)
 
     wait = commands.add_parser("wait", help="until a job ends")
     wait.add_argument("job", type=int)

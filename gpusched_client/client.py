@@ -97,6 +97,18 @@ class Client:
             self.transport.sleep(poll_s if left is None else min(poll_s, left))
             poll_s = min(max_poll_s, poll_s * 1.5)
 
+    def amend(self, job_id: int, **changes: object) -> Json:
+        """A waiting job that never started takes another request (gpus, min_gpus, gpu_types,
+        min_gpu_memory_mb, region, time_limit_s, urgency_s) and keeps its wait. Safe to
+        repeat: the same values set twice are set once."""
+        return self._call("PATCH", f"/api/v1/jobs/{job_id}", body=changes, safe=True)
+
+    def relax(self, job_id: int) -> Json | None:
+        """The job as it takes the relaxation its pending reason offers (another GPU type, or
+        fewer GPUs, that would start it sooner: `pending.what_if`); None when none is."""
+        offered = (self.job(job_id).get("pending") or {}).get("relaxation")
+        return self.amend(job_id, **offered) if offered else None
+
     def cancel(self, job_id: int) -> Json:
         """Idempotent: a job cancelled already answers as it is."""
         return self._act(job_id, "cancel")

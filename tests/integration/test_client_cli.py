@@ -8,6 +8,7 @@ import pytest
 
 from gpusched_client.cli import main
 from jobs.models import Job
+from jobs.scheduler.tick import scheduler_tick_run
 from tests.support.factories import VIDEO, make_node, run_to_success
 from tests.support.processes import ROOT
 
@@ -57,8 +58,8 @@ def test_a_refusal_exits_2_and_names_its_code(shell):
     assert status == 3 and json.loads(out)["state"] == "QUEUED" and "still QUEUED" in err
 
 
-def _queued(shell) -> int:
-    return json.loads(shell("submit", "a hare")[1])["id"]
+def _queued(shell, *options: str) -> int:
+    return json.loads(shell("submit", "a hare", *options)[1])["id"]
 
 
 def test_a_finished_job_s_output_and_log_are_saved(shell, alice, tmp_path, settings):
@@ -94,3 +95,18 @@ def test_a_file_of_jobs_is_submitted_and_again_makes_none(shell, tmp_path):
     assert shell("batch", str(lines), "--idempotency-key", "shots")[1] == out
     lines.write_text('{"prompt": "a fox"}\nnot json\n')
     assert shell("batch", str(lines))[0] == 2 and Job.objects.count() == 3
+
+
+def test_a_waiting_job_takes_the_relaxation_it_is_offered(shell):
+    make_node("h", gpus=4)
+    make_node("a", gpus=8, gpu_type="A100")
+    shell("submit", "a heron", "--gpus", "4", "--gpu-type", "H100")
+    scheduler_tick_run()  # it takes the only H100 node
+    blocked = _queued(shell, "--gpus", "4", "--gpu-type", "H100")
+    assert shell("relax", str(blocked))[0] == 1  # no round has looked at it yet
+    scheduler_tick_run()
+    status, out, _ = shell("relax", str(blocked))
+    assert status == 0 and json.loads(out)["gpu_types"] == ["H100", "A100"]
+    status, out, _ = shell("amend", str(blocked), "--gpus", "2", "--urgency", "60")
+    assert status == 0 and Job.objects.get(pk=blocked).gpus == 2
+    assert shell("amend", str(blocked))[0] == 2  # nothing to change
