@@ -35,10 +35,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _submit(client: Client, args: argparse.Namespace) -> int:
-    fields = {name: value for name, value in (
-        ("min_gpus", args.min_gpus), ("gpu_types", args.gpu_type), ("project", args.project),
-        ("time_limit_s", args.time_limit), ("labels", _labels(args.label)), ("after", args.after),
-        ("params", _params(args.param))) if value}
+    fields = _given(min_gpus=args.min_gpus, gpu_types=args.gpu_type, project=args.project,
+                    time_limit_s=args.time_limit, labels=_labels(args.label),
+                    after=args.after, params=_params(args.param))
     job = client.submit(args.prompt, gpus=args.gpus, idempotency_key=args.idempotency_key,
                         dry_run=args.dry_run, **fields)
     if not args.wait or args.dry_run:
@@ -63,9 +62,8 @@ def _act(client: Client, args: argparse.Namespace) -> int:
 
 
 def _amend(client: Client, args: argparse.Namespace) -> int:
-    changes = {name: value for name, value in (
-        ("gpus", args.gpus), ("min_gpus", args.min_gpus), ("gpu_types", args.gpu_type),
-        ("time_limit_s", args.time_limit), ("urgency_s", args.urgency)) if value is not None}
+    changes = _given(gpus=args.gpus, min_gpus=args.min_gpus, gpu_types=args.gpu_type,
+                     time_limit_s=args.time_limit, urgency_s=args.urgency)
     if not changes:
         raise ValueError("name at least one change")
     _print(client.amend(args.job, **changes))
@@ -106,18 +104,27 @@ def _ended(job: Json) -> int:
     return 0 if job["state"] == "SUCCEEDED" else 1
 
 
-def _labels(pairs: Sequence[str] | None) -> Json:
+def _given(**options: object) -> Json:
+    """The options the command line gave (an option left out is None)."""
+    return {name: value for name, value in options.items() if value is not None}
+
+
+def _labels(pairs: Sequence[str] | None) -> Json | None:
     """`key:value` pairs, as `list --label` finds them again."""
-    labels = dict(pair.partition(":")[::2] for pair in pairs or ())
+    if not pairs:
+        return None
+    labels = dict(pair.partition(":")[::2] for pair in pairs)
     if any(not key for key in labels):
         raise ValueError("--label takes key:value")
     return labels
 
 
-def _params(pairs: Sequence[str] | None) -> Json:
+def _params(pairs: Sequence[str] | None) -> Json | None:
     """`key=value` pairs; a value that reads as JSON is that (90, true, [1, 2]), else text."""
+    if not pairs:
+        return None
     params = {}
-    for pair in pairs or ():
+    for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
             raise ValueError(f"--param takes key=value, not {pair!r}")
