@@ -62,17 +62,9 @@ def run_placed_job(job: Job, *, ran_for_s: float, outcome: str = "SUCCEEDED",
     from django.utils import timezone
 
     from jobs.models import Attempt
-    from jobs.scheduler.tick import scheduler_tick_run
-    from workers.services.attempts import (
-        AttemptResult,
-        attempt_finish,
-        attempt_heartbeat,
-        attempt_start,
-    )
+    from workers.services.attempts import AttemptResult, attempt_finish, attempt_heartbeat
 
-    scheduler_tick_run()
-    attempt = Attempt.objects.get(job=job)
-    attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    attempt = start_placed(job)
     Attempt.objects.filter(pk=attempt.pk).update(
         started_at=timezone.now() - timedelta(seconds=ran_for_s))
     if checkpointed:
@@ -91,13 +83,9 @@ VIDEO = b"YUV4MPEG2 W2 H2 F1:1\nFRAME\n" + bytes(range(6))  # what a try made
 def run_to_success(job: Job, workdir):
     """A round places `job` (a node must have room), its node starts it and it ends
     SUCCEEDED with VIDEO as its output, written under `workdir`; returns the job."""
-    from jobs.models import Attempt
-    from jobs.scheduler.tick import scheduler_tick_run
-    from workers.services.attempts import AttemptResult, attempt_finish, attempt_start
+    from workers.services.attempts import AttemptResult, attempt_finish
 
-    scheduler_tick_run()
-    attempt = Attempt.objects.get(job=job)
-    attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    attempt = start_placed(job)
     made = workdir / "out.y4m"
     made.write_bytes(VIDEO)
     return attempt_finish(attempt_id=attempt.pk, token=attempt.token,
