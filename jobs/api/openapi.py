@@ -68,7 +68,7 @@ def openapi_document() -> dict:
                 "type": "http", "scheme": "bearer",
                 "description": "an organization's API key, gs_…, of scope read (every GET), "
                                "jobs (and submit, change, cancel jobs) or full (and "
-                               "webhooks and projects): each call's `x-key-scope` names "
+                               "webhooks, projects and members): each call's `x-key-scope` names "
                                "the least"}},
             "schemas": component_schemas()},
     }

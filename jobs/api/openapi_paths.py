@@ -60,6 +60,7 @@ HOOK_ID = {"name": "hook_id", "in": "path", "required": True, "schema": INT}
 DELIVERY_ID = {"name": "delivery_id", "in": "path", "required": True, "schema": INT}
 ATTEMPT_ID = {"name": "attempt_id", "in": "path", "required": True, "schema": INT}
 PROJECT_NAME = {"name": "name", "in": "path", "required": True, "schema": STR}
+USERNAME = {"name": "username", "in": "path", "required": True, "schema": STR}
 LOG_TEXT = {
     "description": "what the try's binary printed to the stream, its last "
                    "GPUSCHED_LOG_MAX_BYTES at most (empty if nothing was kept); X-Attempt-Id "
@@ -236,6 +237,35 @@ def paths() -> dict:
                           "schema": ref("ProjectChange")}}},
                       "responses": {"200": answer("the project as set", "Project"),
                                     **_errors(400, 404, 429)}}},
+        "/api/v1/members": {"get": {
+            "operationId": "listMembers", "responses": {
+                "200": {"description": "the organization's members, by username",
+                        "content": {"application/json": {"schema": obj(
+                            {"results": {"type": "array", "items": ref("Member")}})}}},
+                **_errors(429)}}},
+        "/api/v1/members/{username}": {
+            "get": {"operationId": "getMember", "parameters": [USERNAME],
+                    "responses": {"200": answer("the member", "Member"),
+                                  **_errors(404, 429)}},
+            "patch": {"operationId": "changeMember", "parameters": [USERNAME],
+                      "description": "Set the member's settings sent, all or none (null: no "
+                                     "cap, no budget); a role is an owner's to change, on "
+                                     "the dashboard.",
+                      "requestBody": {"required": True, "content": {"application/json": {
+                          "schema": ref("MemberChange")}}},
+                      "responses": {"200": answer("the member as set", "Member"),
+                                    **_errors(400, 404, 429)}},
+            "delete": {"operationId": "removeMember", "parameters": [USERNAME],
+                       "description": "Take the member out: their dashboard access ends and "
+                                      "the organization's keys issued to them are revoked; "
+                                      "the jobs they sent stay. An owner is taken out by "
+                                      "owners, on the dashboard (403 owner_only).",
+                       "responses": {"200": {"description": "taken out", "content": {
+                           "application/json": {"schema": obj(
+                               {"username": STR, "keys_revoked": INT})}}},
+                                     "403": answer("owner_only, or insufficient_scope",
+                                                   "Error"),
+                                     **_errors(404, 409, 429)}}},
         "/api/v1/gpu-types": {"get": {
             "operationId": "listGpuTypes",
             "responses": {"200": {"description": "each GPU type of the fleet: what a job's "

@@ -24,9 +24,10 @@ from jobs.api.serializers import (
     OrganizationSettingsSerializer,
     ProjectSerializer,
 )
-from jobs.models import ApiKey, WebhookDelivery
+from jobs.models import ApiKey, Membership, WebhookDelivery
 from jobs.models.webhook import EVENTS, JOB_EVENTS, ORGANIZATION_EVENTS
 from jobs.services.projects import MAX_CAP, MAX_WEIGHT, MIN_WEIGHT, SETTINGS
+from jobs.services.team import SETTINGS as MEMBER_SETTINGS
 from jobs.states import JobState
 from jobs.transitions import AMENDABLE
 
@@ -74,6 +75,12 @@ def _organization_change() -> dict:
     return {**schema, "additionalProperties": False}
 
 
+def _member_change() -> dict:
+    """The settings a member's PATCH may send, none required, no others (not a role)."""
+    fields = _project_create()["properties"]
+    return obj({name: fields[name] for name in MEMBER_SETTINGS}, optional=MEMBER_SETTINGS)
+
+
 def _project_change() -> dict:
     """The settings a project's PATCH may send, none required, no others (not its name)."""
     fields = _project_create()["properties"]
@@ -87,6 +94,14 @@ PROJECT = obj({
     "running_gpus": {**INT, "description": "GPUs its jobs hold now"},
     "monthly_limit": {**nullable(INT), "description": "credits a calendar month its jobs may "
                       "commit; null: no budget"}})
+MEMBER = obj({
+    "username": STR, "role": {"type": "string", "enum": list(Membership.Role.values)},
+    "weight": NUMBER,
+    "running_gpu_cap": {**nullable(INT), "description": "GPUs the jobs they send may hold at "
+                        "once; null: no cap of their own"},
+    "running_gpus": {**INT, "description": "GPUs the jobs they sent hold now"},
+    "monthly_limit": {**nullable(INT), "description": "credits a calendar month the jobs "
+                      "they send may commit; null: no budget"}})
 STATE = {"type": "string", "enum": list(JobState.values)}
 HOLD = {"type": ["string", "null"], "enum": ["client", "operator", None],
         "description": "who holds it HELD out of the queue until they release it (POST "
@@ -277,4 +292,5 @@ def component_schemas() -> dict:
             "CreditsNotice": CREDITS_NOTICE, "PingNotice": PING_NOTICE,
             "OrganizationNotice": ORGANIZATION_NOTICE, "Project": PROJECT,
             "ProjectCreate": _project_create(), "ProjectChange": _project_change(),
+            "Member": MEMBER, "MemberChange": _member_change(),
             "OrganizationChange": _organization_change()}

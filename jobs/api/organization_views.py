@@ -1,5 +1,5 @@
 """The calls about the organization itself: what it is and may use, what it sets for
-itself, its projects, and its audit trail."""
+itself, its projects, its members, and its audit trail."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from credits.services.owner_settings import organization_budget, organization_se
 from jobs.api.errors import not_found, refuse_unknown
 from jobs.api.paging import PageQuery, page_of
 from jobs.api.serializers import (
+    MemberSettingsSerializer,
     OrganizationEventSerializer,
     OrganizationSettingsSerializer,
     ProjectSerializer,
@@ -18,6 +19,8 @@ from jobs.api.serializers import (
 from jobs.api.throttles import TierRateThrottle
 from jobs.services.org_limits import limits_and_usage
 from jobs.services.projects import SETTINGS, project_create, project_rows, project_settle
+from jobs.services.team import SETTINGS as MEMBER_SETTINGS
+from jobs.services.team import member_remove, member_rows, member_settle
 
 
 class OrganizationDetail(APIView):
@@ -104,3 +107,45 @@ class ProjectDetail(APIView):
         project_settle(organization=org, project_id=project.pk, api_key=request.auth,
                        changes=body.validated_data)
         return Response(project_rows(org, name)[0])
+
+
+class MemberList(APIView):
+    """The organization's members: their roles, their fair-share weights inside its projects,
+    their running-GPU caps beside the GPUs their jobs hold now, and their monthly budgets."""
+
+    def get(self, request):
+        return Response({"results": member_rows(request.user.organization)})
+
+
+class MemberDetail(APIView):
+    """A key of scope full sets a member's share, cap and budget and takes a member out, as
+    owners do on the dashboard's team page; roles, owners and invitations stay the owners'
+    there (jobs/services/team.py)."""
+
+    def get(self, request, username: str):
+        rows = member_rows(request.user.organization, username)
+        return Response(rows[0]) if rows else not_found("no such member")
+
+    def patch(self, request, username: str):
+        """Set the member's settings sent, all or none."""
+        body = MemberSettingsSerializer(data=request.data, partial=True)
+        body.is_valid(raise_exception=True)
+        refuse_unknown(request.data, MEMBER_SETTINGS, code="not_amendable")  # a role, say
+        org = request.user.organization
+        member = org.memberships.filter(user__username=username).first()
+        if member is None:
+            return not_found("no such member")
+        member_settle(organization=org, membership_id=member.pk, api_key=request.auth,
+                      changes=body.validated_data)
+        return Response(member_rows(org, username)[0])
+
+    def delete(self, request, username: str):
+        """Take the member out: their dashboard access ends and the organization's keys
+        issued to them are revoked; the jobs they sent stay."""
+        org = request.user.organization
+        member = org.memberships.filter(user__username=username).first()
+        if member is None:
+            return not_found("no such member")
+        revoked = member_remove(organization=org, membership_id=member.pk,
+                                api_key=request.auth)
+        return Response({"username": username, "keys_revoked": revoked})

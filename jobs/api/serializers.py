@@ -123,6 +123,23 @@ class ProjectSerializer(serializers.Serializer):
                                                    "month (UTC); null: no budget.")
 
 
+class MemberSettingsSerializer(serializers.Serializer):
+    """What `PATCH /api/v1/members/{username}` sets of a member (those sent); the ranges, and
+    the codes that refuse them, are the service's, as on the dashboard
+    (jobs/services/team.py)."""
+
+    weight = serializers.FloatField(
+        required=False, help_text="Their share of their projects' GPUs against the other "
+                                  "members' (1 by default).")
+    running_gpu_cap = serializers.IntegerField(
+        required=False, allow_null=True, help_text="GPUs the jobs they send may hold at once "
+                                                   "over all the organization's projects; "
+                                                   "null: no cap of their own.")
+    monthly_limit = serializers.IntegerField(
+        required=False, allow_null=True, help_text="Credits the jobs they send may commit a "
+                                                   "calendar month (UTC); null: no budget.")
+
+
 class OrganizationSettingsSerializer(serializers.Serializer):
     """What an organization sets for itself (`PATCH /api/v1/organization`, those sent); the
     ranges, and the codes that refuse them, are the service's

@@ -1,6 +1,8 @@
 from django.urls import path
 
 from jobs.api.organization_views import (
+    MemberDetail,
+    MemberList,
     OrganizationDetail,
     OrganizationEvents,
     ProjectDetail,
@@ -52,6 +54,8 @@ urlpatterns = [
     path("queue", QueueLine.as_view(), name="queue-line"),
     path("projects", ProjectListCreate.as_view(), name="project-list"),
     path("projects/<slug:name>", ProjectDetail.as_view(), name="project-detail"),
+    path("members", MemberList.as_view(), name="member-list"),
+    path("members/<str:username>", MemberDetail.as_view(), name="member-detail"),
     path("events", OrganizationEvents.as_view(), name="organization-events"),
     path("organization", OrganizationDetail.as_view(), name="organization"),
     path("gpu-types", GpuTypes.as_view(), name="gpu-types"),

@@ -21,11 +21,20 @@ def running_gpu_cap(org: Organization) -> int | None:
                                 org.suspended_at)
 
 
+def _running_gpus_by(org: Organization, field: str) -> dict[int, int]:
+    rows = (GpuBinding.objects.filter(released_at__isnull=True, attempt__job__organization=org)
+            .values_list(f"attempt__job__{field}").annotate(n=Count("pk")).order_by())
+    return dict(rows)
+
+
 def running_gpus_by_project(org: Organization) -> dict[int, int]:
     """Project id -> GPUs its jobs hold now (a project that holds none is absent)."""
-    rows = (GpuBinding.objects.filter(released_at__isnull=True, attempt__job__organization=org)
-            .values_list("attempt__job__project_id").annotate(n=Count("pk")).order_by())
-    return dict(rows)
+    return _running_gpus_by(org, "project_id")
+
+
+def running_gpus_by_member(org: Organization) -> dict[int, int]:
+    """User id -> GPUs the jobs they sent hold now (one who holds none is absent)."""
+    return _running_gpus_by(org, "submitted_by_id")
 
 
 def limits_and_usage(org: Organization) -> dict:

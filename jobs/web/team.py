@@ -10,20 +10,19 @@ import math
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
-from django.http import Http404, HttpRequest, HttpResponse, QueryDict
+from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from credits.models import Budget
-from credits.services.budgets import budget_set
 from credits.services.owner_settings import organization_settle
 from jobs.models import Invitation, Membership, Organization
 from jobs.services.audit import recent_events
 from jobs.services.errors import ValidationFailed
 from jobs.services.org_limits import limits_and_usage, running_gpus_by_project
 from jobs.services.projects import project_create, project_settle
-from jobs.services.team import member_change, member_remove
+from jobs.services.team import member_remove, member_settle
 from jobs.web.access import answered, memberships_of, organization_of_member
 
 
@@ -160,16 +159,10 @@ def member_out(request: HttpRequest, slug: str, membership_id: int) -> HttpRespo
 @require_POST
 def member_save(request: HttpRequest, slug: str, membership_id: int) -> HttpResponse:
     org = organization_of_member(request, slug)
-    target = Membership.objects.filter(organization=org, pk=membership_id).first()
-    if target is None:
-        raise Http404("no such member")
 
     def change() -> None:
-        weight, limit = _weight(request.POST), _limit(request.POST)
-        # the budget first: an owner who steps down here may no longer set it after
-        budget_set(organization=org, member=target.user, monthly_limit=limit,
-                   user=request.user)
-        member_change(organization=org, membership_id=membership_id, user=request.user,
-                      weight=weight, role=request.POST.get("role") or None,
-                      running_gpu_cap=_cap(request.POST))
+        member_settle(organization=org, membership_id=membership_id, user=request.user,
+                      changes={"weight": _weight(request.POST), "role": request.POST.get(
+                          "role") or None, "running_gpu_cap": _cap(request.POST),
+                          "monthly_limit": _limit(request.POST)})
     return _changed(request, change, "The member is saved.")

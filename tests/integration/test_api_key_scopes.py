@@ -1,5 +1,5 @@
 """A key does what its scope allows and nothing more: a read key reads every call, a jobs key
-runs jobs but leaves webhooks and projects alone, a full key does all; a refusal is 403
+runs jobs but leaves webhooks, projects and members alone, a full key does all; a refusal is 403
 insufficient_scope, names the scope needed and changes nothing. Every documented call is
 tried with every scope, so a call added without a thought for scopes is closed to narrow
 keys (its view names none: it needs full)."""
@@ -14,6 +14,7 @@ from jobs.models import (
     ApiKey,
     Job,
     JobEvent,
+    Membership,
     Organization,
     OrganizationEvent,
     Project,
@@ -23,7 +24,7 @@ from jobs.models import (
 from jobs.services.tenancy import api_key_issue
 from jobs.services.webhook_endpoints import webhook_endpoint_create
 from jobs.services.webhooks import notify_job_moved
-from tests.support.factories import make_job
+from tests.support.factories import make_job, make_member
 
 pytestmark = pytest.mark.django_db
 RANK = {"read": 0, "jobs": 1, "full": 2}
@@ -36,7 +37,8 @@ BODIES = {("post", "/api/v1/jobs"): {"prompt": "a fox"},
           ("post", "/api/v1/webhooks"): {"url": "http://127.0.0.1:9/gpusched"},
           ("post", "/api/v1/projects"): {"name": "ads", "running_gpu_cap": 2},
           ("patch", "/api/v1/projects/{name}"): {"weight": 4, "monthly_limit": 10},
-          ("patch", "/api/v1/organization"): {"low_credits_threshold": 5, "monthly_limit": 1}}
+          ("patch", "/api/v1/organization"): {"low_credits_threshold": 5, "monthly_limit": 1},
+          ("patch", "/api/v1/members/{username}"): {"weight": 3, "monthly_limit": 10}}
 
 
 @pytest.fixture(autouse=True)
@@ -61,6 +63,7 @@ def _world() -> tuple:
             sorted(WebhookEndpoint.objects.values_list("pk", "secret")),
             sorted(Project.objects.values_list("pk", "weight", "running_gpu_cap")),
             sorted(Budget.objects.values_list("pk", "monthly_limit")),
+            sorted(Membership.objects.values_list("pk", "weight", "running_gpu_cap")),
             Organization.objects.values_list("low_credits_threshold", flat=True).get(
                 slug="alice"))
 
@@ -70,6 +73,7 @@ def calls(client, alice):
     """(method, path, concrete URL, least scope) of every call the OpenAPI document names,
     with ids of real objects of alice's."""
     job = make_job(alice)
+    make_member(alice, "mia")
     hook = webhook_endpoint_create(organization=alice, url="http://127.0.0.1:9/a",
                                    events=["job.cancelled"],
                                    api_key=ApiKey.objects.get(organization=alice))
@@ -78,7 +82,7 @@ def calls(client, alice):
     Job.objects.filter(pk=job.pk).update(state="QUEUED")
     delivery = WebhookDelivery.objects.get(endpoint=hook)
     ids = {"job_id": job.pk, "hook_id": hook.pk, "delivery_id": delivery.pk,
-           "attempt_id": 1, "name": "default"}
+           "attempt_id": 1, "name": "default", "username": "mia"}
     document = client.get("/api/v1/openapi.json").json()
     return [(method, path, re.sub(r"\{(\w+)\}", lambda m: str(ids[m.group(1)]), path),
              operation["x-key-scope"])
@@ -99,7 +103,7 @@ def test_the_document_names_the_scopes_the_views_ask():
         ("post", "/api/v1/jobs/batch")}
     assert all(v == "read" for (m, _), v in scopes.items() if m == "get")
     assert all(v == "full" for (m, p), v in scopes.items() if m != "get" and p.startswith(
-        ("/api/v1/webhooks", "/api/v1/projects", "/api/v1/organization")))
+        ("/api/v1/webhooks", "/api/v1/projects", "/api/v1/organization", "/api/v1/members")))
 
 
 @pytest.mark.parametrize("scope", ["read", "jobs"])

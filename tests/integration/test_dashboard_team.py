@@ -13,7 +13,7 @@ from jobs.scheduler.snapshot import load_project_caps, load_project_weights, loa
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.scheduler.usage import user_key
 from jobs.services.errors import Conflict
-from jobs.services.team import member_change
+from jobs.services.team import member_settle
 from tests.support.factories import make_member, make_node
 from tests.support.threads import race
 
@@ -151,8 +151,8 @@ def test_two_owners_stepping_down_at_once_leave_one(alice):
         def step_down(steps=steps, refused=refused) -> None:
             mine = next(steps)
             try:
-                member_change(organization=alice, membership_id=mine.pk, user=mine.user,
-                              role="member")
+                member_settle(organization=alice, membership_id=mine.pk, user=mine.user,
+                              changes={"role": "member"})
             except Conflict:
                 refused.append(mine.pk)
 
