@@ -79,6 +79,22 @@ def _relax(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
+def _settle(client: Client, args: argparse.Namespace) -> int:
+    """make-project, set-project, set-member: the settings given (`none` clears a cap or a
+    budget)."""
+    settings = {name: None if value == NONE else value for name, value in _given(
+        weight=args.weight, running_gpu_cap=args.cap, monthly_limit=args.budget).items()}
+    if not settings and args.settle != "make_project":
+        raise ValueError("name at least one setting")
+    _print(getattr(client, args.settle)(args.name, **settings))
+    return 0
+
+
+def _remove_member(client: Client, args: argparse.Namespace) -> int:
+    _print(client.remove_member(args.name))
+    return 0
+
+
 def _read(client: Client, args: argparse.Namespace) -> int:
     _print(getattr(client, args.read)())
     return 0
@@ -97,6 +113,14 @@ def _log(client: Client, args: argparse.Namespace) -> int:
     sys.stdout.write(client.log(args.job, stream="stderr" if args.stderr else "stdout",
                                 tail=args.tail, attempt=args.attempt))
     return 0
+
+
+NONE = "none"
+
+
+def _whole_or_none(text: str) -> int | str:
+    """A cap or a budget: a whole number, or `none` for no cap, no budget."""
+    return NONE if text.lower() == NONE else int(text)
 
 
 def _ended(job: Json) -> int:
@@ -200,8 +224,24 @@ def _parser() -> argparse.ArgumentParser:
     listing.set_defaults(run=_list)
 
     for name, what in (("queue", "your waiting jobs, first in line first"),
-                       ("credits", "credits available and held, budgets, transfers")):
+                       ("credits", "credits available and held, budgets, transfers"),
+                       ("projects", "projects: weights, caps, GPUs held, budgets"),
+                       ("members", "members: roles, weights, caps, GPUs held, budgets")):
         commands.add_parser(name, help=what).set_defaults(run=_read, read=name)
+
+    for name, what in (("make-project", "make a project"), ("set-project", "set a project"),
+                       ("set-member", "set a member's share, cap and budget")):
+        settle = commands.add_parser(name, help=what)
+        settle.add_argument("name", help="the project's name, or the member's username")
+        settle.add_argument("--weight", type=float, help="share against the others'")
+        settle.add_argument("--cap", type=_whole_or_none, metavar="GPUS|none",
+                            help="GPUs its jobs may hold at once")
+        settle.add_argument("--budget", type=_whole_or_none, metavar="CREDITS|none",
+                            help="credits a month")
+        settle.set_defaults(run=_settle, settle=name.replace("-", "_"))
+    remove = commands.add_parser("remove-member", help="take out a member who left")
+    remove.add_argument("name", help="their username")
+    remove.set_defaults(run=_remove_member)
 
     output = commands.add_parser("output", help="save a job's output file")
     output.add_argument("job", type=int)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from gpusched_client.errors import ApiError, Json, PartlySubmitted, WaitTimeout
@@ -151,17 +151,55 @@ class Client:
         """The organization's waiting jobs in the scheduler's last line, first in line first."""
         return self._call("GET", "/api/v1/queue", query=[("limit", str(limit))], safe=True)
 
+    def projects(self) -> list[Json]:
+        """The organization's projects: weights, running-GPU caps, GPUs held now, budgets."""
+        return self._call("GET", "/api/v1/projects", safe=True)["results"]
+
+    def make_project(self, name: str, **settings: object) -> Json:
+        """A new project (`weight`, `running_gpu_cap`, `monthly_limit`; a key of scope full).
+        Safe to repeat: a retry refused as `project_exists` after a lost answer answers the
+        project that try made."""
+        return self._repeatable("POST", "/api/v1/projects", body={"name": name, **settings},
+                                done_if="project_exists",
+                                then=lambda: self._call("GET", f"/api/v1/projects/{name}",
+                                                        safe=True))
+
+    def set_project(self, name: str, **settings: object) -> Json:
+        """Set a project's `weight`, `running_gpu_cap`, `monthly_limit` (None: no cap, no
+        budget), those given, all or none."""
+        return self._call("PATCH", f"/api/v1/projects/{name}", body=settings, safe=True)
+
+    def members(self) -> list[Json]:
+        """The organization's members: roles, weights, running-GPU caps, GPUs held, budgets."""
+        return self._call("GET", "/api/v1/members", safe=True)["results"]
+
+    def set_member(self, username: str, **settings: object) -> Json:
+        """Set a member's `weight`, `running_gpu_cap`, `monthly_limit`, those given, all or
+        none (a key of scope full; roles are the owners', on the dashboard)."""
+        return self._call("PATCH", f"/api/v1/members/{username}", body=settings, safe=True)
+
+    def remove_member(self, username: str) -> Json:
+        """Take a member out: their dashboard access and keys end, their jobs stay. Safe to
+        repeat: after a lost answer, `keys_revoked` is None (that try's count was lost)."""
+        return self._repeatable("DELETE", f"/api/v1/members/{username}", done_if="not_found",
+                                then=lambda: {"username": username, "keys_revoked": None})
+
     def _act(self, job_id: int, act: str, done_if: str | None = None) -> Json:
-        """A job's cancel, hold or release, each safe to repeat: a retry refused as already
-        done (`done_if`: a release's `job_not_held`) after a try whose answer was lost is that
-        try's effect, and the job as it is now is the answer."""
+        """A job's cancel, hold or release, each safe to repeat: after a lost answer the job
+        as it is now answers a retry refused as already done (a release's `job_not_held`)."""
+        return self._repeatable("POST", f"/api/v1/jobs/{job_id}/{act}", done_if=done_if,
+                                then=lambda: self.job(job_id))
+
+    def _repeatable(self, method: str, path: str, *, done_if: str | None,
+                    then: Callable[[], Json], body: Json | None = None) -> Json:
+        """A change retried as safe: a retry refused with `done_if` after a try whose answer
+        was lost is that try's effect, and `then()` is the answer."""
         try:
-            answer = self.transport.request("POST", f"/api/v1/jobs/{job_id}/{act}", safe=True)
+            return self._call(method, path, body=body, safe=True)
         except ApiError as exc:
             if exc.code != done_if or not exc.after_lost_answer:
                 raise
-            return self.job(job_id)
-        return answer.json()
+            return then()
 
     def _call(self, method: str, path: str, **kwargs) -> Json:
         return self.transport.request(method, path, **kwargs).json()

@@ -5,6 +5,7 @@ import pytest
 
 from gpusched_client import ApiError, Client, PartlySubmitted, Unreachable, WaitTimeout
 from jobs.models import Job, Tier
+from tests.support.factories import make_member
 from tests.support.faulty_proxy import FaultyProxy
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -127,3 +128,24 @@ def test_many_jobs_go_in_batches_and_a_refusal_names_its_job_among_all(gs):
     with pytest.raises(PartlySubmitted) as refused:
         gs.submit_many(jobs, idempotency_key="frames-3")
     assert (refused.value.code, refused.value.index) == ("unknown_dependency", 125)
+
+
+def test_a_project_made_and_a_member_taken_out_whose_answers_are_lost_happen_once(
+        gs, proxy, alice):
+    proxy.faults = ["drop"]  # made; its retry is refused as project_exists
+    made = gs.make_project("render", running_gpu_cap=4)
+    assert made["name"] == "render" and made["running_gpu_cap"] == 4
+    assert alice.projects.filter(name="render").count() == 1
+    assert gs.set_project("render", running_gpu_cap=None)["running_gpu_cap"] is None
+    with pytest.raises(ApiError) as refused:  # a first try's refusal is the answer
+        gs.make_project("render")
+    assert refused.value.code == "project_exists"
+    make_member(alice, "mia")
+    assert gs.set_member("mia", weight=2, monthly_limit=50)["monthly_limit"] == 50
+    assert [m["username"] for m in gs.members()] == ["mia"]
+    proxy.faults = ["drop"]
+    assert gs.remove_member("mia") == {"username": "mia", "keys_revoked": None}
+    assert gs.members() == []
+    with pytest.raises(ApiError) as refused:
+        gs.remove_member("mia")
+    assert refused.value.code == "not_found"

@@ -9,7 +9,7 @@ import pytest
 from gpusched_client.cli import main
 from jobs.models import Job
 from jobs.scheduler.tick import scheduler_tick_run
-from tests.support.factories import VIDEO, make_node, run_to_success
+from tests.support.factories import VIDEO, make_member, make_node, run_to_success
 from tests.support.processes import ROOT
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -110,3 +110,21 @@ def test_a_waiting_job_takes_the_relaxation_it_is_offered(shell):
     status, out, _ = shell("amend", str(blocked), "--gpus", "2", "--urgency", "60")
     assert status == 0 and Job.objects.get(pk=blocked).gpus == 2
     assert shell("amend", str(blocked))[0] == 2  # nothing to change
+
+
+def test_projects_and_members_are_made_set_and_taken_out(shell, alice):
+    make_member(alice, "mia")
+    status, out, _ = shell("make-project", "render", "--cap", "4", "--budget", "900")
+    assert status == 0 and json.loads(out)["running_gpu_cap"] == 4
+    status, out, _ = shell("set-project", "render", "--cap", "none", "--weight", "2")
+    assert status == 0 and (json.loads(out)["running_gpu_cap"], json.loads(out)["weight"]) == (
+        None, 2.0)
+    assert [p["name"] for p in json.loads(shell("projects")[1])] == ["default", "render"]
+    status, out, _ = shell("set-member", "mia", "--budget", "70")
+    assert status == 0 and json.loads(out)["monthly_limit"] == 70
+    assert shell("set-member", "mia")[0] == 2  # nothing to set
+    assert json.loads(shell("members")[1])[0]["monthly_limit"] == 70
+    status, out, _ = shell("remove-member", "mia")
+    assert status == 0 and json.loads(out)["keys_revoked"] == 0
+    status, _, err = shell("remove-member", "mia")
+    assert status == 2 and "404 not_found" in err

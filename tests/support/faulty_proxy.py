@@ -55,7 +55,7 @@ class FaultyProxy:
                 self.end_headers()
                 self.wfile.write(content)
 
-            do_GET = do_POST = do_PATCH = _handle  # noqa: N815 - the names http.server calls
+            do_GET = do_POST = do_PATCH = do_DELETE = _handle  # noqa: N815 - http.server calls these
 
             def log_message(self, *args):
                 pass
