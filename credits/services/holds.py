@@ -39,11 +39,11 @@ def spendable_wallets(organization_id: int) -> list[Account]:
     return sorted(wallets, key=lambda w: (w.spend_priority, w.expires_at or far, w.pk))
 
 
-def hold_for_job(job: Job) -> list[Hold]:
-    """Reserve what `job` may cost, or raise InsufficientCredits or BudgetExceeded. Run inside
-    the submission's transaction, after its organization's row lock (which also keeps its
-    budgets' checks apart): a refusal queues nothing."""
-    amount = _most_it_may_cost(job)
+def hold_for_job(job: Job, amount: int | None = None) -> list[Hold]:
+    """Reserve what `job` may cost (or `amount`), or raise InsufficientCredits or
+    BudgetExceeded. Run inside the submission's transaction, after its organization's row lock
+    (which also keeps its budgets' checks apart): a refusal queues nothing."""
+    amount = _most_it_may_cost(job) if amount is None else amount
     if amount == 0:
         return []
     check_budgets(job, amount)
@@ -139,6 +139,26 @@ def rehold_for_job(job: Job) -> None:
                                         ).values_list("pk", flat=True))
     _close_holds(job, refund=False, memo="changed before it started")
     hold_for_job(job)
+
+
+def free_held_job(job: Job) -> None:
+    """A job put on hold reserves nothing while it is held: what its holds keep goes back to
+    its wallets (what it spent stays spent) until its release holds again. Called in the
+    hold's transaction (jobs/services/job_hold.py); the job has no attempt running."""
+    _close_holds(job, refund=False, memo="held")
+
+
+def hold_released_job(job: Job) -> list[Hold]:
+    """Hold again for a job released from its hold: what it may still cost, its most less
+    what its earlier tries spent (they stay paid, and the whole never passes its most). Raises
+    as `hold_for_job` does, and the caller's transaction rolls the release back. Its
+    organization's row is locked. A job whose holds are open still (held before holds were
+    given back) is covered already."""
+    holds = list(Hold.objects.filter(job=job))
+    if any(h.closed_at is None for h in holds):
+        return []
+    spent = sum(h.posted - h.refunded for h in holds)
+    return hold_for_job(job, amount=max(0, _most_it_may_cost(job) - spent))
 
 
 def _close_holds(job: Job, *, refund: bool, memo: str) -> bool:

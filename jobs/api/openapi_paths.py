@@ -77,14 +77,14 @@ IDEMPOTENCY_KEY = {"name": "Idempotency-Key", "in": "header", "required": False,
                    "description": "A retry with the same key gets the same job."}
 
 
-def _labelled_batch(operation: str, done: str, description: str) -> dict:
+def _labelled_batch(operation: str, done: str, description: str, **more: dict) -> dict:
     """A call on the organization's jobs that carry each label, a batch at a time."""
     return {"operationId": operation,
             "requestBody": {"required": True, "content": {"application/json": {
                 "schema": request_schema(LabelledQuery())}}},
             "responses": {"200": {"description": f"{description} (at most {CANCEL_BATCH} a "
                                                  f"request)", "content": {"application/json": {
-                "schema": obj({done: {"type": "array", "items": INT}, "left": INT})}}},
+                "schema": obj({done: {"type": "array", "items": INT}, "left": INT, **more})}}},
                 **_errors(400, 429)}}
 
 
@@ -195,7 +195,12 @@ def paths() -> dict:
             "and how many more match")},
         "/api/v1/jobs/release": {"post": _labelled_batch(
             "releaseJobsByLabel", "released", "the jobs whose client's hold was released now "
-            "(an operator's holds are left), and how many more match")},
+            "(an operator's holds are left), and how many more match; `refused`: the release "
+            "the credits or a budget no longer covered (its job, and those after it, still "
+            "held), which stopped the batch", refused={
+                "type": ["object", "null"], "required": ["code", "message"],
+                "properties": {"code": STR, "message": STR},
+                "description": "with the figures of its refusal (`needed`, `available`, ...)"})},
         "/api/v1/jobs/{job_id}/cancel": {"post": {
             "operationId": "cancelJob", "parameters": [JOB_ID],
             "responses": {"202": answer("cancelled, or stopping on its node", "Job"),
@@ -203,15 +208,20 @@ def paths() -> dict:
         "/api/v1/jobs/{job_id}/hold": {"post": {
             "operationId": "holdJob", "parameters": [JOB_ID],
             "description": "Hold a waiting job (QUEUED, RETRY_WAIT, or HELD behind the jobs it "
-                           "runs after) out of the queue: HELD, its credits still held, until "
-                           "released. Holding a held job again changes nothing.",
+                           "runs after) out of the queue: HELD until released, reserving no "
+                           "credits (what its hold on them kept goes back; what it spent stays "
+                           "spent). Holding a held job again changes nothing.",
             "responses": {"200": answer("held", "Job"), **_errors(404, 409, 429)}}},
         "/api/v1/jobs/{job_id}/release": {"post": {
             "operationId": "releaseJob", "parameters": [JOB_ID],
             "description": "Release the client's hold: the job queues again, its wait counted "
-                           "from now, or waits HELD for the jobs it runs after. 403 "
+                           "from now, or waits HELD for the jobs it runs after, holding "
+                           "what it may still cost again: 402 as at submission when the "
+                           "credits or a budget no longer cover it (it stays held). 403 "
                            "held_by_operator for an operator's hold.",
             "responses": {"200": answer("released", "Job"),
+                          "402": answer("insufficient_credits or budget_exceeded: still held",
+                                        "Error"),
                           "403": answer("held_by_operator, or insufficient_scope", "Error"),
                           **_errors(404, 409, 429)}}},
         "/api/v1/projects": {

@@ -220,8 +220,12 @@ class JobsHold(APIView):
         body.is_valid(raise_exception=True)
         done = jobs_hold_labelled(organization=request.user.organization,
                                   labels=body.validated_data["label"], release=self.release)
-        return Response({"released" if self.release else "held": done.done,
-                         "left": done.left})
+        answer = {"released" if self.release else "held": done.done, "left": done.left}
+        if self.release:  # the release the credits no longer covered, which stopped it
+            answer["refused"] = done.refused and {
+                "code": done.refused.code, "message": done.refused.message,
+                **getattr(done.refused, "details", {})}
+        return Response(answer)
 
 
 class JobsRelease(JobsHold):

@@ -2,10 +2,13 @@
 `release` do: a client pauses work it may still want (a batch whose inputs turned out
 wrong, a retry it wants to look at first), an operator stops a job without ending it.
 
-A held job is HELD: the scheduler never sees it, its credits stay held, a start deadline
-still ends it. Released, it queues again with its wait counted from then (a hold is not a
-way to bank age, as Slurm counts a job's age from when it became eligible), unless jobs it
-runs after have still to succeed: then it waits for them, as before the hold. A job held
+A held job is HELD: the scheduler never sees it, a start deadline still ends it, and it
+reserves no credits: what its hold on them kept goes back to the organization's wallets (what
+it spent stays spent), and its release holds what it may still cost again, refused (402, the
+job stays held) as a submission is when the credits or a budget no longer cover it. Released,
+it queues again with its wait counted from then (a hold is not a way to bank age, as Slurm
+counts a job's age from when it became eligible), unless jobs it runs after have still to
+succeed: then it waits for them, as before the hold. A job held
 behind such jobs is not queued when the last of them succeeds; one of them failing still
 cancels it (it could never run). An operator's hold is not the client's to release; an
 operator releases any. Every change is a compare-and-set on the job's version, so a
@@ -19,13 +22,16 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
+from credits.errors import BudgetExceeded, InsufficientCredits
+from credits.services.holds import free_held_job, hold_released_job
 from jobs.models import Job, Organization
 from jobs.scheduler.trigger import request_tick
 from jobs.services.cancellation import CANCEL_BATCH
 from jobs.services.dependencies import held_reason
-from jobs.services.errors import Conflict, Forbidden, ValidationFailed
+from jobs.services.errors import Conflict, Forbidden, ServiceError, ValidationFailed
 from jobs.services.labels import with_labels
 from jobs.services.races import on_fresh_job
+from jobs.services.submission import locked_organization
 from jobs.states import LIVE, TERMINAL, JobState
 from jobs.transitions import LostRace, rehold, transition
 
@@ -55,12 +61,15 @@ def job_hold(*, job: Job, by: str = CLIENT, note: str = "") -> Job:
         reason = _reason(by, note)
         with transaction.atomic():
             if job.state == JobState.HELD:
-                return rehold(job, reason=f"held by {by}", data={"hold": by}, hold=by,
-                              pending_reason=reason)
-            return transition(job, JobState.HELD, reason=f"held by {by}", data={"hold": by},
-                              hold=by, pending_code="hold", pending_reason=reason,
-                              pending_what_if="", estimated_start=None, retry_at=None,
-                              nominated_node=None, nominated_gpus=[], nominated_peers=[])
+                rehold(job, reason=f"held by {by}", data={"hold": by}, hold=by,
+                       pending_reason=reason)
+            else:
+                transition(job, JobState.HELD, reason=f"held by {by}", data={"hold": by},
+                           hold=by, pending_code="hold", pending_reason=reason,
+                           pending_what_if="", estimated_start=None, retry_at=None,
+                           nominated_node=None, nominated_gpus=[], nominated_peers=[])
+            free_held_job(job)  # after the move: a job that lost its race keeps its credits
+        return job
     return on_fresh_job(hold, job)
 
 
@@ -74,6 +83,7 @@ def job_release(*, job: Job, by: str = CLIENT) -> Job:
             raise Forbidden(f"an operator holds job {job.pk}; only an operator releases it",
                             code="held_by_operator")
         with transaction.atomic():
+            locked_organization(job.organization)  # its credits' lock order: as a submission
             # locked first: a job it runs after that succeeds meanwhile either sees the hold
             # and leaves it HELD, or is seen succeeded here, so none is left HELD for nothing
             locked = Job.objects.select_for_update(no_key=True).get(pk=job.pk)
@@ -82,20 +92,35 @@ def job_release(*, job: Job, by: str = CLIENT) -> Job:
             waiting = list(job.after.exclude(state=JobState.SUCCEEDED)
                            .values_list("pk", flat=True))
             if waiting:
-                return rehold(job, reason=f"released by {by}", data={"hold": ""}, hold="",
-                              pending_reason=held_reason(waiting))
-            transition(job, JobState.QUEUED, reason=f"released by {by}", data={"hold": ""},
-                       enqueued_at=timezone.now(), pending_code="new",
-                       pending_reason="waiting for the next scheduling round")
-            transaction.on_commit(request_tick)
+                rehold(job, reason=f"released by {by}", data={"hold": ""}, hold="",
+                       pending_reason=held_reason(waiting))
+            else:
+                transition(job, JobState.QUEUED, reason=f"released by {by}", data={"hold": ""},
+                           enqueued_at=timezone.now(), pending_code="new",
+                           pending_reason="waiting for the next scheduling round")
+                transaction.on_commit(request_tick)
+            _hold_credits_again(job)
         return job
     return on_fresh_job(release, job)
+
+
+def _hold_credits_again(job: Job) -> None:
+    """The credits a released job may still cost, held again; a refusal names the job (an
+    operator releases many at once) and rolls the release back."""
+    try:
+        hold_released_job(job)
+    except (InsufficientCredits, BudgetExceeded) as exc:
+        exc.message = f"job {job.pk} stays held: {exc.message}"
+        exc.args = (exc.message,)
+        raise
 
 
 @dataclass(frozen=True)
 class Batch:
     done: list[int]  # held (or released) now
     left: int  # jobs that match beyond this batch: ask again
+    # the release that stopped the batch: the credits or a budget no longer cover its job
+    refused: ServiceError | None = None
 
 
 def jobs_hold_labelled(*, organization: Organization, labels: list[str],
@@ -103,7 +128,8 @@ def jobs_hold_labelled(*, organization: Organization, labels: list[str],
     """Hold the organization's jobs that carry each of `labels` (or, with `release`, release
     the client's holds on them): a batch whose inputs turned out wrong. CANCEL_BATCH at most,
     oldest first, each as its own hold would. Held jobs are left out of a hold, and an
-    operator's holds out of a release; a job that starts or ends meanwhile is left as it is."""
+    operator's holds out of a release; a job that starts or ends meanwhile is left as it is.
+    A release the credits no longer cover stops the batch (`refused`), the rest still held."""
     if not labels:
         raise ValidationFailed("name at least one label: a bulk hold never takes every job",
                                code="invalid_labels", field="label")
@@ -111,10 +137,12 @@ def jobs_hold_labelled(*, organization: Organization, labels: list[str],
     matching = (jobs.filter(hold=CLIENT) if release else
                 jobs.filter(state__in=HOLDABLE, hold="")).order_by("pk")
     act = job_release if release else job_hold
-    done = []
+    done: list[int] = []
     for job in matching[:CANCEL_BATCH]:
         try:
             done.append(act(job=job).pk)
         except Conflict:  # it started, ended or was released meanwhile: not ours to force
             continue
+        except (InsufficientCredits, BudgetExceeded) as exc:  # the rest would cost more
+            return Batch(done, left=matching.count(), refused=exc)
     return Batch(done, left=matching.count())

@@ -207,7 +207,8 @@ def jobs_hold_labelled_view(request: HttpRequest) -> HttpResponse:
         request, lambda org, labels: jobs_hold_labelled(organization=org, labels=labels,
                                                         release=releasing),
         lambda batches: f"{sum(len(b.done) for b in batches)} "
-                        f"{'released' if releasing else 'held'}")
+                        f"{'released' if releasing else 'held'}" + "".join(
+                            f"; {b.refused.message}" for b in batches if b.refused))
 
 
 @login_required
@@ -239,7 +240,8 @@ def job_hold_view(request: HttpRequest, job_id: int) -> HttpResponse:
         messages.warning(request, exc.message)
     else:
         messages.info(request, "Released: it queues again, its wait counted from now."
-                      if releasing else "Held: it stays out of the queue until released.")
+                      if releasing else "Held: it stays out of the queue, reserving no "
+                      "credits, until released.")
     return redirect("dashboard-job", job_id=job.pk)
 
 
