@@ -1,6 +1,7 @@
 """`gpusched`: the API from a shell. Answers are printed as JSON; a refusal goes to stderr as
 `error: <status> <code>: <message>` with exit status 2. `wait` and `submit --wait` exit 0
-when the job succeeded, 1 when it ended otherwise, 3 when it had not ended by `--timeout`.
+when the job (every job named) succeeded, 1 when one ended otherwise, 3 when one had not
+ended by `--timeout`.
 
     export GPUSCHED_URL=https://gpusched.example GPUSCHED_API_KEY=gs_…
     gpusched submit "a red fox in the snow" --gpus 2 --param expected_duration_s=90 --wait
@@ -25,7 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         client = Client(args.url, args.key)
         return args.run(client, args)
     except WaitTimeout as exc:
-        _print(exc.job)
+        _print(exc.job if len(exc.waiting) == 1 else exc.waiting)
         print(f"error: {exc}", file=sys.stderr)
         return 3
     except (ApiError, Unreachable, ValueError) as exc:  # a refusal, no answer, a bad argument
@@ -101,7 +102,11 @@ def _read(client: Client, args: argparse.Namespace) -> int:
 
 
 def _wait(client: Client, args: argparse.Namespace) -> int:
-    return _ended(client.wait(args.job, timeout=args.timeout))
+    if len(args.job) == 1:
+        return _ended(client.wait(args.job[0], timeout=args.timeout))
+    jobs = client.wait_all(args.job, timeout=args.timeout)
+    _print(jobs)
+    return 0 if all(job["state"] == "SUCCEEDED" for job in jobs) else 1
 
 
 def _output(client: Client, args: argparse.Namespace) -> int:
@@ -211,8 +216,8 @@ def _parser() -> argparse.ArgumentParser:
     relax.add_argument("job", type=int)
     relax.set_defaults(run=_relax)
 
-    wait = commands.add_parser("wait", help="until a job ends")
-    wait.add_argument("job", type=int)
+    wait = commands.add_parser("wait", help="until a job ends, or every job named")
+    wait.add_argument("job", type=int, nargs="+")
     wait.add_argument("--timeout", type=float, metavar="SECONDS")
     wait.set_defaults(run=_wait)
 

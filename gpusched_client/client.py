@@ -97,6 +97,39 @@ class Client:
             self.transport.sleep(poll_s if left is None else min(poll_s, left))
             poll_s = min(max_poll_s, poll_s * 1.5)
 
+    def wait_all(self, job_ids: Sequence[int], *, timeout: float | None = None,
+                 poll_s: float = 2.0, max_poll_s: float = 30.0) -> list[Json]:
+        """The jobs once every one has ended, in the order given; WaitTimeout (the first
+        still waiting, `waiting` all of them) if some have not by `timeout` seconds. Each poll
+        is one request per 100 jobs still waiting, not one per job."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        ended: dict[int, Json] = {}
+        while True:
+            waiting = [i for i in dict.fromkeys(job_ids) if i not in ended]
+            seen = self._listed(waiting)
+            ended.update((i, job) for i, job in seen.items() if job["state"] in ENDED)
+            if len(ended) == len(set(job_ids)):
+                return [ended[i] for i in job_ids]
+            missing = [i for i in waiting if i not in seen]
+            if missing:  # not the organization's: a wait that could never end
+                raise ApiError(404, "not_found", f"no such job: {missing[0]}")
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                still = [seen[i] for i in waiting if i not in ended]
+                raise WaitTimeout(still[0], waiting=still)
+            self.transport.sleep(poll_s if left is None else min(poll_s, left))
+            poll_s = min(max_poll_s, poll_s * 1.5)
+
+    def _listed(self, job_ids: Sequence[int]) -> dict[int, Json]:
+        """The jobs named, as the listing answers them, 100 a request."""
+        found: dict[int, Json] = {}
+        for at in range(0, len(job_ids), BATCH):
+            chunk = job_ids[at:at + BATCH]
+            query = [("limit", str(BATCH))] + [("id", str(i)) for i in chunk]
+            page = self._call("GET", "/api/v1/jobs", query=query, safe=True)
+            found.update((job["id"], job) for job in page["results"])
+        return found
+
     def amend(self, job_id: int, **changes: object) -> Json:
         """A waiting job that never started takes another request (gpus, min_gpus, gpu_types,
         min_gpu_memory_mb, region, time_limit_s, urgency_s) and keeps its wait. Safe to

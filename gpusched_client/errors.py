@@ -51,8 +51,11 @@ class Unreachable(Exception):
 
 
 class WaitTimeout(Exception):
-    """The job had not ended when the wait ran out; `job` is what it was last seen as."""
+    """The job had not ended when the wait ran out; `job` is what it was last seen as, and
+    `waiting` every job a `wait_all` still waited for."""
 
-    def __init__(self, job: Json) -> None:
-        super().__init__(f"job {job.get('id')} is still {job.get('state')}")
+    def __init__(self, job: Json, waiting: list[Json] | None = None) -> None:
+        more = f" (and {len(waiting) - 1} more)" if waiting and len(waiting) > 1 else ""
+        super().__init__(f"job {job.get('id')} is still {job.get('state')}{more}")
         self.job = job
+        self.waiting = waiting if waiting is not None else [job]

@@ -172,7 +172,13 @@ def _label_filter(**kwargs) -> serializers.ListField:
         help_text="key:value, or key for any value; repeat for all of several.", **kwargs)
 
 
+MAX_LISTED_IDS = 100  # ids a listing names: a client waiting on a batch asks once for all
+
+
 class JobListQuery(PageQuery):
+    id = serializers.ListField(
+        child=serializers.IntegerField(min_value=1), max_length=MAX_LISTED_IDS, required=False,
+        help_text="Only these jobs (repeat: id=1&id=2); another organization's are absent.")
     state = serializers.ChoiceField(choices=JobState.values, required=False)
     project = serializers.SlugField(max_length=60, required=False)
     label = _label_filter(required=False)

@@ -101,12 +101,14 @@ class JobListCreate(APIView):
         return _accepted(request, _made(job), replayed)
 
     def get(self, request):
-        """Newest first, a page at a time: `?state=`, `?project=`, `?label=key:value` (each
-        of them), `?limit=` (1–500, 100 by default) and `?before=<id>`, the cursor that
-        `next` carries."""
+        """Newest first, a page at a time: `?id=` (up to 100 of them), `?state=`,
+        `?project=`, `?label=key:value` (each of them), `?limit=` (1–500, 100 by default) and
+        `?before=<id>`, the cursor that `next` carries."""
         query = JobListQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         jobs = _jobs_of(request).prefetch_related("after").order_by("-pk")
+        if query.validated_data.get("id"):
+            jobs = jobs.filter(pk__in=query.validated_data["id"])
         if "state" in query.validated_data:
             jobs = jobs.filter(state=query.validated_data["state"])
         if "project" in query.validated_data:

@@ -219,6 +219,22 @@ def test_the_list_filters_by_project_and_keeps_it_on_the_next_page(api, alice, b
     assert api.get("/api/v1/jobs?project=nothing").json()["results"] == []
 
 
+def test_the_list_answers_the_jobs_named_and_none_of_another_organization(api, alice, bob):
+    from tests.support.factories import make_job
+
+    made = [api.post("/api/v1/jobs", {"prompt": "x"}, format="json").json()["id"]
+            for _ in range(3)]
+    theirs = make_job(bob).pk
+    query = "&".join(f"id={i}" for i in (made[0], made[2], theirs, 999_999))
+    assert [j["id"] for j in api.get(f"/api/v1/jobs?{query}").json()["results"]] == [
+        made[2], made[0]]
+    page = api.get(f"/api/v1/jobs?id={made[0]}&id={made[1]}&limit=1").json()
+    assert [j["id"] for j in api.get(page["next"]).json()["results"]] == [made[0]]
+    for bad in ("id=x", "id=0", "&".join(f"id={i}" for i in range(1, 102))):
+        refused = api.get(f"/api/v1/jobs?{bad}")
+        assert refused.status_code == 400 and "id" in refused.json()["error"]["fields"], bad
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_job_that_accepts_fewer_gpus_is_told_how_many_would_start_it(api):
     from jobs.scheduler.tick import scheduler_tick_run

@@ -5,6 +5,8 @@ import pytest
 
 from gpusched_client import ApiError, Client, PartlySubmitted, Unreachable, WaitTimeout
 from jobs.models import Job, Tier
+from jobs.services.cancellation import job_cancel
+from jobs.services.submission import JobSpec, job_submit
 from tests.support.factories import make_member
 from tests.support.faulty_proxy import FaultyProxy
 
@@ -149,3 +151,25 @@ def test_a_project_made_and_a_member_taken_out_whose_answers_are_lost_happen_onc
     with pytest.raises(ApiError) as refused:
         gs.remove_member("mia")
     assert refused.value.code == "not_found"
+
+
+def test_a_wait_on_many_jobs_asks_once_a_poll_for_all_of_them(proxy, alice):
+    ids = [job_submit(organization=alice, spec=JobSpec(prompt=f"shot {i}")).pk
+           for i in range(150)]
+    for pk in ids[:-1]:
+        job_cancel(job=Job.objects.get(pk=pk))
+
+    def last_one_ends(_seconds: float) -> None:
+        job_cancel(job=Job.objects.get(pk=ids[-1]))
+    gs = Client(proxy.url, alice.raw_key, sleep=last_one_ends, timeout=10)
+    done = gs.wait_all(ids)
+    assert [j["id"] for j in done] == ids and {j["state"] for j in done} == {"CANCELLED"}
+    polls = [path for _, path, _ in proxy.seen]
+    assert len(polls) == 3 and polls[-1].count("id=") == 1  # 100 + 50, then the one left
+    waiting = job_submit(organization=alice, spec=JobSpec(prompt="late")).pk
+    with pytest.raises(WaitTimeout) as late:
+        gs.wait_all([ids[0], waiting], timeout=0)
+    assert [j["id"] for j in late.value.waiting] == [waiting]
+    with pytest.raises(ApiError) as unknown:
+        gs.wait_all([ids[0], 999_999])
+    assert unknown.value.code == "not_found"

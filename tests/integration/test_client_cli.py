@@ -128,3 +128,13 @@ def test_projects_and_members_are_made_set_and_taken_out(shell, alice):
     assert status == 0 and json.loads(out)["keys_revoked"] == 0
     status, _, err = shell("remove-member", "mia")
     assert status == 2 and "404 not_found" in err
+
+
+def test_a_wait_on_several_jobs_exits_by_the_worst_of_them(shell):
+    first, second = _queued(shell), _queued(shell)
+    status, out, err = shell("wait", str(first), str(second), "--timeout", "0.2")
+    assert status == 3 and len(json.loads(out)) == 2 and "and 1 more" in err
+    shell("cancel", str(first))
+    shell("cancel", str(second))
+    status, out, _ = shell("wait", str(first), str(second))
+    assert status == 1 and [j["id"] for j in json.loads(out)] == [first, second]
