@@ -72,6 +72,9 @@ try:
     # (0: kept); pending ones never are (jobs/services/webhooks.py)
     GPUSCHED_WEBHOOK_RETENTION_DAYS = env_number("GPUSCHED_WEBHOOK_RETENTION_DAYS", 30.0,
                                                  minimum=0)
+    # an organization's audit trail (who changed what in it) is deleted this long after each
+    # change (0: kept); jobs/services/audit.py
+    GPUSCHED_AUDIT_RETENTION_DAYS = env_number("GPUSCHED_AUDIT_RETENTION_DAYS", 0.0, minimum=0)
     # what the binary prints: each stream's last bytes kept per try, published by the node
     # this often while it runs and at its end (workers/agent/logs.py), deleted with outputs
     GPUSCHED_LOG_MAX_BYTES = env_int("GPUSCHED_LOG_MAX_BYTES", 2 * 1024 * 1024, minimum=1024)

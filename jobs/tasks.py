@@ -4,6 +4,7 @@ from celery import shared_task
 from django.utils import timezone
 
 from jobs.scheduler.tick import scheduler_tick_run
+from jobs.services.audit import expire_events
 from jobs.services.outputs import expire_outputs as outputs_expire
 from jobs.services.webhooks import expire_deliveries, webhook_deliver, webhooks_sweep
 from workers.services.logs import expire_logs as logs_expire
@@ -30,7 +31,9 @@ def sweep_webhooks() -> int:
 @shared_task(ignore_result=True)
 def expire_outputs() -> int:
     """Run by beat: delete the outputs (jobs/services/outputs.py), the binaries' logs
-    (workers/services/logs.py) and the webhook deliveries that ended
-    (jobs/services/webhooks.py), each kept past its retention."""
+    (workers/services/logs.py), the webhook deliveries that ended
+    (jobs/services/webhooks.py) and the audit events (jobs/services/audit.py), each kept past
+    its retention."""
     now = timezone.now()
-    return outputs_expire(now=now) + logs_expire(now=now) + expire_deliveries(now=now)
+    return (outputs_expire(now=now) + logs_expire(now=now) + expire_deliveries(now=now)
+            + expire_events(now=now))

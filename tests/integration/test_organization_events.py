@@ -113,3 +113,23 @@ def test_clients_read_the_trail_a_page_at_a_time(owner, api, alice, bob):
     rest = api.get(page["next"]).json()
     assert [e["detail"]["project"] for e in rest["results"]] == ["ads"]
     assert rest["next"] is None
+
+
+def test_events_go_after_their_retention_oldest_first_and_are_kept_without_one(alice, bob,
+                                                                               settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from jobs.services.audit import audit, expire_events
+
+    now = timezone.now()
+    events = [audit(org, "budget.set", monthly_limit=n) for n, org in enumerate(
+        (alice, bob, alice))]
+    OrganizationEvent.objects.filter(pk__in=[e.pk for e in events[:2]]).update(
+        at=now - timedelta(days=91))
+    assert expire_events(now=now) == 0  # kept for ever by default
+    settings.GPUSCHED_AUDIT_RETENTION_DAYS = 90
+    assert expire_events(now=now) == 2
+    assert list(OrganizationEvent.objects.values_list("pk", flat=True)) == [events[2].pk]
+    assert expire_events(now=now + timedelta(days=89)) == 0
