@@ -12,7 +12,6 @@ from __future__ import annotations
 import http.client
 import json
 import random
-import shutil
 import time
 import urllib.error
 import urllib.parse
@@ -51,8 +50,10 @@ class Transport:
                 query: list[tuple[str, str]] | None = None, headers: dict[str, str] | None = None,
                 safe: bool = False, into: BinaryIO | None = None) -> Answer:
         """The answer to a call; ApiError for a 4xx/5xx, Unreachable when no answer came back
-        on any try. With `into`, a successful answer's content is written there instead."""
+        on any try. With `into`, a successful answer's content is written there instead, and
+        a try after one cut short asks only for the rest (`_Sink`)."""
         url = self._url(path, query)
+        sink = None if into is None else _Sink(into)
         data = None if body is None else json.dumps(body).encode()
         sent = {"Authorization": f"Bearer {self.api_key}", "Accept": "application/json",
                 **({"Content-Type": "application/json"} if data is not None else {}),
@@ -62,7 +63,7 @@ class Transport:
         for n in range(tries):
             last = n == tries - 1
             try:
-                answer = self._send(method, url, data, sent, into)
+                answer = self._send(method, url, data, sent, sink)
             except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
                 if last:
                     raise Unreachable(f"{method} {url}: {exc}") from exc
@@ -90,15 +91,14 @@ class Transport:
         return url
 
     def _send(self, method: str, url: str, data: bytes | None, headers: dict[str, str],
-              into: BinaryIO | None) -> Answer:
+              sink: _Sink | None) -> Answer:
+        headers = {**headers, **(sink.resume_headers() if sink else {})}
         request = urllib.request.Request(url, data=data, headers=headers, method=method)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                if into is None:
+                if sink is None:
                     return Answer(response.status, _lower(response.headers), response.read())
-                into.seek(0)  # a try after one cut short writes from the start
-                into.truncate()
-                shutil.copyfileobj(response, into, 1 << 20)
+                sink.take(response.status, _lower(response.headers), response)
                 return Answer(response.status, _lower(response.headers), b"")
         except urllib.error.HTTPError as exc:  # a 4xx/5xx is an answer, not a lost one
             with exc:
@@ -112,6 +112,39 @@ class Transport:
 
     def _backoff(self, n: int) -> float:
         return random.uniform(0, min(self.max_retry_wait_s, self.backoff_s * 2 ** n))
+
+
+@dataclass
+class _Sink:
+    """Where a download goes, checked whole against its Content-Length. A try after one cut
+    short asks for the rest of the same file only (`Range` from what was written, `If-Range`
+    its ETag), appends what the service answers as that rest (206), and writes from the
+    start whatever else it answers (the file changed, or a server that sends everything)."""
+
+    out: BinaryIO
+    etag: str | None = None
+
+    def resume_headers(self) -> dict[str, str]:
+        written = self.out.tell()
+        return {"Range": f"bytes={written}-", "If-Range": self.etag} if (
+            written and self.etag) else {}
+
+    def take(self, status: int, headers: dict[str, str], content: BinaryIO) -> None:
+        written = self.out.tell()
+        rest = status == 206 and headers.get("content-range", "").startswith(
+            f"bytes {written}-")
+        if not rest:
+            self.out.seek(0)
+            self.out.truncate()
+        self.etag = headers.get("etag")
+        expected, got = headers.get("content-length"), 0
+        while chunk := content.read(1 << 20):
+            self.out.write(chunk)
+            got += len(chunk)
+        # urllib ends a body the connection cut short without a word: a truncated file
+        # must not pass for the output
+        if expected is not None and got < int(expected):
+            raise http.client.IncompleteRead(b"", int(expected) - got)
 
 
 def _lower(headers) -> dict[str, str]:

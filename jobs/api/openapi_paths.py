@@ -68,6 +68,14 @@ LOG_TEXT = {
     "headers": {"X-Attempt-Id": {"schema": INT}, "X-Log-Final": {"schema": {
         "type": "string", "enum": ["true", "false"]}}},
     "content": {"text/plain": {"schema": STR}}}
+FILE = {"type": "string", "contentMediaType": "application/octet-stream"}
+BYTE_RANGE = [
+    {"name": "Range", "in": "header", "required": False, "schema": STR,
+     "description": "bytes=FIRST-LAST, FIRST- or -LAST_N: one range, answered 206 (several, "
+                    "or one that cannot be read: the whole file, 200)"},
+    {"name": "If-Range", "in": "header", "required": False, "schema": STR,
+     "description": "the ETag of the file a resumed download began: the range only while "
+                    "the file is still that one, else the whole"}]
 DRY_RUN = {"name": "dry_run", "in": "query", "required": False,
            "schema": {"type": "string", "enum": ["true", "false", "1", "0"]},
            "description": "true: answer what the submission would do now (200, or the "
@@ -172,11 +180,13 @@ def paths() -> dict:
                                                            *_query(LogQuery())],
             "responses": {"200": LOG_TEXT, **_errors(400, 404, 410, 429)}}},
         "/api/v1/jobs/{job_id}/output": {"get": {
-            "operationId": "getJobOutput", "parameters": [JOB_ID],
+            "operationId": "getJobOutput", "parameters": [JOB_ID, *BYTE_RANGE],
             "responses": {"200": {"description": "the output file, as an attachment",
-                                  "content": {"application/octet-stream": {
-                                      "schema": {"type": "string",
-                                                 "contentMediaType": "application/octet-stream"}}}},
+                                  "content": {"application/octet-stream": {"schema": FILE}}},
+                          "206": {"description": "the one range of it asked (Content-Range)",
+                                  "content": {"application/octet-stream": {"schema": FILE}}},
+                          "416": answer("range_not_satisfiable: it starts past the end",
+                                        "Error"),
                           **_errors(404, 410, 429)}}},
         "/api/v1/jobs/cancel": {"post": {
             "operationId": "cancelJobsByLabel",

@@ -307,7 +307,7 @@ class JobOutput(APIView):
         expired = output_expired(job) if job is not None else None
         if expired:
             return gone("output_expired", expired)
-        response = output_response(job) if job is not None else None
+        response = output_response(job, request.headers) if job is not None else None
         return response or not_found("no such job, or it has no output")
 
 

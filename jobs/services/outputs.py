@@ -7,15 +7,18 @@ end, its result says when its output went."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import PurePosixPath
 
 from django.conf import settings
 from django.core.files.storage import default_storage
 from django.db import transaction
-from django.http import FileResponse
+from django.http import FileResponse, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.utils.http import content_disposition_header
 
 from jobs.models import Job
+from jobs.services.byte_ranges import UNSATISFIABLE, byte_range, chunks
 
 log = logging.getLogger(__name__)
 EXPIRE_BATCH = 500  # outputs deleted per sweep at most: a sweep stays short, the next goes on
@@ -26,12 +29,38 @@ def output_path(job: Job) -> str | None:
     return f"/api/v1/jobs/{job.pk}/output" if job.output else None
 
 
-def output_response(job: Job) -> FileResponse | None:
-    """The output as a download, or None if the job has none."""
+def output_response(job: Job, headers: Mapping[str, str] | None = None
+                    ) -> HttpResponse | None:
+    """The output as a download, or None if the job has none. A request's `Range` (one range
+    of bytes) gets that part (206), so a client cut off halfway through a large video resumes
+    where it stopped; with `If-Range`, only while the output is still the one its ETag names
+    (else the whole, 200)."""
     if not job.output:
         return None
-    return FileResponse(job.output.open("rb"), as_attachment=True,
-                        filename=PurePosixPath(job.output.name).name)
+    headers = headers or {}
+    name, size = PurePosixPath(job.output.name).name, job.output.size
+    etag = f'"{job.pk}-{size}"'  # an output is written once, at the job's end
+    asked = byte_range(headers.get("Range"), size) if headers.get("If-Range", etag) == etag \
+        else None
+    if asked is None:
+        response: HttpResponse = FileResponse(job.output.open("rb"), as_attachment=True,
+                                              filename=name)
+    elif asked == UNSATISFIABLE:
+        response = JsonResponse({"error": {
+            "code": "range_not_satisfiable",
+            "message": f"the output has {size} bytes; the range asked starts past them"}},
+            status=416)
+        response["Content-Range"] = f"bytes */{size}"
+    else:
+        first, last = asked
+        response = StreamingHttpResponse(chunks(job.output.open("rb"), first, last),
+                                         status=206, content_type="application/octet-stream")
+        response["Content-Range"] = f"bytes {first}-{last}/{size}"
+        response["Content-Length"] = str(last - first + 1)
+        response["Content-Disposition"] = content_disposition_header(True, name)
+    response["Accept-Ranges"] = "bytes"
+    response["ETag"] = etag
+    return response
 
 
 def output_expired(job: Job) -> str | None:

@@ -247,7 +247,7 @@ def job_hold_view(request: HttpRequest, job_id: int) -> HttpResponse:
 
 @login_required
 def job_output(request: HttpRequest, job_id: int) -> HttpResponse:
-    response = output_response(_job_of_user(request, job_id))
+    response = output_response(_job_of_user(request, job_id), request.headers)
     if response is None:
         raise Http404("this job has no output")
     return response

@@ -7,7 +7,7 @@ from gpusched_client import ApiError, Client, PartlySubmitted, Unreachable, Wait
 from jobs.models import Job, Tier
 from jobs.services.cancellation import job_cancel
 from jobs.services.submission import JobSpec, job_submit
-from tests.support.factories import make_member
+from tests.support.factories import VIDEO, make_member, make_node, run_to_success
 from tests.support.faulty_proxy import FaultyProxy
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -173,3 +173,17 @@ def test_a_wait_on_many_jobs_asks_once_a_poll_for_all_of_them(proxy, alice):
     with pytest.raises(ApiError) as unknown:
         gs.wait_all([ids[0], 999_999])
     assert unknown.value.code == "not_found"
+
+
+def test_a_download_cut_off_halfway_resumes_where_it_stopped(gs, proxy, alice, tmp_path,
+                                                              settings):
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    make_node("n1", gpus=1)
+    job = run_to_success(job_submit(organization=alice, spec=JobSpec(prompt="a fox")),
+                         tmp_path)
+    proxy.faults = ["cut"]
+    saved = gs.output(job.pk, tmp_path / "fox.y4m")
+    assert saved.read_bytes() == VIDEO
+    first, again = (headers for _, _, headers in proxy.seen)
+    assert "Range" not in first
+    assert again["Range"] == f"bytes={len(VIDEO) // 2}-" and again["If-Range"].startswith('"')

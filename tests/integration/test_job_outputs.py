@@ -79,3 +79,39 @@ def test_an_output_past_its_retention_is_deleted_and_the_api_says_so(done, api, 
     answer = api.get(f"/api/v1/jobs/{done.pk}/output")
     assert (answer.status_code, answer.json()["error"]["code"]) == (410, "output_expired")
     assert expire_outputs(now=now + timedelta(days=1)) == 0  # once
+
+
+@pytest.mark.parametrize("asked, status, part", [
+    ("bytes=0-9", 206, slice(0, 10)),
+    ("bytes=10-", 206, slice(10, None)),
+    ("bytes=-5", 206, slice(-5, None)),
+    ("bytes=3-999999999", 206, slice(3, None)),  # past the end: up to it
+    ("bytes=0-1,5-9", 200, slice(None)),  # several: the whole
+    ("bytes=9-3", 200, slice(None)),  # unreadable: the whole
+    ("lines=0-9", 200, slice(None)),
+])
+def test_a_range_of_the_output_is_served_alone(done, api, asked, status, part):
+    answer = api.get(f"/api/v1/jobs/{done.pk}/output", HTTP_RANGE=asked)
+    assert answer.status_code == status
+    assert b"".join(answer.streaming_content) == VIDEO[part]
+    assert answer["Accept-Ranges"] == "bytes" and answer["ETag"]
+    if status == 206:
+        served = range(len(VIDEO))[part]
+        assert answer["Content-Range"] == f"bytes {served[0]}-{served[-1]}/{len(VIDEO)}"
+        assert answer["Content-Disposition"] == 'attachment; filename="out.y4m"'
+
+
+def test_a_resumed_download_gets_the_rest_only_of_the_same_output(done, api, client, alice):
+    whole = api.get(f"/api/v1/jobs/{done.pk}/output")
+    etag = whole["ETag"]
+    rest = api.get(f"/api/v1/jobs/{done.pk}/output", HTTP_RANGE="bytes=7-", HTTP_IF_RANGE=etag)
+    assert rest.status_code == 206 and b"".join(rest.streaming_content) == VIDEO[7:]
+    changed = api.get(f"/api/v1/jobs/{done.pk}/output", HTTP_RANGE="bytes=7-",
+                      HTTP_IF_RANGE='"another"')
+    assert changed.status_code == 200 and b"".join(changed.streaming_content) == VIDEO
+    past = api.get(f"/api/v1/jobs/{done.pk}/output", HTTP_RANGE=f"bytes={len(VIDEO)}-")
+    assert past.status_code == 416 and past["Content-Range"] == f"bytes */{len(VIDEO)}"
+    assert past.json()["error"]["code"] == "range_not_satisfiable"
+    client.force_login(make_member(alice, "ann"))  # the dashboard resumes too
+    part = client.get(f"/dashboard/jobs/{done.pk}/output", HTTP_RANGE="bytes=-4")
+    assert part.status_code == 206 and b"".join(part.streaming_content) == VIDEO[-4:]

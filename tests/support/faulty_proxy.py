@@ -14,9 +14,10 @@ _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"}
 class FaultyProxy:
     """Forwards each request to `upstream`. `faults` is used one per request, in order (none
     left: forward): "drop" forwards the request and closes the connection without relaying the
-    answer (the service did the work, the client never hears of it); "busy" answers 503 with
-    `Retry-After: 1` and forwards nothing (a load balancer during a deploy). `seen` holds
-    (method, path, headers) of every request."""
+    answer (the service did the work, the client never hears of it); "cut" relays the
+    answer's head and half its content, then closes (a download cut off halfway); "busy"
+    answers 503 with `Retry-After: 1` and forwards nothing (a load balancer during a deploy).
+    `seen` holds (method, path, headers) of every request."""
 
     def __init__(self, upstream: str) -> None:
         self.faults: list[str] = []
@@ -53,6 +54,10 @@ class FaultyProxy:
                         self.send_header(key, value)
                 self.send_header("Content-Length", str(len(content)))
                 self.end_headers()
+                if fault == "cut":
+                    self.wfile.write(content[:len(content) // 2])
+                    self.close_connection = True
+                    return
                 self.wfile.write(content)
 
             do_GET = do_POST = do_PATCH = do_DELETE = _handle  # noqa: N815 - http.server calls these
