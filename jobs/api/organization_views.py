@@ -3,7 +3,7 @@ itself, its projects, its members, and its audit trail."""
 
 from __future__ import annotations
 
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -90,23 +90,55 @@ class ProjectListCreate(APIView):
         return Response(project_rows(org, project.name)[0], status=status.HTTP_201_CREATED)
 
 
-class ProjectDetail(APIView):
-    def get(self, request, name: str):
-        rows = project_rows(request.user.organization, name)
-        return Response(rows[0]) if rows else not_found("no such project")
+class _SettledDetail(APIView):
+    """One of the organization's projects or members, by its name: GET it, PATCH the settings
+    sent, all or none, as owners set them on the dashboard's team page."""
 
-    def patch(self, request, name: str):
-        """Set the project's settings sent, all or none; its name stays (jobs carry it)."""
-        body = ProjectSerializer(data=request.data, partial=True)
+    serializer_class: type[serializers.Serializer]
+    amendable: tuple[str, ...]  # what a PATCH may send: anything else is `not_amendable`
+    noun: str
+
+    def rows(self, org, name: str) -> list[dict]:
+        raise NotImplementedError
+
+    def find(self, org, name: str) -> int | None:
+        """Its id, or None when the organization has none of that name."""
+        raise NotImplementedError
+
+    def settle(self, org, pk: int, api_key, changes: dict) -> None:
+        raise NotImplementedError
+
+    def get(self, request, **route: str):
+        (name,) = route.values()  # as the route names it: a project's name, a username
+        rows = self.rows(request.user.organization, name)
+        return Response(rows[0]) if rows else not_found(f"no such {self.noun}")
+
+    def patch(self, request, **route: str):
+        (name,) = route.values()
+        body = self.serializer_class(data=request.data, partial=True)
         body.is_valid(raise_exception=True)
-        refuse_unknown(request.data, SETTINGS, code="not_amendable")  # its name stays
+        refuse_unknown(request.data, self.amendable, code="not_amendable")
         org = request.user.organization
-        project = org.projects.filter(name=name).first()
-        if project is None:
-            return not_found("no such project")
-        project_settle(organization=org, project_id=project.pk, api_key=request.auth,
-                       changes=body.validated_data)
-        return Response(project_rows(org, name)[0])
+        pk = self.find(org, name)
+        if pk is None:
+            return not_found(f"no such {self.noun}")
+        self.settle(org, pk, request.auth, body.validated_data)
+        return Response(self.rows(org, name)[0])
+
+
+class ProjectDetail(_SettledDetail):
+    """A project's name stays (jobs carry it)."""
+
+    serializer_class, amendable, noun = ProjectSerializer, SETTINGS, "project"
+
+    def rows(self, org, name: str) -> list[dict]:
+        return project_rows(org, name)
+
+    def find(self, org, name: str) -> int | None:
+        return org.projects.filter(name=name).values_list("pk", flat=True).first()
+
+    def settle(self, org, pk: int, api_key, changes: dict) -> None:
+        project_settle(organization=org, project_id=pk, api_key=api_key, changes=changes)
 
 
 class MemberList(APIView):
@@ -117,35 +149,28 @@ class MemberList(APIView):
         return Response({"results": member_rows(request.user.organization)})
 
 
-class MemberDetail(APIView):
+class MemberDetail(_SettledDetail):
     """A key of scope full sets a member's share, cap and budget and takes a member out, as
     owners do on the dashboard's team page; roles, owners and invitations stay the owners'
     there (jobs/services/team.py)."""
 
-    def get(self, request, username: str):
-        rows = member_rows(request.user.organization, username)
-        return Response(rows[0]) if rows else not_found("no such member")
+    serializer_class, amendable, noun = MemberSettingsSerializer, MEMBER_SETTINGS, "member"
 
-    def patch(self, request, username: str):
-        """Set the member's settings sent, all or none."""
-        body = MemberSettingsSerializer(data=request.data, partial=True)
-        body.is_valid(raise_exception=True)
-        refuse_unknown(request.data, MEMBER_SETTINGS, code="not_amendable")  # a role, say
-        org = request.user.organization
-        member = org.memberships.filter(user__username=username).first()
-        if member is None:
-            return not_found("no such member")
-        member_settle(organization=org, membership_id=member.pk, api_key=request.auth,
-                      changes=body.validated_data)
-        return Response(member_rows(org, username)[0])
+    def rows(self, org, name: str) -> list[dict]:
+        return member_rows(org, name)
+
+    def find(self, org, name: str) -> int | None:
+        return org.memberships.filter(user__username=name).values_list("pk", flat=True).first()
+
+    def settle(self, org, pk: int, api_key, changes: dict) -> None:
+        member_settle(organization=org, membership_id=pk, api_key=api_key, changes=changes)
 
     def delete(self, request, username: str):
         """Take the member out: their dashboard access ends and the organization's keys
         issued to them are revoked; the jobs they sent stay."""
         org = request.user.organization
-        member = org.memberships.filter(user__username=username).first()
-        if member is None:
+        pk = self.find(org, username)
+        if pk is None:
             return not_found("no such member")
-        revoked = member_remove(organization=org, membership_id=member.pk,
-                                api_key=request.auth)
+        revoked = member_remove(organization=org, membership_id=pk, api_key=request.auth)
         return Response({"username": username, "keys_revoked": revoked})
