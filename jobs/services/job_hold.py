@@ -8,11 +8,11 @@ it spent stays spent), and its release holds what it may still cost again, refus
 job stays held) as a submission is when the credits or a budget no longer cover it. Released,
 it queues again with its wait counted from then (a hold is not a way to bank age, as Slurm
 counts a job's age from when it became eligible), unless jobs it runs after have still to
-succeed: then it waits for them, as before the hold. A job held
-behind such jobs is not queued when the last of them succeeds; one of them failing still
-cancels it (it could never run). An operator's hold is not the client's to release; an
-operator releases any. Every change is a compare-and-set on the job's version, so a
-scheduler round that read the job before its hold places nothing by that read.
+succeed: then it waits for them, as before the hold. A job held behind such jobs is not
+queued when the last of them succeeds; one of them failing still cancels it (it could never
+run). An operator's hold is not the client's to release; an operator releases any. Every
+change is a compare-and-set on the job's version, so a scheduler round that read the job
+before its hold places nothing by that read.
 """
 
 from __future__ import annotations

@@ -28,13 +28,6 @@ SETTINGS = ("weight", "running_gpu_cap", "monthly_limit")  # what a key may set 
 MANAGES = "its members"
 
 
-class Unset:
-    """A setting left as it is (None is a value: no cap)."""
-
-
-UNSET = Unset()
-
-
 def _keep_an_owner(organization: Organization, leaving: Membership) -> None:
     """Refuse what would leave the organization without an owner (under its row lock)."""
     if leaving.role == Role.OWNER and not organization.memberships.filter(
