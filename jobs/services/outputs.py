@@ -40,8 +40,8 @@ def output_response(job: Job, headers: Mapping[str, str] | None = None
     headers = headers or {}
     name, size = PurePosixPath(job.output.name).name, job.output.size
     etag = f'"{job.pk}-{size}"'  # an output is written once, at the job's end
-    asked = byte_range(headers.get("Range"), size) if headers.get("If-Range", etag) == etag \
-        else None
+    same = headers.get("If-Range", etag) == etag  # resuming another file: it gets the whole
+    asked = byte_range(headers.get("Range"), size) if same else None
     if asked is None:
         response: HttpResponse = FileResponse(job.output.open("rb"), as_attachment=True,
                                               filename=name)
@@ -52,14 +52,18 @@ def output_response(job: Job, headers: Mapping[str, str] | None = None
             status=416)
         response["Content-Range"] = f"bytes */{size}"
     else:
-        first, last = asked
-        response = StreamingHttpResponse(chunks(job.output.open("rb"), first, last),
-                                         status=206, content_type="application/octet-stream")
-        response["Content-Range"] = f"bytes {first}-{last}/{size}"
-        response["Content-Length"] = str(last - first + 1)
-        response["Content-Disposition"] = content_disposition_header(True, name)
+        response = _part(job, *asked, size=size, name=name)
     response["Accept-Ranges"] = "bytes"
     response["ETag"] = etag
+    return response
+
+
+def _part(job: Job, first: int, last: int, *, size: int, name: str) -> HttpResponse:
+    response = StreamingHttpResponse(chunks(job.output.open("rb"), first, last), status=206,
+                                     content_type="application/octet-stream")
+    response["Content-Range"] = f"bytes {first}-{last}/{size}"
+    response["Content-Length"] = str(last - first + 1)
+    response["Content-Disposition"] = content_disposition_header(True, name)
     return response
 
 
