@@ -86,25 +86,21 @@ class Client:
              max_poll_s: float = 30.0) -> Json:
         """The job once it has ended (any end: look at its `state`); WaitTimeout if it has not
         by `timeout` seconds. Polls, a little less often the longer it waits."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
+        for left in self._polls(timeout, poll_s, max_poll_s):
             job = self.job(job_id)
             if job["state"] in ENDED:
                 return job
-            left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 raise WaitTimeout(job)
-            self.transport.sleep(poll_s if left is None else min(poll_s, left))
-            poll_s = min(max_poll_s, poll_s * 1.5)
+        raise AssertionError("unreachable")  # the polls go on until one returns or raises
 
     def wait_all(self, job_ids: Sequence[int], *, timeout: float | None = None,
                  poll_s: float = 2.0, max_poll_s: float = 30.0) -> list[Json]:
         """The jobs once every one has ended, in the order given; WaitTimeout (the first
         still waiting, `waiting` all of them) if some have not by `timeout` seconds. Each poll
         is one request per 100 jobs still waiting, not one per job."""
-        deadline = None if timeout is None else time.monotonic() + timeout
         ended: dict[int, Json] = {}
-        while True:
+        for left in self._polls(timeout, poll_s, max_poll_s):
             waiting = [i for i in dict.fromkeys(job_ids) if i not in ended]
             seen = self._listed(waiting)
             ended.update((i, job) for i, job in seen.items() if job["state"] in ENDED)
@@ -113,11 +109,20 @@ class Client:
             missing = [i for i in waiting if i not in seen]
             if missing:  # not the organization's: a wait that could never end
                 raise ApiError(404, "not_found", f"no such job: {missing[0]}")
-            left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 still = [seen[i] for i in waiting if i not in ended]
                 raise WaitTimeout(still[0], waiting=still)
-            self.transport.sleep(poll_s if left is None else min(poll_s, left))
+        raise AssertionError("unreachable")
+
+    def _polls(self, timeout: float | None, poll_s: float, max_poll_s: float
+               ) -> Iterator[float | None]:
+        """Before each poll, the seconds left until `timeout` (None: no deadline); between
+        polls a sleep, a little longer each time, never past the deadline."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            yield left
+            self.transport.sleep(poll_s if left is None else max(0.0, min(poll_s, left)))
             poll_s = min(max_poll_s, poll_s * 1.5)
 
     def _listed(self, job_ids: Sequence[int]) -> dict[int, Json]:
