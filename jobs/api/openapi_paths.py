@@ -96,6 +96,29 @@ def _labelled_batch(operation: str, done: str, description: str, **more: dict) -
                 **_errors(400, 429)}}
 
 
+def _listing(operation: str, schema: str, description: str) -> dict:
+    """A GET answering all of the organization's projects or members."""
+    return {"operationId": operation, "responses": {
+        "200": {"description": description, "content": {"application/json": {"schema": obj(
+            {"results": {"type": "array", "items": ref(schema)}})}}},
+        **_errors(429)}}
+
+
+def _settled(noun: str, parameter: dict, more: str) -> dict:
+    """GET and PATCH of one of the organization's projects or members, by its name."""
+    schema = noun.capitalize()
+    return {
+        "get": {"operationId": f"get{schema}", "parameters": [parameter],
+                "responses": {"200": answer(f"the {noun}", schema), **_errors(404, 429)}},
+        "patch": {"operationId": f"change{schema}", "parameters": [parameter],
+                  "description": f"Set the {noun}'s settings sent, all or none (null: no "
+                                 f"cap, no budget); {more}",
+                  "requestBody": {"required": True, "content": {"application/json": {
+                      "schema": ref(f"{schema}Change")}}},
+                  "responses": {"200": answer(f"the {noun} as set", schema),
+                                **_errors(400, 404, 429)}}}
+
+
 def paths() -> dict:
     return {
         "/api/v1/jobs": {
@@ -235,46 +258,19 @@ def paths() -> dict:
                           "403": answer("held_by_operator, or insufficient_scope", "Error"),
                           **_errors(404, 409, 429)}}},
         "/api/v1/projects": {
-            "get": {"operationId": "listProjects", "responses": {
-                "200": {"description": "the organization's projects: the names a job's "
-                                       "`project` may take", "content": {
-                    "application/json": {"schema": obj(
-                        {"results": {"type": "array", "items": ref("Project")}})}}},
-                **_errors(429)}},
+            "get": _listing("listProjects", "Project", "the organization's projects: the "
+                            "names a job's `project` may take"),
             "post": {"operationId": "createProject",
                      "requestBody": {"required": True, "content": {"application/json": {
                          "schema": ref("ProjectCreate")}}},
                      "responses": {"201": answer("made, as set", "Project"),
                                    **_errors(400, 409, 429)}}},
-        "/api/v1/projects/{name}": {
-            "get": {"operationId": "getProject", "parameters": [PROJECT_NAME],
-                    "responses": {"200": answer("the project", "Project"),
-                                  **_errors(404, 429)}},
-            "patch": {"operationId": "changeProject", "parameters": [PROJECT_NAME],
-                      "description": "Set the project's settings sent, all or none (null: "
-                                     "no cap, no budget); its name stays.",
-                      "requestBody": {"required": True, "content": {"application/json": {
-                          "schema": ref("ProjectChange")}}},
-                      "responses": {"200": answer("the project as set", "Project"),
-                                    **_errors(400, 404, 429)}}},
-        "/api/v1/members": {"get": {
-            "operationId": "listMembers", "responses": {
-                "200": {"description": "the organization's members, by username",
-                        "content": {"application/json": {"schema": obj(
-                            {"results": {"type": "array", "items": ref("Member")}})}}},
-                **_errors(429)}}},
+        "/api/v1/projects/{name}": _settled("project", PROJECT_NAME, "its name stays."),
+        "/api/v1/members": {"get": _listing("listMembers", "Member",
+                                            "the organization's members, by username")},
         "/api/v1/members/{username}": {
-            "get": {"operationId": "getMember", "parameters": [USERNAME],
-                    "responses": {"200": answer("the member", "Member"),
-                                  **_errors(404, 429)}},
-            "patch": {"operationId": "changeMember", "parameters": [USERNAME],
-                      "description": "Set the member's settings sent, all or none (null: no "
-                                     "cap, no budget); a role is an owner's to change, on "
-                                     "the dashboard.",
-                      "requestBody": {"required": True, "content": {"application/json": {
-                          "schema": ref("MemberChange")}}},
-                      "responses": {"200": answer("the member as set", "Member"),
-                                    **_errors(400, 404, 429)}},
+            **_settled("member", USERNAME, "a role is an owner's to change, on the "
+                                           "dashboard."),
             "delete": {"operationId": "removeMember", "parameters": [USERNAME],
                        "description": "Take the member out: their dashboard access ends and "
                                       "the organization's keys issued to them are revoked; "
