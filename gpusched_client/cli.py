@@ -97,7 +97,8 @@ def _remove_member(client: Client, args: argparse.Namespace) -> int:
 
 
 def _read(client: Client, args: argparse.Namespace) -> int:
-    _print(getattr(client, args.read)())
+    answer = getattr(client, args.read)()
+    _print(answer if isinstance(answer, dict | list) else list(answer))  # keys: pages
     return 0
 
 
@@ -233,6 +234,8 @@ def _parser() -> argparse.ArgumentParser:
                        ("projects", "projects: weights, caps, GPUs held, budgets"),
                        ("members", "members: roles, weights, caps, GPUs held, budgets")):
         commands.add_parser(name, help=what).set_defaults(run=_read, read=name)
+    commands.add_parser("keys", help="API keys: scope, user, last use, expiry, live or not"
+                        ).set_defaults(run=_read, read="api_keys")
 
     for name, what in (("make-project", "make a project"), ("set-project", "set a project"),
                        ("set-member", "set a member's share, cap and budget")):

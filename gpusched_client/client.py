@@ -75,7 +75,16 @@ class Client:
         """The organization's jobs, newest first, every page of them."""
         query = [("limit", str(limit))] + [("label", label) for label in labels]
         query += [(k, v) for k, v in (("state", state), ("project", project)) if v]
-        page = self._call("GET", "/api/v1/jobs", query=query, safe=True)
+        return self._pages("/api/v1/jobs", query)
+
+    def api_keys(self) -> Iterator[Json]:
+        """The organization's API keys, newest first (never their secrets): scope, user,
+        last use, expiry, revocation, and whether each is `live`."""
+        return self._pages("/api/v1/keys", [("limit", "500")])
+
+    def _pages(self, path: str, query: list[tuple[str, str]]) -> Iterator[Json]:
+        """Every row of a paged listing, page after page as it is read."""
+        page = self._call("GET", path, query=query, safe=True)
         while True:
             yield from page["results"]
             if not page.get("next"):

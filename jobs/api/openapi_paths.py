@@ -96,6 +96,15 @@ def _labelled_batch(operation: str, done: str, description: str, **more: dict) -
                 **_errors(400, 429)}}
 
 
+def _page(operation: str, description: str, item: dict) -> dict:
+    """A GET answering the organization's rows newest first, a page at a time."""
+    return {"operationId": operation, "parameters": _query(PageQuery()), "responses": {
+        "200": {"description": f"{description}, newest first, a page at a time", "content": {
+            "application/json": {"schema": obj({"results": {"type": "array", "items": item},
+                                                "next": nullable(STR)})}}},
+        **_errors(400, 429)}}
+
+
 def _listing(operation: str, schema: str, description: str) -> dict:
     """A GET answering all of the organization's projects or members."""
     return {"operationId": operation, "responses": {
@@ -313,21 +322,16 @@ def paths() -> dict:
                       "responses": {"200": answer("the organization as set",
                                                    "Organization"),
                                     **_errors(400, 429)}}},
-        "/api/v1/events": {"get": {
-            "operationId": "listOrganizationEvents", "parameters": _query(PageQuery()),
-            "responses": {"200": {"description": "what the organization's people changed in "
-                                                 "it, and who, newest first, a page at a "
-                                                 "time", "content": {
-                "application/json": {"schema": obj({
-                    "results": {"type": "array", "items": obj({
-                        "id": INT, "at": TIME,
+        "/api/v1/events": {"get": _page(
+            "listOrganizationEvents", "what the organization's people changed in it, and "
+            "who", obj({"id": INT, "at": TIME,
                         "by": {**STR, "description": "a member's username, or 'key gs_…' "
                                "for a client's key"},
                         "action": {**STR, "description": "e.g. api_key.made, budget.set, "
                                    "webhook.removed, member.changed"},
-                        "detail": ANY_OBJECT})},
-                    "next": nullable(STR)})}}},
-                **_errors(400, 429)}}},
+                        "detail": ANY_OBJECT}))},
+        "/api/v1/keys": {"get": _page(
+            "listKeys", "the organization's API keys, never their secrets", ref("ApiKey"))},
         "/api/v1/webhooks": {
             "get": {"operationId": "listWebhooks", "responses": {
                 "200": {"description": "the organization's endpoints", "content": {

@@ -102,6 +102,13 @@ MEMBER = obj({
     "running_gpus": {**INT, "description": "GPUs the jobs they sent hold now"},
     "monthly_limit": {**nullable(INT), "description": "credits a calendar month the jobs "
                       "they send may commit; null: no budget"}})
+API_KEY = obj({
+    "id": INT, "prefix": STR, "name": STR, "scope": {"enum": list(ApiKey.Scope.values)},
+    "user": {**nullable(STR), "description": "the member its jobs are sent as"},
+    "created_at": TIME,
+    "last_used_at": {**nullable(TIME), "description": "to the minute; null: never"},
+    "expires_at": nullable(TIME), "revoked_at": nullable(TIME),
+    "live": {**BOOL, "description": "neither revoked nor expired: it authenticates"}})
 STATE = {"type": "string", "enum": list(JobState.values)}
 HOLD = {"type": ["string", "null"], "enum": ["client", "operator", None],
         "description": "who holds it HELD out of the queue until they release it (POST "
@@ -292,5 +299,5 @@ def component_schemas() -> dict:
             "CreditsNotice": CREDITS_NOTICE, "PingNotice": PING_NOTICE,
             "OrganizationNotice": ORGANIZATION_NOTICE, "Project": PROJECT,
             "ProjectCreate": _project_create(), "ProjectChange": _project_change(),
-            "Member": MEMBER, "MemberChange": _member_change(),
+            "Member": MEMBER, "MemberChange": _member_change(), "ApiKey": API_KEY,
             "OrganizationChange": _organization_change()}

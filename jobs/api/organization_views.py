@@ -3,6 +3,7 @@ itself, its projects, its members, and its audit trail."""
 
 from __future__ import annotations
 
+from django.utils import timezone
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -11,6 +12,7 @@ from credits.services.owner_settings import organization_budget, organization_se
 from jobs.api.errors import not_found, refuse_unknown
 from jobs.api.paging import PageQuery, page_of
 from jobs.api.serializers import (
+    ApiKeySerializer,
     MemberSettingsSerializer,
     OrganizationEventSerializer,
     OrganizationSettingsSerializer,
@@ -69,6 +71,21 @@ class OrganizationEvents(APIView):
         page, following = page_of(events, query.validated_data, request, "/api/v1/events")
         return Response({"results": OrganizationEventSerializer(page, many=True).data,
                          "next": following})
+
+
+class KeyList(APIView):
+    """GET: the organization's API keys, newest first, a page at a time (`?limit=`,
+    `?before=`): who has which, of what scope, used last when (to the minute), expiring or
+    revoked when: what a security review or a rotation reminder reads. Never a secret; made
+    and revoked by owners on the dashboard."""
+
+    def get(self, request):
+        query = PageQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        keys = request.user.organization.api_keys.select_related("user").order_by("-pk")
+        page, following = page_of(keys, query.validated_data, request, "/api/v1/keys")
+        return Response({"results": ApiKeySerializer(page, many=True, context={
+            "now": timezone.now()}).data, "next": following})
 
 
 class ProjectListCreate(APIView):

@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from jobs.api.paging import PageQuery
 from jobs.models import (
+    ApiKey,
     Attempt,
     Job,
     JobEvent,
@@ -321,6 +322,29 @@ class WebhookEndpointSerializer(serializers.ModelSerializer):
 
     def validate_events(self, events: list[str]) -> list[str]:
         return sorted(set(events), key=EVENTS.index)
+
+
+class ApiKeySerializer(serializers.ModelSerializer):
+    """A key as the organization's own tools audit it: never its secret, nor its hash."""
+
+    prefix = serializers.SerializerMethodField()
+    user = serializers.SerializerMethodField()
+    live = serializers.SerializerMethodField()
+
+    class Meta:
+        model = ApiKey
+        fields = ["id", "prefix", "name", "scope", "user", "created_at", "last_used_at",
+                  "expires_at", "revoked_at", "live"]
+
+    def get_prefix(self, key: ApiKey) -> str:
+        return f"{key.prefix}…"
+
+    def get_user(self, key: ApiKey) -> str | None:
+        return key.user.get_username() if key.user else None
+
+    def get_live(self, key: ApiKey) -> bool:
+        return key.revoked_at is None and (key.expires_at is None
+                                           or key.expires_at > self.context["now"])
 
 
 class OrganizationEventSerializer(serializers.ModelSerializer):

@@ -1,6 +1,7 @@
 from django.urls import path
 
 from jobs.api.organization_views import (
+    KeyList,
     MemberDetail,
     MemberList,
     OrganizationDetail,
@@ -54,6 +55,7 @@ urlpatterns = [
     path("queue", QueueLine.as_view(), name="queue-line"),
     path("projects", ProjectListCreate.as_view(), name="project-list"),
     path("projects/<slug:name>", ProjectDetail.as_view(), name="project-detail"),
+    path("keys", KeyList.as_view(), name="key-list"),
     path("members", MemberList.as_view(), name="member-list"),
     path("members/<str:username>", MemberDetail.as_view(), name="member-detail"),
     path("events", OrganizationEvents.as_view(), name="organization-events"),

@@ -145,6 +145,7 @@ def test_a_project_made_and_a_member_taken_out_whose_answers_are_lost_happen_onc
     make_member(alice, "mia")
     assert gs.set_member("mia", weight=2, monthly_limit=50)["monthly_limit"] == 50
     assert [m["username"] for m in gs.members()] == ["mia"]
+    assert [(k["name"], k["live"]) for k in gs.api_keys()] == [("ci", True)]
     proxy.faults = ["drop"]
     assert gs.remove_member("mia") == {"username": "mia", "keys_revoked": None}
     assert gs.members() == []

@@ -41,6 +41,7 @@ def test_a_job_is_submitted_found_held_released_and_cancelled(shell):
     assert json.loads(shell("show", str(job.pk))[1])["state"] == "QUEUED"
     assert json.loads(shell("queue")[1])["waiting"] == 1
     assert json.loads(shell("credits")[1])["held"] == 0
+    assert [k["name"] for k in json.loads(shell("keys")[1])] == ["ci"]
     status, out, _ = shell("cancel", str(job.pk))
     assert status == 0 and json.loads(out)["state"] == "CANCELLED"
     status, out, _ = shell("wait", str(job.pk))  # ended, but not as it was asked to
