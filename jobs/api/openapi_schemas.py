@@ -146,6 +146,12 @@ CHECKPOINT = nullable({
     "for the one written as it stopped. Null while there is none, and once the job ended."})
 LABELS = {"type": "object", "additionalProperties": STR,
           "description": "The client's names for the job, as it submitted them."}
+PROGRESS = {**nullable(obj({
+    "fraction": {**NUMBER, "description": "0 to 1, as its binary last said"},
+    "estimated_end": {**nullable(TIME), "description": "where the pace of its run so far ends "
+                      "it, never past its time limit; null before 5%, and for a try that "
+                      "resumed part-way"}})),
+    "description": "while its binary runs; null otherwise"}
 JOB = obj({
     "id": INT, "organization": STR, "project": STR,
     "state": STATE,
@@ -167,7 +173,7 @@ JOB = obj({
     "retry_at": {**nullable(TIME), "description": "While RETRY_WAIT: when it waits in the "
                  "queue again."},
     "pending": PENDING,
-    "placement": PLACEMENT, "checkpoint": CHECKPOINT,
+    "placement": PLACEMENT, "progress": PROGRESS, "checkpoint": CHECKPOINT,
     "result": ANY_OBJECT, "output_url": nullable(STR), "error_code": STR, "error": STR})
 JOB_CREDITS = obj({"held": INT, "spent": INT, "refunded": INT})
 JOB_DETAIL = {**JOB, "properties": {**JOB["properties"], "credits": JOB_CREDITS},

@@ -4,6 +4,7 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 from django.core.validators import URLValidator
+from django.utils import timezone
 from rest_framework import serializers
 
 from jobs.api.paging import PageQuery
@@ -24,6 +25,7 @@ from jobs.services.dependencies import MAX_AFTER
 from jobs.services.labels import MAX_LABELS, MAX_VALUE
 from jobs.services.outputs import output_path
 from jobs.services.placements import placements_of
+from jobs.services.progress import progress_of
 from jobs.services.relaxations import relaxation
 from jobs.services.submission import JobSpec
 from jobs.states import LIVE, JobState
@@ -200,6 +202,7 @@ class JobSerializer(serializers.ModelSerializer):
     max_retries = serializers.SerializerMethodField()
     after = serializers.SerializerMethodField()
     hold = serializers.SerializerMethodField()
+    progress = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
@@ -208,8 +211,8 @@ class JobSerializer(serializers.ModelSerializer):
             "labels", "gpus", "min_gpus", "gpu_types", "min_gpu_memory_mb", "region",
             "time_limit_s", "checkpointable", "preemptible", "created_at", "started_at",
             "finished_at", "start_by", "urgency_s", "after", "preemptions", "retries",
-            "max_retries", "retry_at", "pending", "placement", "checkpoint", "result", "output_url",
-            "error_code", "error",
+            "max_retries", "retry_at", "pending", "placement", "progress", "checkpoint", "result",
+            "output_url", "error_code", "error",
         ]
 
     def get_hold(self, job: Job) -> str | None:
@@ -249,6 +252,14 @@ class JobSerializer(serializers.ModelSerializer):
         if placements is None:
             placements = placements_of([job.pk])
         return placements.get(job.pk)
+
+    def get_progress(self, job: Job) -> dict | None:
+        if job.state not in LIVE:
+            return None
+        progress = self.context.get("progress")  # a page's, read at once
+        if progress is None:
+            progress = progress_of([job], timezone.now())
+        return progress.get(job.pk)
 
     def get_checkpoint(self, job: Job) -> dict | None:
         """What a retry of the job would resume from now (checkpoint_cuts.resume_points)."""

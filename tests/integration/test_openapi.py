@@ -17,9 +17,9 @@ from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.cancellation import job_cancel
 from jobs.services.tenancy import api_key_issue, organization_create
 from jobs.transitions import AMENDABLE
-from tests.support.factories import make_job, make_node
+from tests.support.factories import make_job, make_member, make_node
 from tests.support.openapi import conforms
-from workers.services.attempts import attempt_start
+from workers.services.attempts import attempt_heartbeat, attempt_start
 from workers.services.checkpoints import checkpoint_record
 
 pytestmark = pytest.mark.django_db
@@ -165,6 +165,12 @@ def test_real_answers_are_what_the_document_says(document, api, alice, settings)
     _check(d, api.get("/api/v1/credits/transfers?limit=1"), "/api/v1/credits/transfers",
            "get", 200)
     _check(d, api.get("/api/v1/credits/usage"), "/api/v1/credits/usage", "get", 200)
+    _check(d, api.get("/api/v1/keys"), "/api/v1/keys", "get", 200)
+    make_member(alice, "mia")
+    _check(d, api.get("/api/v1/members"), "/api/v1/members", "get", 200)
+    _check(d, api.patch("/api/v1/members/mia", {"weight": 2}, format="json"),
+           "/api/v1/members/{username}", "patch", 200)
+    _check(d, api.delete("/api/v1/members/mia"), "/api/v1/members/{username}", "delete", 200)
     _check(d, api.get("/api/v1/credits/usage?month=2026-13"), "/api/v1/credits/usage", "get",
            400)
 
@@ -180,7 +186,9 @@ def test_a_placed_gangs_answers_are_what_the_document_says(document, api):
     for rank in (0, 1):  # both nodes copied step 12 while it ran
         checkpoint_record(job_id=job_id, attempt_id=attempt.pk, rank=rank,
                           name=f"checkpoints/x-{rank}.tar", step=12, taken_at=timezone.now())
+    attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token, progress=0.5)
     detail = api.get(f"/api/v1/jobs/{job_id}")
+    assert detail.json()["progress"]["estimated_end"]
     assert detail.json()["placement"] == [{"rank": 0, "node": "n1", "gpus": [0, 1]},
                                           {"rank": 1, "node": "n2", "gpus": [0, 1]}]
     assert detail.json()["checkpoint"]["nodes"] == 2
