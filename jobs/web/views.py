@@ -12,6 +12,7 @@ from django.db.models import Prefetch, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from credits.services.holds import job_credits
@@ -24,6 +25,7 @@ from jobs.services.errors import ServiceError
 from jobs.services.job_hold import HOLDABLE, job_hold, job_release, jobs_hold_labelled
 from jobs.services.labels import with_labels
 from jobs.services.outputs import output_response
+from jobs.services.progress import progress_of
 from jobs.services.relaxations import relaxation
 from jobs.states import TERMINAL, JobState
 from jobs.web.access import organizations_with_projects, project_targets
@@ -44,10 +46,12 @@ def _jobs_of_user(request: HttpRequest) -> QuerySet[Job]:
 
 
 def _with_positions(jobs: list[Job]) -> list[Job]:
-    """Give each waiting job its place in line (`queue_position`), one read for them all."""
-    places = places_of(jobs)
+    """Give each waiting job its place in line (`queue_position`) and each running one how
+    far it is (`run_progress`: jobs/services/progress.py), a read for each of them all."""
+    places, progress = places_of(jobs), progress_of(jobs, timezone.now())
     for job in jobs:
         job.queue_position = places.get(job.pk)
+        job.run_progress = progress.get(job.pk)
     return jobs
 
 

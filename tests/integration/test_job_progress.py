@@ -9,7 +9,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from jobs.models import Attempt, Job
-from tests.support.factories import make_node, start_placed
+from tests.support.factories import make_member, make_node, start_placed
 from workers.services.attempts import attempt_heartbeat
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -40,6 +40,16 @@ def test_a_running_job_says_how_far_it_is_and_when_its_pace_ends_it(api, alice):
     assert abs((end - started).total_seconds() - 400) < 5  # 100 s for a quarter
     listed = api.get("/api/v1/jobs").json()["results"][0]
     assert listed["progress"]["fraction"] == 0.25
+
+
+def test_the_dashboard_says_when_the_pace_ends_it(api, alice, client):
+    job_id, attempt = _running(api, limit=300, ran_s=100)
+    attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token, progress=0.1)
+    client.force_login(make_member(alice, "ann"))
+    end = Attempt.objects.get(pk=attempt.pk).started_at + timedelta(seconds=300)  # its limit
+    for page in (f"/dashboard/jobs/{job_id}", "/dashboard/"):
+        shown = client.get(page).content.decode()
+        assert f"10% done; at this pace it ends about {end:%H:%M:%S} UTC" in shown, page
 
 
 def test_the_estimate_stays_inside_the_time_limit_and_says_nothing_it_cannot_know(api, alice):
