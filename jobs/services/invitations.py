@@ -25,10 +25,13 @@ MAX_OPEN_INVITATIONS = 20  # per organization: enough for a team's week, no more
 Role = Membership.Role
 
 
-def invitation_create(*, organization: Organization, user,
-                      role: str = Role.MEMBER) -> tuple[Invitation, str]:
-    """A new invitation and its token, returned here once and never stored."""
-    owner_or_refuse(organization, user, manages="its members")
+def invitation_create(*, organization: Organization, user=None, role: str = Role.MEMBER,
+                      by_operator: bool = False) -> tuple[Invitation, str]:
+    """A new invitation and its token, returned here once and never stored: by an owner
+    (`user`), or `by_operator` (`manage.py create_organization --invite-owner`: a new
+    organization's first owner)."""
+    if not by_operator:
+        owner_or_refuse(organization, user, manages="its members")
     if role not in Role.values:
         raise ValidationFailed(f"a role is one of {', '.join(Role.values)}",
                                code="invalid_role", field="role")
