@@ -33,6 +33,11 @@ class Attempt(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     progress = models.FloatField(default=0.0)
+    # its first progress report and when its latest came: the pace of this try since it began
+    # reporting (one that resumed part-way, or took its time to load, is paced from there)
+    progress_first = models.FloatField(null=True, blank=True)
+    progress_first_at = models.DateTimeField(null=True, blank=True)
+    progress_at = models.DateTimeField(null=True, blank=True)
     last_checkpoint_at = models.DateTimeField(null=True, blank=True)
     stop_requested = models.CharField(max_length=10, blank=True,
                                       help_text="'preempt' or 'cancel' when asked to stop.")

@@ -186,7 +186,8 @@ def test_a_placed_gangs_answers_are_what_the_document_says(document, api):
     for rank in (0, 1):  # both nodes copied step 12 while it ran
         checkpoint_record(job_id=job_id, attempt_id=attempt.pk, rank=rank,
                           name=f"checkpoints/x-{rank}.tar", step=12, taken_at=timezone.now())
-    attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token, progress=0.5)
+    for fraction in (0.2, 0.5):  # two reports: a pace, and an estimated end
+        attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token, progress=fraction)
     detail = api.get(f"/api/v1/jobs/{job_id}")
     assert detail.json()["progress"]["estimated_end"]
     assert detail.json()["placement"] == [{"rank": 0, "node": "n1", "gpus": [0, 1]},

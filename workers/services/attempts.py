@@ -16,7 +16,7 @@ from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import default_storage
 from django.db import transaction
-from django.db.models import Q, Value
+from django.db.models import DateTimeField, F, FloatField, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -142,7 +142,7 @@ def attempt_heartbeat(*, attempt_id: int, token: int, progress: float | None = N
     now = timezone.now()
     fields = {"lease_expires_at": now + lease()}
     if progress is not None:
-        fields["progress"] = max(0.0, min(1.0, progress))
+        fields.update(_progress_fields(max(0.0, min(1.0, progress)), now))
     live = Attempt.objects.filter(pk=attempt_id, token=token, status=AttemptStatus.RUNNING,
                                   ended_at__isnull=True)
     with transaction.atomic():
@@ -153,6 +153,15 @@ def attempt_heartbeat(*, attempt_id: int, token: int, progress: float | None = N
         elif checkpointed:
             _work_kept(attempt_id, now)
     return verdict_of(attempt_id, now)
+
+
+def _progress_fields(fraction: float, now: datetime) -> dict:
+    """The report, and the try's first one kept as it was (jobs/services/progress.py)."""
+    return {"progress": fraction, "progress_at": now,
+            "progress_first": Coalesce(F("progress_first"), Value(fraction,
+                                                                  output_field=FloatField())),
+            "progress_first_at": Coalesce(F("progress_first_at"),
+                                          Value(now, output_field=DateTimeField()))}
 
 
 def copy_kept(attempt_id: int, rank: int, copy: Taken) -> None:
