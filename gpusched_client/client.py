@@ -16,6 +16,8 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from gpusched_client.errors import ApiError, Json, PartlySubmitted, WaitTimeout
@@ -94,13 +96,15 @@ class Client:
     def wait(self, job_id: int, *, timeout: float | None = None, poll_s: float = 2.0,
              max_poll_s: float = 30.0) -> Json:
         """The job once it has ended (any end: look at its `state`); WaitTimeout if it has not
-        by `timeout` seconds. Polls, a little less often the longer it waits."""
-        for left in self._polls(timeout, poll_s, max_poll_s):
+        by `timeout` seconds. Polls, a little less often the longer it waits, and again soon
+        after the start or end the service estimates for it."""
+        for poll in self._polls(timeout, poll_s, max_poll_s):
             job = self.job(job_id)
             if job["state"] in ENDED:
                 return job
-            if left is not None and left <= 0:
+            if poll.left is not None and poll.left <= 0:
                 raise WaitTimeout(job)
+            poll.due_in = _due_in([job])
         raise AssertionError("unreachable")  # the polls go on until one returns or raises
 
     def wait_all(self, job_ids: Sequence[int], *, timeout: float | None = None,
@@ -109,7 +113,7 @@ class Client:
         still waiting, `waiting` all of them) if some have not by `timeout` seconds. Each poll
         is one request per 100 jobs still waiting, not one per job."""
         ended: dict[int, Json] = {}
-        for left in self._polls(timeout, poll_s, max_poll_s):
+        for poll in self._polls(timeout, poll_s, max_poll_s):
             waiting = [i for i in dict.fromkeys(job_ids) if i not in ended]
             seen = self._listed(waiting)
             ended.update((i, job) for i, job in seen.items() if job["state"] in ENDED)
@@ -118,20 +122,23 @@ class Client:
             missing = [i for i in waiting if i not in seen]
             if missing:  # not the organization's: a wait that could never end
                 raise ApiError(404, "not_found", f"no such job: {missing[0]}")
-            if left is not None and left <= 0:
-                still = [seen[i] for i in waiting if i not in ended]
+            still = [seen[i] for i in waiting if i not in ended]
+            if poll.left is not None and poll.left <= 0:
                 raise WaitTimeout(still[0], waiting=still)
+            poll.due_in = _due_in(still)
         raise AssertionError("unreachable")
 
     def _polls(self, timeout: float | None, poll_s: float, max_poll_s: float
-               ) -> Iterator[float | None]:
-        """Before each poll, the seconds left until `timeout` (None: no deadline); between
-        polls a sleep, a little longer each time, never past the deadline."""
+               ) -> Iterator[_Poll]:
+        """A poll at a time, with the seconds left until `timeout`; between polls a sleep, a
+        little longer each time, but no later than a second past what the poll says is due
+        (its `due_in`), nor past the deadline."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            left = None if deadline is None else deadline - time.monotonic()
-            yield left
-            self.transport.sleep(poll_s if left is None else max(0.0, min(poll_s, left)))
+            poll = _Poll(None if deadline is None else deadline - time.monotonic())
+            yield poll
+            pause = poll_s if poll.due_in is None else min(poll_s, poll.due_in + 1.0)
+            self.transport.sleep(pause if poll.left is None else max(0.0, min(pause, poll.left)))
             poll_s = min(max_poll_s, poll_s * 1.5)
 
     def _listed(self, job_ids: Sequence[int]) -> dict[int, Json]:
@@ -251,3 +258,29 @@ class Client:
     def _call(self, method: str, path: str, **kwargs) -> Json:
         return self.transport.request(method, path, **kwargs).json()
 
+
+@dataclass
+class _Poll:
+    left: float | None  # seconds until the wait's deadline; None: it has none
+    due_in: float | None = None  # seconds until a job polled is due to start or end
+
+
+def _due_in(jobs: Sequence[Json]) -> float | None:
+    """Seconds until the soonest start (`pending.estimated_start`) or end
+    (`progress.estimated_end`) the service estimates for `jobs`; None when none is ahead (a
+    client whose clock runs ahead sees them past, and polls as it would without them)."""
+    now = time.time()
+    ahead = [when - now for when in map(_epoch, (
+        (job.get("progress") or {}).get("estimated_end")
+        or (job.get("pending") or {}).get("estimated_start") for job in jobs))
+        if when is not None and when > now]
+    return min(ahead, default=None)
+
+
+def _epoch(stamp: str | None) -> float | None:
+    if not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None

@@ -1,14 +1,18 @@
 """The Python client against the service over real HTTP (pytest-django's live server): what
 it answers, what it refuses, and what it does when an answer is lost on the way."""
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from gpusched_client import ApiError, Client, PartlySubmitted, Unreachable, WaitTimeout
-from jobs.models import Job, Tier
+from jobs.models import Attempt, Job, Tier
 from jobs.services.cancellation import job_cancel
 from jobs.services.submission import JobSpec, job_submit
-from tests.support.factories import VIDEO, make_member, make_node, run_to_success
+from tests.support.factories import VIDEO, make_member, make_node, run_to_success, start_placed
 from tests.support.faulty_proxy import FaultyProxy
+from workers.services.attempts import AttemptResult, attempt_finish, attempt_heartbeat
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -188,3 +192,22 @@ def test_a_download_cut_off_halfway_resumes_where_it_stopped(gs, proxy, alice, t
     first, again = (headers for _, _, headers in proxy.seen)
     assert "Range" not in first
     assert again["Range"] == f"bytes={len(VIDEO) // 2}-" and again["If-Range"].startswith('"')
+
+
+def test_a_wait_polls_again_soon_after_the_end_the_service_estimates(proxy, alice):
+    make_node("n1", gpus=1)
+    job = job_submit(organization=alice, spec=JobSpec(prompt="a fox"))
+    attempt = start_placed(job)
+    attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token, progress=0.05)
+    Attempt.objects.filter(pk=attempt.pk).update(
+        progress_first_at=timezone.now() - timedelta(seconds=95))
+    attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token, progress=0.95)  # 5 s to go
+    pauses = []
+
+    def pause(seconds: float) -> None:  # its binary ends while the client sleeps
+        pauses.append(seconds)
+        attempt_finish(attempt_id=attempt.pk, token=attempt.token,
+                       result=AttemptResult("SUCCEEDED", 0))
+    gs = Client(proxy.url, alice.raw_key, sleep=pause, timeout=10)
+    assert gs.wait(job.pk, poll_s=30, timeout=60)["state"] == "SUCCEEDED"
+    assert len(pauses) == 1 and 5 <= pauses[0] <= 7  # not the 30 s it would have slept
