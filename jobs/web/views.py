@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Prefetch, QuerySet
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 
 from credits.services.holds import job_credits
 from credits.services.statements import job_transfers, organization_balance
-from jobs.models import Attempt, Job, Organization
+from jobs.models import Job, Organization
 from jobs.scheduler.positions import places_of
 from jobs.services.amend import job_amend
 from jobs.services.cancellation import job_cancel, jobs_cancel_labelled
@@ -38,11 +38,9 @@ PRINTED_BYTES = 8192  # of each stream of its latest try, on a job's page
 
 
 def _jobs_of_user(request: HttpRequest) -> QuerySet[Job]:
-    """Jobs of the user's organizations, each with its live attempt (for progress)."""
-    live = Prefetch("attempts", queryset=Attempt.objects.filter(ended_at__isnull=True),
-                    to_attr="live_attempts")
+    """Jobs of the user's organizations (their progress: `_with_positions`)."""
     return (Job.objects.filter(organization__memberships__user=request.user)
-            .select_related("organization", "project").prefetch_related(live))
+            .select_related("organization", "project"))
 
 
 def _with_positions(jobs: list[Job]) -> list[Job]:

@@ -52,8 +52,8 @@ class Command(BaseCommand):
                                           name=opts["name"])
                 invited = invitation_create(organization=org, role=Membership.Role.OWNER,
                                             by_operator=True)[1] if opts["invite_owner"] else None
-                key = api_key_issue(organization=org, name=opts["key"], scope=opts["scope"]
-                                    )[1] if opts["key"] else None
+                key = api_key_issue(organization=org, name=opts["key"].strip(),
+                                    scope=opts["scope"])[1] if opts["key"] else None
         except IntegrityError:
             raise CommandError(f"an organization {opts['slug']!r} exists already") from None
         self.stdout.write(f"{org.slug} ({org.tier.name}) is made")
