@@ -142,7 +142,7 @@ class Timeline:
         best = None
         for group in groups:
             for pool in group:
-                if k > pool.size:
+                if k > pool.size or pool.until is not None:  # no later start before a window
                     continue
                 found = self._peek(pool, k)
                 if found is None or found[0] == float("inf"):
@@ -160,7 +160,7 @@ class Timeline:
         best = None
         for group in groups:
             for pool in group:
-                if k <= pool.size:
+                if k <= pool.size or pool.until is not None:
                     continue
                 by_island: dict[str, list[str]] = defaultdict(list)
                 for node in pool.nodes:

@@ -63,9 +63,11 @@ W_JOBSIZE = 0.0
 PRIORITY_MAX_AGE_S = 7 * 86_400.0
 
 
-def _eligible(job: QueuedJob, node: NodeView) -> bool:
+def _eligible(job: QueuedJob, node: NodeView, now: float) -> bool:
     if not node.schedulable:
         return False
+    if node.until is not None and now + job.time_limit_s > node.until:
+        return False  # its time limit ends after the node leaves service
     if job.gpu_types and node.gpu_type not in job.gpu_types:
         return False
     if job.region and node.region != job.region:
@@ -82,12 +84,15 @@ class Fleet:
     _groups: dict[tuple, list[list[NodeView]]]
     _max_free: int | None = None
     span_nodes: bool = True  # PolicyConfig.span_nodes
+    now: float = 0.0
+    windows: bool = False  # some node has a maintenance window (NodeView.until)
 
     @classmethod
     def of(cls, snapshot: Snapshot) -> Fleet:
         nodes = [n for n in snapshot.nodes if n.schedulable]
         return cls(nodes, {n.name: sorted(n.free_gpus) for n in nodes}, {},
-                   span_nodes=snapshot.config.span_nodes)
+                   span_nodes=snapshot.config.span_nodes, now=snapshot.now,
+                   windows=any(n.until is not None for n in nodes))
 
     def max_free(self) -> int:
         if self._max_free is None:
@@ -96,14 +101,15 @@ class Fleet:
 
     def groups(self, job: QueuedJob) -> list[list[NodeView]]:
         """Candidate node groups: single nodes if one can ever hold the job, else islands."""
-        key = (job.gpus, job.gpu_types, job.min_gpu_memory_mb, job.region)
+        key = (job.gpus, job.gpu_types, job.min_gpu_memory_mb, job.region,
+               job.time_limit_s if self.windows else 0.0)
         found = self._groups.get(key)
         if found is None:
             found = self._groups[key] = self._find_groups(job)
         return found
 
     def _find_groups(self, job: QueuedJob) -> list[list[NodeView]]:
-        elig = [n for n in self.nodes if _eligible(job, n)]
+        elig = [n for n in self.nodes if _eligible(job, n, self.now)]
         single = [[n] for n in elig if n.total_gpus >= job.gpus]
         if single or not self.span_nodes:
             return single

@@ -27,7 +27,7 @@ def _other_types(index: FreeIndex, job: QueuedJob) -> list[Pool]:
         return []  # it accepts every type
     return [pool for pool in index.pools
             if pool.gpu_type not in job.gpu_types and pool.memory_mb >= job.min_gpu_memory_mb
-            and (not job.region or pool.region == job.region)]
+            and (not job.region or pool.region == job.region) and index.reaches(pool, job)]
 
 
 def what_if(index: FreeIndex, job: QueuedJob, groups: Pools, span: bool) -> str:
@@ -79,6 +79,13 @@ def no_fit(rnd: _Round, job: QueuedJob, groups: Pools) -> PendingReason:
         reason = rnd.plain_reasons[key] = reasons.no_fit(
             job, what_if(rnd.index, job, groups, rnd.cfg.span_nodes))
     return reason
+
+
+def windows_in_way(rnd: _Round, job: QueuedJob) -> PendingReason:
+    """Why a job that only nodes leaving service before its time limit ends could hold waits:
+    they leave by the last of their windows (it starts once they are back)."""
+    until = max(p.until for g in rnd.index.matching_ever(job) for p in g if p.until is not None)
+    return reasons.maintenance(job, until, rnd.now)
 
 
 def explain_rest(rnd: _Round) -> None:

@@ -57,7 +57,7 @@ class _Round:
     def __init__(self, snap: Snapshot) -> None:
         self.snap, self.cfg, self.now = snap, snap.config, snap.now
         self.out = Decisions()
-        self.index = FreeIndex(snap.nodes)
+        self.index = FreeIndex(snap.nodes, snap.now)
         self.fleet = fleet = snap.fleet_gpus()
         self.levels = tier_levels(snap.tiers)
         self.floors = tier_floors(snap.tiers, fleet)
@@ -121,9 +121,13 @@ class _Round:
         if capped is not None:
             self._pending(job, capped, count_short=False)
             return
-        groups = self.index.matching(job)
-        if not self._can_fit(job, groups):
+        if not self._can_fit(job):
+            groups = self.index.matching_ever(job)
             self._pending(job, explain.no_fit(self, job, groups), count_short=False)
+            return
+        groups = self.index.matching(job)
+        if not groups:  # only nodes that leave service before its time limit ends hold it
+            self._pending(job, explain.windows_in_way(self, job))
             return
         alloc = self._place_now(job, groups)
         if alloc is not None:
@@ -134,10 +138,12 @@ class _Round:
     def over_cap(self, job: QueuedJob) -> bool:
         return caps.over_cap(self, job)
 
-    def _can_fit(self, job: QueuedJob, groups: Pools) -> bool:
+    def _can_fit(self, job: QueuedJob) -> bool:
+        """Whether some node or island could hold the job, were no maintenance in its way."""
         key = (job.gpu_types, job.min_gpu_memory_mb, job.region, job.gpus)
         ok = self.fits.get(key)
         if ok is None:
+            groups = self.index.matching_ever(job)
             ok = self.fits[key] = bool(groups) and self.index.can_ever_fit(
                 groups, job.gpus, self.cfg.span_nodes)
         return ok
@@ -180,7 +186,7 @@ class _Round:
     # -- starting now -----------------------------------------------------------------------
 
     def _place_now(self, job: QueuedJob, groups: Pools) -> tuple[Allocation, ...] | None:
-        key = (job.gpu_types, job.min_gpu_memory_mb, job.region)
+        key = self.index.pool_key(job)
         level = self.levels[job.tier]
         ends = self.now + (job.expected_duration_s or job.time_limit_s)
         guard = yielding.guard(self, job, level)
@@ -300,7 +306,7 @@ class _Round:
         return natural > deadline and self.now + self.cfg.slo_lead_s >= deadline
 
     def _preempt(self, job: QueuedJob, groups: Pools, est: tuple[float, dict] | None) -> bool:
-        key = (job.gpu_types, job.min_gpu_memory_mb, job.region, self.levels[job.tier])
+        key = (*self.index.pool_key(job), self.levels[job.tier])
         if job.gpus >= self.no_victims_min.get(key, 1 << 30):
             return False
         self.preempt_tries += 1

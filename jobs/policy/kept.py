@@ -86,7 +86,8 @@ def _kept_plan(
     index, timeline = rnd.index, rnd.timeline
     (node, count), = held.items()
     usable = (count == job.gpus and node in index.node and node not in timeline.reserved
-              and id(index.pool_of[node]) in allowed and count <= index.pool_of[node].size)
+              and id(index.pool_of[node]) in allowed and count <= index.pool_of[node].size
+              and index.pool_of[node].until is None)  # a node given a maintenance window
     start = timeline.time_k(node, count) if usable else _INF
     fresh = timeline.earliest(groups, job.gpus)
     if fresh is not None and fresh[0] < start - rnd.cfg.hold_move_s:

@@ -14,10 +14,15 @@ nodes of lower-tier work exist for a higher tier to reclaim with few, cheap vict
 A gang larger than a node takes free GPUs of one island (NVLink island / rack), nodes with
 the most free GPUs first, so whole free nodes go first and the gang spans as few nodes as
 it can. A gang gets all its GPUs or nothing.
+
+A node with a maintenance window (`NodeView.until`) is a pool of its own, which a job may use
+only when its time limit ends by then (`pool_key`, `matching`); the backfill timeline and the
+preemption plans, which start jobs later or on victims' GPUs, leave such pools out.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from .types import Allocation, NodeView, QueuedJob
@@ -40,12 +45,15 @@ class Pool:
     # labeled[c][label]: the nodes of buckets[c] whose label (highest tier level running) is
     # `label`; -1 for nodes that run nothing
     labeled: list[dict[int, dict[str, None]]] = field(default_factory=list)
+    until: float | None = None  # its nodes leave service then (maintenance window)
+    window: int = 1 << 30  # rank of `until` among the index's windows (none: past them all)
 
 
 class FreeIndex:
     """Free, unreserved GPUs of schedulable nodes, kept in (pool, free count) buckets."""
 
-    def __init__(self, nodes: list[NodeView]) -> None:
+    def __init__(self, nodes: list[NodeView], now: float = 0.0) -> None:
+        self.now = now
         self.node: dict[str, NodeView] = {}
         self.free: dict[str, list[int]] = {}
         self.pool_of: dict[str, Pool] = {}
@@ -54,21 +62,25 @@ class FreeIndex:
         self._match: dict[tuple, Pools] = {}
         self._largest: dict[int, int] = {}  # id of a matched pool list -> its largest node
         self.label: dict[str, int] = {}  # node -> highest tier level running on it, -1: none
-        by_key: dict[tuple[str, int, str], Pool] = {}
+        by_key: dict[tuple[str, int, str, float | None], Pool] = {}
         for n in nodes:
             if not n.schedulable or n.total_gpus <= 0:
                 continue
-            key = (n.gpu_type, n.gpu_memory_mb, n.region)
+            key = (n.gpu_type, n.gpu_memory_mb, n.region, n.until)
             pool = by_key.get(key)
             if pool is None:
-                pool = by_key[key] = Pool(n.gpu_type, n.gpu_memory_mb, n.region)
+                pool = by_key[key] = Pool(n.gpu_type, n.gpu_memory_mb, n.region, until=n.until)
                 self.pools.append(pool)
             pool.size = max(pool.size, n.total_gpus)
             pool.nodes.append(n.name)
             self.node[n.name] = n
             self.pool_of[n.name] = pool
             self.free[n.name] = sorted(n.free_gpus)
+        # when windowed nodes leave service, earliest first (usually none)
+        self.windows = sorted({p.until for p in self.pools if p.until is not None})
         for pool in self.pools:
+            if pool.until is not None:
+                pool.window = self.windows.index(pool.until)
             pool.buckets = [{} for _ in range(pool.size + 1)]
             pool.labeled = [{} for _ in range(pool.size + 1)]
         for name, gpus in self.free.items():
@@ -81,9 +93,29 @@ class FreeIndex:
 
     # -- matching ---------------------------------------------------------------------------
 
+    def pool_key(self, job: QueuedJob) -> tuple:
+        """What decides the pools a job may use: its GPU types, memory floor and region and,
+        where nodes have maintenance windows, which windows its time limit ends before (the
+        rank of the first of them it does)."""
+        if self.windows:
+            reach = bisect_left(self.windows, self.now + job.time_limit_s)
+            return (job.gpu_types, job.min_gpu_memory_mb, job.region, reach)
+        return (job.gpu_types, job.min_gpu_memory_mb, job.region)
+
     def matching(self, job: QueuedJob) -> Pools:
-        """Pools a job may use, grouped by GPU type in the job's preference order (cached)."""
-        key = (job.gpu_types, job.min_gpu_memory_mb, job.region)
+        """Pools a job may use now, grouped by GPU type in the job's preference order
+        (cached): those of nodes whose maintenance window its time limit ends before."""
+        return self._matched(self.pool_key(job))
+
+    def matching_ever(self, job: QueuedJob) -> Pools:
+        """Pools a job could use with no maintenance window in its way."""
+        return self._matched((job.gpu_types, job.min_gpu_memory_mb, job.region))
+
+    def reaches(self, pool: Pool, job: QueuedJob) -> bool:
+        """Whether the job's time limit ends before the pool's nodes leave service."""
+        return pool.until is None or self.now + job.time_limit_s <= pool.until
+
+    def _matched(self, key: tuple) -> Pools:
         found = self._match.get(key)
         if found is None:
             found = self._match[key] = self._compute_matching(*key)
@@ -94,8 +126,10 @@ class FreeIndex:
         """`largest_node` of pools this index matched, without scanning them again."""
         return self._largest[id(groups)]
 
-    def _compute_matching(self, types: tuple[str, ...], mem: int, region: str) -> Pools:
-        ok = [p for p in self.pools if p.memory_mb >= mem and (not region or p.region == region)]
+    def _compute_matching(self, types: tuple[str, ...], mem: int, region: str,
+                          reach: int = 0) -> Pools:
+        ok = [p for p in self.pools if p.memory_mb >= mem and (not region or p.region == region)
+              and p.window >= reach]
         if not types:  # any type: one group, best fit across all of them
             return [ok] if ok else []
         groups = [[p for p in ok if p.gpu_type == t] for t in types]

@@ -215,7 +215,7 @@ class VictimIndex:
             best: Plan | None = None
             scanned = 0
             for pool in group:
-                if k > pool.size:
+                if k > pool.size or pool.until is not None:  # no kill before a maintenance
                     continue
                 nodes, lists = self._candidates(id(pool), level)
                 for node in nodes:
@@ -245,7 +245,7 @@ class VictimIndex:
         for group in groups:
             best: Plan | None = None
             for pool in group:
-                if k <= pool.size:
+                if k <= pool.size or pool.until is not None:
                     continue
                 lists = self._candidates(id(pool), level)[1]
                 islands: dict[str, list[str]] = defaultdict(list)

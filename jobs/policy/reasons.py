@@ -13,6 +13,8 @@ Codes (stable, machine-readable):
 * ``tier_share``    — the job's tier is above its guaranteed share while a higher tier waits.
 * ``priority``      — waiting behind higher-ranked jobs (the fleet is full this round).
 * ``no_fit``        — no schedulable node or island can ever hold the job as asked.
+* ``maintenance``   — only nodes that leave service for maintenance before the job's time
+  limit would end can hold it.
 * ``unknown_tier``  — the job names a tier the scheduler does not know.
 
 Jobs that were never looked at this round (the fleet filled up first) share one reason
@@ -124,6 +126,12 @@ def priority(tier: str) -> PendingReason:
 def no_fit(job: QueuedJob, what_if: str = "") -> PendingReason:
     return PendingReason("no_fit", f"no schedulable node or island can hold {gpu_words(job)}",
                          None, what_if)
+
+
+def maintenance(job: QueuedJob, until: float, now: float) -> PendingReason:
+    return PendingReason(
+        "maintenance", f"the nodes that can hold {gpu_words(job)} leave service for "
+        f"maintenance by {clock(until, now)}, before its time limit would end")
 
 
 def no_capacity() -> PendingReason:

@@ -41,6 +41,9 @@ class NodeView:
     region: str = ""
     island: str = ""  # rack / NVLink island: multi-node gangs stay inside one
     schedulable: bool = True  # False when cordoned, draining or down
+    # leaves service at this time (a maintenance window): only a job whose time limit ends
+    # by then starts on it, and nothing reserves it or preempts on it (placement.py)
+    until: float | None = None
 
 
 @dataclass(slots=True)  # not frozen: RECORDS, above

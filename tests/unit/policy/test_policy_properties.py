@@ -29,7 +29,8 @@ def snapshots(draw) -> Snapshot:
             st.lists(st.integers(0, size - 1), unique=True, max_size=size))
         nodes.append(node(f"n{i}", size, tuple(g for g in range(size) if g not in busy),
                           gpu_type=draw(st.sampled_from(["H100", "H100", "A100"])),
-                          island=f"i{i // 3}", schedulable=draw(st.booleans()) or i < 4))
+                          island=f"i{i // 3}", schedulable=draw(st.booleans()) or i < 4,
+                          until=draw(windows())))
         # busy GPUs belong to running attempts of one to all of them
         while busy:
             take = draw(st.integers(1, len(busy)))
@@ -80,6 +81,12 @@ def snapshots(draw) -> Snapshot:
                 holds=draw(kept_reservations(queued, n_nodes)))
 
 
+def windows() -> st.SearchStrategy[float | None]:
+    """A node's maintenance window: none mostly, begun, or beginning before or after some
+    of the drawn time limits end."""
+    return st.sampled_from([None, None, None, NOW - 10.0, NOW + 300.0, NOW + 5000.0])
+
+
 @st.composite
 def checkpoints(draw) -> dict:
     """Whether an attempt checkpoints, its cadence if known, and its last checkpoint."""
@@ -119,7 +126,7 @@ def contention(draw) -> Snapshot:
     """A full fleet of attempts of every tier and flag, and late jobs of every tier."""
     nodes, runs, aid = [], [], 0
     for i in range(draw(st.integers(1, 5))):
-        nodes.append(node(f"n{i}", 8, ()))
+        nodes.append(node(f"n{i}", 8, (), until=draw(windows())))
         cuts = sorted(draw(st.lists(st.integers(1, 7), unique=True, max_size=4)))
         for lo, hi in zip([0, *cuts], [*cuts, 8], strict=True):
             runs.append(running(aid, {f"n{i}": tuple(range(lo, hi))},
@@ -223,6 +230,28 @@ def check_gangs_whole(s: Snapshot, d: Decisions) -> None:
         for n in nodes:
             assert n.schedulable
             assert not q.gpu_types or n.gpu_type in q.gpu_types
+
+
+@COMMON
+@given(st.one_of(snapshots(), contention()))
+def test_no_policy_starts_a_job_that_would_outlast_a_nodes_maintenance_window(
+        s: Snapshot) -> None:
+    """A node with a window takes a job only when its time limit ends by then: preempted
+    GPUs and kept reservations included (a job that cannot start reserves elsewhere)."""
+    jobs = {j.job_id: j for j in s.queued}
+    until = {n.name: n.until for n in s.nodes if n.until is not None}
+    for name, decide_with in POLICIES.items():
+        d = decide_with(s)
+        for p in d.placements:
+            for a in p.allocations:
+                if a.node in until:
+                    assert s.now + jobs[p.job_id].time_limit_s <= until[a.node], name
+        for r in d.reservations:
+            assert name != "gpusched" or not {a.node for a in r.allocations} & set(until)
+    for job_id, reason in decide(s).pending.items():
+        if reason.code == "maintenance":
+            assert job_id in jobs and any(s.now + jobs[job_id].time_limit_s > t
+                                          for t in until.values())
 
 
 @COMMON
