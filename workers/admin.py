@@ -1,7 +1,9 @@
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import Count, Q
+from django.template.response import TemplateResponse
 
-from gpusched.admin_base import ChangedFieldsOnly
+from gpusched.admin_base import ChangedFieldsOnly, action_form
 from workers.models import Gpu, Node
 from workers.services.fleet import (
     gpu_return_to_service,
@@ -9,7 +11,12 @@ from workers.services.fleet import (
     node_cordon,
     node_drain,
     node_return_to_service,
+    node_schedule_maintenance,
 )
+
+
+class MaintenanceForm(forms.Form):
+    at = forms.DateTimeField(help_text="When the work begins (UTC), e.g. 2026-12-04 14:00.")
 
 
 class GpuInline(admin.TabularInline):
@@ -28,10 +35,11 @@ class GpuInline(admin.TabularInline):
 @admin.register(Node)
 class NodeAdmin(ChangedFieldsOnly):
     """Its agent registers a node and its heartbeats keep it; operators set where it stands
-    (region, island, labels) and move it by the actions (cordon, drain, return)."""
+    (region, island, labels, a maintenance window ahead) and move it by the actions (cordon,
+    drain, return, end of maintenance)."""
 
-    list_display = ["name", "state", "state_reason", "gpu_type", "gpu_count", "live_attempts",
-                    "gpu_memory_mb", "region", "island", "last_heartbeat"]
+    list_display = ["name", "state", "state_reason", "maintenance_at", "gpu_type", "gpu_count",
+                    "live_attempts", "gpu_memory_mb", "region", "island", "last_heartbeat"]
     list_filter = ["state", "gpu_type", "region", "island"]
     search_fields = ["name"]
     inlines = [GpuInline]
@@ -40,7 +48,8 @@ class NodeAdmin(ChangedFieldsOnly):
 
     def has_add_permission(self, request) -> bool:
         return False  # a node's agent registers it
-    actions = ["cordon", "drain", "drain_and_evacuate", "return_to_service"]
+    actions = ["cordon", "drain", "drain_and_evacuate", "return_to_service",
+               "schedule_maintenance", "end_maintenance"]
 
     def get_queryset(self, request):
         # its own attempts and the ranks it runs of gangs that span nodes
@@ -76,6 +85,31 @@ class NodeAdmin(ChangedFieldsOnly):
         for node in queryset:
             node_return_to_service(node)
         messages.info(request, f"{queryset.count()} node(s) take jobs again (unless down).")
+
+    @admin.action(description="Schedule maintenance: start only jobs that end before it")
+    def schedule_maintenance(self, request, queryset):
+        form = action_form(self, request, queryset, MaintenanceForm,
+                           action="schedule_maintenance", noun="node",
+                           intro="Schedule maintenance", button="Schedule",
+                           explained="Until then each node starts only jobs whose time limit "
+                                     "ends by then, and from then none, while it stays in "
+                                     "service; jobs running there now run on (drain and "
+                                     "evacuate moves them). End maintenance when the work is "
+                                     "done.")
+        if isinstance(form, TemplateResponse):
+            return form
+        at = form.cleaned_data["at"]
+        for node in queryset:
+            node_schedule_maintenance(node, at)
+        messages.info(request, f"{queryset.count()} node(s) leave service at {at:%Y-%m-%d %H:%M} "
+                               "UTC.")
+        return None
+
+    @admin.action(description="End maintenance: clear the window, take any job again")
+    def end_maintenance(self, request, queryset):
+        for node in queryset:
+            node_schedule_maintenance(node, None)
+        messages.info(request, f"{queryset.count()} node(s) have no maintenance window.")
 
 
 @admin.register(Gpu)

@@ -27,6 +27,11 @@ class Node(models.Model):
     state_reason = models.CharField(max_length=200, blank=True,
                                     help_text="Why the scheduler took it out of service.")
     last_heartbeat = models.DateTimeField(null=True, blank=True)
+    maintenance_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="When it leaves service for maintenance: until then it starts only jobs "
+                  "whose time limit ends by then; from then, none. Clear it once the work is "
+                  "done.")
     labels = models.JSONField(default=dict, blank=True)
     registered_at = models.DateTimeField(auto_now_add=True)
 

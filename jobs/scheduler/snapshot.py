@@ -79,15 +79,23 @@ def load_nodes(now: datetime, promised: Promised = frozenset()) -> list[P.NodeVi
     nodes = []
     for n in Node.objects.exclude(state=NodeState.DOWN).order_by("name").only(
         "name", "gpu_type", "gpu_memory_mb", "gpu_count", "region", "island", "state",
-        "last_heartbeat"
+        "last_heartbeat", "maintenance_at"
     ):
         indices = tuple(sorted(g for g in free[n.id] if (n.name, g) not in promised))
         nodes.append(P.NodeView(
             name=n.name, gpu_type=n.gpu_type, gpu_memory_mb=n.gpu_memory_mb,
             total_gpus=n.gpu_count, free_gpus=indices, region=n.region,
-            island=island_of(n), schedulable=schedulable(n, now),
+            island=island_of(n), schedulable=schedulable(n, now), until=window_end(n),
         ))
     return nodes
+
+
+def window_end(node: Node) -> float | None:
+    """When a job started on the node must have reached its time limit: its maintenance, less
+    the kill grace a job past its limit is given to stop."""
+    if node.maintenance_at is None:
+        return None
+    return node.maintenance_at.timestamp() - settings.GPUSCHED_KILL_GRACE_S
 
 
 RunTimes = Mapping[RunTimeKey, float]  # runtimes.load_run_times()

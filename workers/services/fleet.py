@@ -1,8 +1,11 @@
 """Operators take nodes out of service and back: cordon, drain (optionally evacuating the
-running jobs so that the node is free soon), and return to service; and single GPUs. A node
-whose worker stops drains itself, evacuating, and returns when its worker starts again."""
+running jobs so that the node is free soon), a maintenance window set ahead, and return to
+service; and single GPUs. A node whose worker stops drains itself, evacuating, and returns
+when its worker starts again."""
 
 from __future__ import annotations
+
+from datetime import datetime
 
 from django.db import transaction
 from django.db.models import Q
@@ -24,6 +27,15 @@ def node_return_to_service(node: Node) -> None:
     """A cordoned or drained node takes work again."""
     Node.objects.filter(pk=node.pk, state__in=[NodeState.CORDONED, NodeState.DRAINING]).update(
         state=NodeState.ACTIVE, state_reason="")
+    transaction.on_commit(request_tick)
+
+
+def node_schedule_maintenance(node: Node, at: datetime | None) -> None:
+    """From now on the node starts only jobs whose time limit ends by `at` (the kill grace
+    included), and from `at` none, while it stays in service: it empties itself for the work
+    instead of idling for hours from a drain. Jobs already running there run on (a drain
+    with evacuation moves them). None clears the window: the work is done."""
+    Node.objects.filter(pk=node.pk).update(maintenance_at=at)
     transaction.on_commit(request_tick)
 
 

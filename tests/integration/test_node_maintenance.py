@@ -1,0 +1,86 @@
+"""A maintenance window set ahead: the node stays in service and starts only jobs whose time
+limit (and the kill grace after it) ends before the window; from then, none; cleared, any."""
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import User
+from django.urls import reverse
+from django.utils import timezone
+
+from jobs.models import Job
+from jobs.scheduler.tick import scheduler_tick_run
+from jobs.services.submission import JobSpec, job_submit
+from tests.support.factories import make_node
+from workers.models import Node
+from workers.services.fleet import node_schedule_maintenance
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+HOUR = 3600
+
+
+def make_job(org, time_limit_s: int) -> Job:
+    return job_submit(organization=org, spec=JobSpec(prompt="a fox", gpus=1,
+                                                     time_limit_s=time_limit_s))
+
+
+def _state(job: Job) -> Job:
+    return Job.objects.get(pk=job.pk)
+
+
+def test_a_node_going_into_maintenance_starts_only_the_jobs_that_end_before_it(alice, api):
+    node = make_node("n1", gpus=2)
+    node_schedule_maintenance(node, timezone.now() + timedelta(hours=1))
+    long = make_job(alice, 2 * HOUR)
+    short = make_job(alice, 600)
+    scheduler_tick_run()
+    assert _state(short).state == "SCHEDULED"
+    waiting = api.get(f"/api/v1/jobs/{long.pk}").json()
+    assert waiting["state"] == "QUEUED"
+    assert waiting["pending"]["code"] == "maintenance"
+    assert "leave service for maintenance by" in waiting["pending"]["reason"]
+    node_schedule_maintenance(node, None)  # the work is done
+    scheduler_tick_run()
+    assert _state(long).state == "SCHEDULED"
+
+
+def test_the_kill_grace_after_a_time_limit_counts_against_the_window(alice, settings):
+    settings.GPUSCHED_KILL_GRACE_S = 120
+    node = make_node("n1", gpus=1)
+    # the job's limit ends 60 s before the window, but a job past its limit has 120 s to stop
+    node_schedule_maintenance(node, timezone.now() + timedelta(seconds=600 + 60))
+    job = make_job(alice, 600)
+    scheduler_tick_run()
+    assert _state(job).state == "QUEUED" and _state(job).pending_code == "maintenance"
+    node_schedule_maintenance(node, timezone.now() + timedelta(seconds=600 + 300))
+    scheduler_tick_run()
+    assert _state(job).state == "SCHEDULED"
+
+
+def test_once_the_window_begins_the_node_starts_nothing_but_stays_in_service(alice):
+    node = make_node("n1", gpus=2)
+    node_schedule_maintenance(node, timezone.now() - timedelta(minutes=1))
+    job = make_job(alice, 60)
+    scheduler_tick_run()
+    assert _state(job).state == "QUEUED" and _state(job).pending_code == "maintenance"
+    assert Node.objects.get(pk=node.pk).state == "ACTIVE"
+
+
+def test_operators_schedule_and_end_maintenance_from_the_node_list(client, alice):
+    client.force_login(User.objects.create_superuser("olga", "olga@example.com", "pw"))
+    nodes = [make_node("n1", gpus=1), make_node("n2", gpus=1), make_node("n3", gpus=1)]
+    changelist = reverse("admin:workers_node_changelist")
+    chosen = [nodes[0].pk, nodes[1].pk]
+    asked = client.post(changelist, {"action": "schedule_maintenance",
+                                     "_selected_action": chosen})
+    assert asked.status_code == 200 and b"Schedule maintenance" in asked.content  # the form
+    assert not Node.objects.filter(maintenance_at__isnull=False).exists()
+    client.post(changelist, {"action": "schedule_maintenance", "_selected_action": chosen,
+                             "apply": "1", "at": "2030-01-02 14:00"})
+    at = {n.name: n.maintenance_at for n in Node.objects.all()}
+    assert at["n1"] == at["n2"] and at["n1"].isoformat() == "2030-01-02T14:00:00+00:00"
+    assert at["n3"] is None
+    client.post(changelist, {"action": "end_maintenance", "_selected_action": [nodes[0].pk]})
+    assert Node.objects.get(name="n1").maintenance_at is None
+    assert Node.objects.get(name="n2").maintenance_at is not None
