@@ -92,9 +92,9 @@ class HoldForm(forms.Form):
 def hold(modeladmin, request, queryset):
     form = action_form(modeladmin, request, queryset, HoldForm, action="hold", noun="job",
                        intro="Hold", button="Hold",
-                       explained="Each waiting job stays HELD, out of the queue, its credits "
-                                 "held, until an operator releases it; jobs with GPUs are "
-                                 "not held (requeue them first).")
+                       explained="Each waiting job stays HELD, out of the queue, reserving "
+                                 "no credits, until an operator releases it; jobs with GPUs "
+                                 "are not held (requeue them first).")
     if isinstance(form, TemplateResponse):
         return form
     note = form.cleaned_data["note"]
