@@ -5,6 +5,7 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.management import CommandError, call_command
 from django.urls import reverse
 from django.utils import timezone
 
@@ -84,3 +85,19 @@ def test_operators_schedule_and_end_maintenance_from_the_node_list(client, alice
     client.post(changelist, {"action": "end_maintenance", "_selected_action": [nodes[0].pk]})
     assert Node.objects.get(name="n1").maintenance_at is None
     assert Node.objects.get(name="n2").maintenance_at is not None
+
+
+def test_a_script_schedules_and_ends_maintenance_by_node_name(capsys):
+    make_node("n1", gpus=1)
+    make_node("n2", gpus=1)
+    call_command("node_maintenance", "n1", "n2", "--at", "2030-01-02T14:00Z")
+    assert "leave service at 2030-01-02T14:00:00+00:00" in capsys.readouterr().out
+    assert Node.objects.filter(maintenance_at__isnull=False).count() == 2
+    with pytest.raises(CommandError, match="no node n9"):
+        call_command("node_maintenance", "n1", "n9", "--done")
+    with pytest.raises(CommandError, match="not a date"):
+        call_command("node_maintenance", "n1", "--at", "tomorrow")
+    assert Node.objects.filter(maintenance_at__isnull=False).count() == 2  # nothing changed
+    call_command("node_maintenance", "n1", "--done")
+    assert list(Node.objects.filter(maintenance_at__isnull=False).values_list(
+        "name", flat=True)) == ["n2"]

@@ -1,0 +1,42 @@
+"""Set or clear nodes' maintenance windows from a script (a rack's power work planned in a
+ticket system, say): `manage.py node_maintenance n17 n18 --at 2026-12-04T14:00Z`,
+`... n17 n18 --done` (docs/nodes.md, "Maintenance windows")."""
+
+from __future__ import annotations
+
+from datetime import UTC
+
+from django.core.management.base import BaseCommand, CommandError
+from django.utils.dateparse import parse_datetime
+
+from workers.models import Node
+from workers.services.fleet import node_schedule_maintenance
+
+
+class Command(BaseCommand):
+    help = "Schedule nodes' maintenance (they start only jobs that end before it) or end it."
+
+    def add_arguments(self, parser):
+        parser.add_argument("nodes", nargs="+", help="the nodes' names")
+        what = parser.add_mutually_exclusive_group(required=True)
+        what.add_argument("--at", help="when the work begins, ISO 8601 (UTC unless it says)")
+        what.add_argument("--done", action="store_true", help="end it: clear the window")
+
+    def handle(self, *args, **opts):
+        nodes = list(Node.objects.filter(name__in=opts["nodes"]))
+        unknown = sorted(set(opts["nodes"]) - {n.name for n in nodes})
+        if unknown:
+            raise CommandError(f"no node {', '.join(unknown)}: nothing changed")
+        at = None if opts["done"] else _when(opts["at"])
+        for node in nodes:
+            node_schedule_maintenance(node, at)
+        names = ", ".join(sorted(n.name for n in nodes))
+        self.stdout.write(f"{names}: no maintenance window" if at is None else
+                          f"{names}: leave service at {at.isoformat()}")
+
+
+def _when(text: str):
+    at = parse_datetime(text.replace("Z", "+00:00"))
+    if at is None:
+        raise CommandError(f"not a date and time: {text!r} (e.g. 2026-12-04T14:00Z)")
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
