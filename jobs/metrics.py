@@ -124,6 +124,12 @@ def _metrics() -> Iterable[tuple[str, str, str, list[Sample]]]:
            "Nodes the scheduler cordoned because job after job failed there; an operator "
            "returns them (docs/nodes.md, Failures and retries).",
            [({}, Node.objects.filter(state=NodeState.CORDONED).exclude(state_reason="").count())])
+    windows = Gpu.objects.filter(node__maintenance_at__isnull=False).exclude(
+        node__state=NodeState.DOWN).values_list("node__gpu_type")
+    yield ("gpusched_gpus_in_maintenance_windows", "gauge",
+           "GPUs of nodes not down with a maintenance window set, begun or ahead: capacity "
+           "that takes only jobs ending before it, or none (docs/nodes.md), by type.",
+           [({"gpu_type": g}, n) for g, n in windows.annotate(Count("id"))])
     yield from _published()
     yield from _ledger()
     yield ("gpusched_attempt_failures_total", "counter",

@@ -83,7 +83,8 @@ def no_fit(rnd: _Round, job: QueuedJob, groups: Pools) -> PendingReason:
 
 def windows_in_way(rnd: _Round, job: QueuedJob) -> PendingReason:
     """Why a job that only nodes leaving service before its time limit ends could hold waits:
-    they leave by the last of their windows (it starts once they are back)."""
+    they leave by the last of their windows (it starts once they are back). Other nodes it
+    may use are too small for it."""
     until = max(p.until for g in rnd.index.matching_ever(job) for p in g if p.until is not None)
     return reasons.maintenance(job, until, rnd.now)
 

@@ -121,13 +121,13 @@ class _Round:
         if capped is not None:
             self._pending(job, capped, count_short=False)
             return
-        if not self._can_fit(job):
-            groups = self.index.matching_ever(job)
-            self._pending(job, explain.no_fit(self, job, groups), count_short=False)
-            return
         groups = self.index.matching(job)
-        if not groups:  # only nodes that leave service before its time limit ends hold it
-            self._pending(job, explain.windows_in_way(self, job))
+        if not self._can_fit(job, groups):
+            ever = self.index.matching_ever(job)
+            if ever is groups or not self._can_fit(job, ever):
+                self._pending(job, explain.no_fit(self, job, ever), count_short=False)
+            else:  # only nodes that leave service before its time limit ends could hold it
+                self._pending(job, explain.windows_in_way(self, job))
             return
         alloc = self._place_now(job, groups)
         if alloc is not None:
@@ -138,12 +138,12 @@ class _Round:
     def over_cap(self, job: QueuedJob) -> bool:
         return caps.over_cap(self, job)
 
-    def _can_fit(self, job: QueuedJob) -> bool:
-        """Whether some node or island could hold the job, were no maintenance in its way."""
-        key = (job.gpu_types, job.min_gpu_memory_mb, job.region, job.gpus)
+    def _can_fit(self, job: QueuedJob, groups: Pools) -> bool:
+        """Whether some node or island of the pools (a list the index matched, kept for the
+        round) could hold the job when idle."""
+        key = (id(groups), job.gpus)
         ok = self.fits.get(key)
         if ok is None:
-            groups = self.index.matching_ever(job)
             ok = self.fits[key] = bool(groups) and self.index.can_ever_fit(
                 groups, job.gpus, self.cfg.span_nodes)
         return ok

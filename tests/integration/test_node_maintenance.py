@@ -59,10 +59,15 @@ def test_the_kill_grace_after_a_time_limit_counts_against_the_window(alice, sett
     assert _state(job).state == "SCHEDULED"
 
 
-def test_once_the_window_begins_the_node_starts_nothing_but_stays_in_service(alice):
+def test_once_the_window_begins_the_node_starts_nothing_but_stays_in_service(alice, client):
     node = make_node("n1", gpus=2)
+    make_node("n2", gpus=1, gpu_type="A100")
     node_schedule_maintenance(node, timezone.now() - timedelta(minutes=1))
-    job = make_job(alice, 60)
+    metrics = client.get("/metrics").content.decode()
+    assert 'gpusched_gpus_in_maintenance_windows{gpu_type="H100"} 2' in metrics
+    assert 'gpusched_gpus_in_maintenance_windows{gpu_type="A100"}' not in metrics
+    job = job_submit(organization=alice, spec=JobSpec(prompt="a fox", gpus=2,
+                                                      time_limit_s=60))
     scheduler_tick_run()
     assert _state(job).state == "QUEUED" and _state(job).pending_code == "maintenance"
     assert Node.objects.get(pk=node.pk).state == "ACTIVE"

@@ -22,6 +22,14 @@ def test_a_node_going_into_maintenance_takes_the_jobs_that_end_before_it() -> No
     assert "maintenance by" in reason.text and "(in 60 min)" in reason.text
 
 
+def test_the_reason_names_the_window_where_the_other_nodes_are_too_small() -> None:
+    nodes = [node("soon", 8, until=NOW + HOUR), node("small", 1, island="")]
+    d = decide(snap(nodes, queued=[job(1, gpus=2, limit=2 * HOUR)]))
+    assert not d.placements and d.pending[1].code == "maintenance"
+    d = decide(snap(nodes, queued=[job(1, gpus=16, limit=600.0)]))  # no window in its way
+    assert d.pending[1].code == "no_fit"
+
+
 def test_a_long_job_goes_to_a_node_with_no_window_and_reserves_only_such_nodes() -> None:
     nodes = [node("soon", 8, until=NOW + HOUR), node("busy", 8, free=())]
     runs = [running(1, {"busy": tuple(range(8))}, ends_in=600.0)]
