@@ -396,7 +396,8 @@ def test_stopping_the_walk_early_changes_no_decision(s: Snapshot) -> None:
 @given(st.one_of(snapshots(), contention(), idle_reserved()))
 def test_capacity_advice_sums_the_late_jobs_the_walk_left(s: Snapshot) -> None:
     """The tail's late GPUs, kept while grouping and popping, against a count over the jobs
-    the walk left: past their tier's start SLO, not started, not of a capped org or tier."""
+    the walk left: past their tier's start SLO, not started, not of a capped org, tier, project
+    or submitter (ranking.RankedQueue.exclude_user: their jobs count in no advice)."""
     rnd = _Round(s)
     rnd.run()
     queue, started = rnd.queue, {j for j, hold in rnd.kept.items() if hold is None}
@@ -406,6 +407,8 @@ def test_capacity_advice_sums_the_late_jobs_the_walk_left(s: Snapshot) -> None:
         if queue.tier_excluded(tier) or queue.org_excluded(tier, org) or project.excluded:
             continue
         for j in jobs[first:]:
+            if project.users and project.users[j.user].excluded:
+                continue
             if j.enqueued_at <= s.now - s.tiers[tier].start_slo_s and j.job_id not in started:
                 expected[j.gpu_types[0] if j.gpu_types else "any"] += j.gpus
     capped = lambda t, o: queue.tier_excluded(t) or queue.org_excluded(t, o)  # noqa: E731
