@@ -16,7 +16,7 @@ from jobs.policy_build import running_compiled
 from . import overrides, trace_philly, workload_video
 from .engine import SimResult, Simulator
 from .metrics import summarize
-from .model import SimJob, build_fleet, default_tiers
+from .model import Maintenance, NodeSpec, SimJob, build_fleet, default_tiers
 from .policies import resolve
 from .report import table
 from .runtimes import LearnedRunTimes
@@ -75,6 +75,18 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--line-every", type=float, default=0.0,
                    help="gpusched: draw the queue line every SECONDS, as the service does, and "
                         "report how the work ahead it shows compares to the wait (0: off)")
+    p.add_argument("--maintenance-nodes", type=int, default=0,
+                   help="the first N nodes (whole islands first) go into maintenance "
+                        "(docs/simulator.md, Maintenance; 0: none)")
+    p.add_argument("--maintenance-at", type=float, default=86400.0,
+                   help="when their maintenance begins, seconds of virtual time")
+    p.add_argument("--maintenance-for", type=float, default=4 * 3600.0,
+                   help="how long it lasts, seconds")
+    p.add_argument("--maintenance-notice", type=float, default=86400.0,
+                   help="how long before it operators know, seconds")
+    p.add_argument("--maintenance-mode", choices=("window", "drain", "none"), default="window",
+                   help="what the notice does: the service's maintenance window, a drain of "
+                        "the nodes, or nothing")
     p.add_argument("--json", default=None, help="write the figures here")
     p.add_argument("--quiet", action="store_true")
     return p
@@ -142,8 +154,17 @@ def simulate(args: argparse.Namespace,
                     round_interval=args.round_interval,
                     max_time=args.max_time if args.max_time is not None else float("inf"),
                     line_every=args.line_every if policy is POLICIES["gpusched"] else 0.0,
-                    learner=LearnedRunTimes() if args.estimates == "learned" else None)
+                    learner=LearnedRunTimes() if args.estimates == "learned" else None,
+                    maintenance=maintenance_for(args, fleet))
     return sim.run()
+
+
+def maintenance_for(args: argparse.Namespace, fleet: list[NodeSpec]) -> Maintenance | None:
+    if not args.maintenance_nodes:
+        return None
+    return Maintenance(tuple(n.name for n in fleet[:args.maintenance_nodes]),
+                       args.maintenance_at, args.maintenance_for, args.maintenance_notice,
+                       args.maintenance_mode)
 
 
 def run(args: argparse.Namespace) -> dict[str, dict]:

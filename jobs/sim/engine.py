@@ -40,9 +40,11 @@ from .estimates import note_line, note_reservations
 from .events import EventQueue
 from .failures import Failures
 from .ledger import Ledger
-from .model import NodeSpec, SimJob, default_tiers
+from .model import Maintenance, NodeSpec, SimJob, default_tiers
 from .runtimes import LearnedRunTimes
 from .view import build_snapshot
+
+_LOST = {"preempt": "preempt_lost", "maintenance": "maintenance_lost"}  # else failure_lost
 
 
 @dataclass(slots=True)
@@ -95,8 +97,10 @@ class Simulator(Failures):
                  retry_backoff_s: float = 5.0, seed: int = 0, round_interval: float = 1.0,
                  period: float = 10.0, max_time: float = math.inf,
                  org_weights: dict[str, float] | None = None, line_every: float = 0.0,
-                 learner: LearnedRunTimes | None = None) -> None:
+                 learner: LearnedRunTimes | None = None,
+                 maintenance: Maintenance | None = None) -> None:
         self.policy = policy
+        self.maintenance = maintenance
         self.learner = learner  # run times for the jobs without an estimate (None: limits)
         self.line_every = line_every  # draw the queue line this often (0: never)
         self.next_line = 0.0
@@ -167,8 +171,7 @@ class Simulator(Failures):
         job.queued_since = None
         restore = self.restore_cost if job.saved > 0 else 0.0
         if restore:
-            key = "preempt_lost" if job.restore_due == "preempt" else "failure_lost"
-            self.stats[key] += restore * job.gpus
+            self.stats[_LOST.get(job.restore_due, "failure_lost")] += restore * job.gpus
         att = _Attempt(self._next_attempt, job, allocs, t, restore,
                        t + restore + max(0.0, job.duration - job.saved))
         self._next_attempt += 1
@@ -212,7 +215,7 @@ class Simulator(Failures):
         progress = max(0.0, t - att.start - att.restore)
         kept = math.floor(progress / self.ckpt) * self.ckpt if self.ckpt > 0 else 0.0
         lost = (progress - kept) * att.gpus
-        self.stats["preempt_lost" if cause == "preempt" else "failure_lost"] += lost  # crash too
+        self.stats[_LOST.get(cause, "failure_lost")] += lost  # a crash's too
         if cause == "preempt":
             by = att.stopped_for or ("?", 0)
             row = self.loss_by.setdefault((*by, job.tier, att.gpus), [0, 0.0])
@@ -221,6 +224,8 @@ class Simulator(Failures):
         job.saved = min(job.duration, job.saved + kept)
         if job.saved > 0:
             job.restore_due = cause
+        if cause == "maintenance":
+            self.stats["maintenance_killed"] += 1
         if cause == "preempt":
             job.preemptions += 1
             self.stats["preemptions"] += 1
@@ -230,6 +235,13 @@ class Simulator(Failures):
         job.failures += 1
         self._release(att)
         self._retry_or_dead(job, att.allocs[0].node if cause == "crash" else "")
+
+    def _idle_before_maintenance(self, a: float, b: float) -> None:
+        """GPU-seconds the maintained nodes sit free between its notice and its hour."""
+        span = self.maintenance.idle_span(a, b)
+        if span > 0:
+            free = sum(len(self.nodes[n].free) for n in self.maintenance.nodes if n in self.nodes)
+            self.stats["maintenance_idle"] += span * free
 
     # ----------------------------------------------------------------- rounds
     def snapshot(self) -> Snapshot:
@@ -332,11 +344,16 @@ class Simulator(Failures):
             self.now = self.jobs[0].submit
         for name in self.nodes:
             self._schedule_failure(name)
+        if self.maintenance is not None:
+            self._request_round(max(self.now, self.maintenance.at - self.maintenance.notice))
+            self.events.push(self.maintenance.at, "maintenance", None)
         while self.events and self.done < len(self.jobs) and not self.stats["stalled"]:
             t = self.events.peek_time()
             if t > self.max_time:
                 break
             self.ledger.advance(self.now, t)
+            if self.maintenance is not None:
+                self._idle_before_maintenance(self.now, t)
             self.now = max(self.now, t)
             t, kind, payload = self.events.pop()
             if kind == "round":
@@ -369,6 +386,9 @@ class Simulator(Failures):
                 self._fail(payload)
             elif kind == "repair":
                 self._repair(payload)
+            elif kind == "maintenance":
+                for name in self.maintenance.nodes:
+                    self._maintain(name)
             self._request_round(max(t, self.last_round + self.round_interval))
         return SimResult(self.jobs, self.tiers, self.org_weights, self.fleet_gpus, self.now,
                          self.stats, self.ledger.tier_acc, self.ledger.org_acc,

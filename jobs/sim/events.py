@@ -6,8 +6,8 @@ import heapq
 import itertools
 from typing import Any
 
-ORDER = {"stop": 0, "end": 0, "crash": 1, "fail": 1, "repair": 2, "retry": 3, "arrival": 3,
-         "round": 9}
+ORDER = {"stop": 0, "end": 0, "crash": 1, "fail": 1, "maintenance": 1, "repair": 2, "retry": 3,
+         "arrival": 3, "round": 9}
 
 
 class EventQueue:

@@ -1,6 +1,7 @@
-"""Failures of the simulated fleet: nodes that fail and come back, binaries that crash, and
-the retries (with the service's budget and backoff) or dead letters that follow; a mixin of
-the engine's `Simulator`, whose state it reads and moves."""
+"""Failures of the simulated fleet: nodes that fail and come back, nodes taken down for
+their maintenance, binaries that crash, and the retries (with the service's budget and
+backoff) or dead letters that follow; a mixin of the engine's `Simulator`, whose state it
+reads and moves."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ class Failures:
     repair_s: float
     max_retries: int
     retry_backoff_s: float
+    maintenance: Any
 
     def _draw_crash(self, att: Any) -> None:
         """When the attempt's binary crashes, if before its end: any of its GPUs may."""
@@ -60,13 +62,23 @@ class Failures:
         self.events.push(self.now + delay, "retry", job)
 
     def _fail(self, name: str) -> None:
+        if self._take_down(name, "failure"):
+            self.stats["node_failures"] += 1
+            self.events.push(self.now + self.repair_s, "repair", name)
+
+    def _maintain(self, name: str) -> None:
+        """The node's maintenance begins: down with what still runs there, back after it."""
+        if self._take_down(name, "maintenance"):
+            self.events.push(self.now + self.maintenance.duration, "repair", name)
+
+    def _take_down(self, name: str, cause: str) -> bool:
+        """The node goes down: its attempts are lost (`cause`), its nominations undone."""
         node = self.nodes[name]
         if not node.up:
-            return
+            return False
         node.up = False
         self.down += 1
         self.ledger.healthy -= node.spec.gpus
-        self.stats["node_failures"] += 1
         for job_id, (job, allocs) in list(self.nominated.items()):
             if any(a.node == name for a in allocs):
                 del self.nominated[job_id]
@@ -78,9 +90,9 @@ class Failures:
                 job.queued_since = since
         node.nominated.clear()
         for att in [a for a in self.attempts.values() if any(x.node == name for x in a.allocs)]:
-            self._stop(att, "failure")
+            self._stop(att, cause)
         node.free.clear()
-        self.events.push(self.now + self.repair_s, "repair", name)
+        return True
 
     def _repair(self, name: str) -> None:
         node = self.nodes[name]

@@ -21,6 +21,30 @@ def default_tiers() -> dict[str, TierSpec]:
 
 
 @dataclass(frozen=True, slots=True)
+class Maintenance:
+    """Nodes that leave service at `at` for `duration` seconds, announced `notice` seconds
+    ahead, and what the operator does with the notice: "window", the service's maintenance
+    window (docs/nodes.md: from the notice only jobs whose time limit ends by `at` start
+    there); "drain", no new job there from the notice; "none", nothing (they go down at `at`
+    with what runs there)."""
+
+    nodes: tuple[str, ...]
+    at: float
+    duration: float
+    notice: float = 0.0
+    mode: str = "window"
+
+    def covers(self, name: str, t: float) -> bool:
+        """Whether the node is announced or in its maintenance at `t`."""
+        return name in self.nodes and self.at - self.notice <= t < self.at + self.duration
+
+    def idle_span(self, a: float, b: float) -> float:
+        """Seconds of [a, b) between the notice and the hour: when what the mode does with
+        the notice idles GPUs, or does not."""
+        return max(0.0, min(b, self.at) - max(a, self.at - self.notice))
+
+
+@dataclass(frozen=True, slots=True)
 class NodeSpec:
     name: str
     gpus: int

@@ -70,6 +70,14 @@ FAILURE_ROWS = [
 ]
 
 
+# shown where a run had a maintenance (--maintenance-nodes)
+MAINTENANCE_ROWS = [
+    ("maintenance: GPU-h idle from notice", lambda r: f"{r['maintenance_idle_gpu_hours']:.1f}"),
+    ("maintenance: tries killed / GPU-h lost",
+     lambda r: f"{r['maintenance_killed']} / {r['maintenance_lost_gpu_hours']:.1f}"),
+]
+
+
 def table(results: dict[str, dict], title: str = "") -> str:
     """Markdown table: one column per policy."""
     names = list(results)
@@ -95,6 +103,8 @@ def table(results: dict[str, dict], title: str = "") -> str:
         row(f"{tier} Jain, while the org waits",
             [_num(results[n].get("jain_while_waiting_by_tier", {}).get(tier)) for n in names])
     failed = any(results[n]["node_failures"] or results[n].get("crashes") for n in names)
-    for label, f in TAIL_ROWS + (FAILURE_ROWS if failed else []):
+    maintained = any(results[n].get("maintenance_idle_gpu_hours") for n in names)
+    for label, f in (TAIL_ROWS + (FAILURE_ROWS if failed else [])
+                     + (MAINTENANCE_ROWS if maintained else [])):
         row(label, [f(results[n]) for n in names])
     return "\n".join(lines)

@@ -13,9 +13,7 @@ if TYPE_CHECKING:
 
 def build_snapshot(sim: Simulator) -> Snapshot:
     t = sim.now
-    nodes = [NodeView(n.spec.name, n.spec.gpu_type, n.spec.gpu_memory_mb, n.spec.gpus,
-                      tuple(sorted(n.free - n.nominated)) if n.up else (), "",
-                      n.spec.island, n.up) for n in sim.nodes.values()]
+    nodes = [_node_view(sim, n, t) for n in sim.nodes.values()]
     running = _attempt_views(sim, t) + _nominee_views(sim, t)
     ledger = sim.ledger
     holds = {j: h for j, h in sim.holds.items() if j in sim.qviews}
@@ -23,6 +21,19 @@ def build_snapshot(sim: Simulator) -> Snapshot:
                     ledger.org_usage.all_at(t), ledger.project_usage.all_at(t),
                     ledger.user_usage.all_at(t),
                     org_weights=sim.org_weights, holds=holds, config=sim.config)
+
+
+def _node_view(sim: Simulator, n, t: float) -> NodeView:
+    """A node as the tick shows it: down, drained for maintenance, or with its window."""
+    m, schedulable, until = sim.maintenance, n.up, None
+    if m is not None and m.covers(n.spec.name, t):
+        if m.mode == "drain":
+            schedulable = False
+        elif m.mode == "window":
+            until = m.at
+    return NodeView(n.spec.name, n.spec.gpu_type, n.spec.gpu_memory_mb, n.spec.gpus,
+                    tuple(sorted(n.free - n.nominated)) if n.up else (), "", n.spec.island,
+                    schedulable, until)
 
 
 def _attempt_views(sim: Simulator, t: float) -> list[RunningView]:
