@@ -92,10 +92,9 @@ class NodeAdmin(ChangedFieldsOnly):
                            action="schedule_maintenance", noun="node",
                            intro="Schedule maintenance", button="Schedule",
                            explained="Until then each node starts only jobs whose time limit "
-                                     "ends by then, and from then none, while it stays in "
-                                     "service; jobs running there now run on (drain and "
-                                     "evacuate moves them). End maintenance when the work is "
-                                     "done.")
+                                     "ends by then, while it stays in service; then it drains "
+                                     "and what still runs there checkpoints and resumes "
+                                     "elsewhere. End maintenance when the work is done.")
         if isinstance(form, TemplateResponse):
             return form
         at = form.cleaned_data["at"]
@@ -105,7 +104,7 @@ class NodeAdmin(ChangedFieldsOnly):
                                "UTC.")
         return None
 
-    @admin.action(description="End maintenance: clear the window, take any job again")
+    @admin.action(description="End maintenance: clear the window, return the node to service")
     def end_maintenance(self, request, queryset):
         for node in queryset:
             node_schedule_maintenance(node, None)

@@ -1,5 +1,6 @@
 """A maintenance window set ahead: the node stays in service and starts only jobs whose time
-limit (and the kill grace after it) ends before the window; from then, none; cleared, any."""
+limit (and the kill grace after it) ends before the window; when it comes the node drains
+and what still runs there checkpoints and moves; ended, the node takes any job again."""
 
 from datetime import timedelta
 
@@ -9,12 +10,19 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs.models import Job
+from jobs.models import Attempt, Job
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.submission import JobSpec, job_submit
 from tests.support.factories import make_node
 from workers.models import Node
-from workers.services.fleet import node_schedule_maintenance
+from workers.services.attempts import attempt_start
+from workers.services.fleet import (
+    maintenance_begin_due,
+    node_cordon,
+    node_return_to_service,
+    node_schedule_maintenance,
+)
+from workers.services.nodes import MAINTENANCE
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -59,18 +67,74 @@ def test_the_kill_grace_after_a_time_limit_counts_against_the_window(alice, sett
     assert _state(job).state == "SCHEDULED"
 
 
-def test_once_the_window_begins_the_node_starts_nothing_but_stays_in_service(alice, client):
+def _running(job: Job) -> Attempt:
+    attempt = Attempt.objects.get(job=job, ended_at__isnull=True)
+    attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    return attempt
+
+
+def test_when_the_window_comes_the_node_drains_and_its_jobs_checkpoint_to_move(alice, client):
     node = make_node("n1", gpus=2)
+    job = make_job(alice, 2 * HOUR)
+    scheduler_tick_run()
+    attempt = _running(job)
     make_node("n2", gpus=1, gpu_type="A100")
-    node_schedule_maintenance(node, timezone.now() - timedelta(minutes=1))
+    # set after the job started: its limit ends long after the window
+    node_schedule_maintenance(node, timezone.now() + timedelta(hours=1))
+    scheduler_tick_run()
+    assert Node.objects.get(pk=node.pk).state == "ACTIVE"  # an hour ahead: nothing yet
+    assert Attempt.objects.get(pk=attempt.pk).stop_requested == ""
+    node_schedule_maintenance(node, timezone.now() + timedelta(seconds=5))  # within the grace
     metrics = client.get("/metrics").content.decode()
     assert 'gpusched_gpus_in_maintenance_windows{gpu_type="H100"} 2' in metrics
     assert 'gpusched_gpus_in_maintenance_windows{gpu_type="A100"}' not in metrics
-    job = job_submit(organization=alice, spec=JobSpec(prompt="a fox", gpus=2,
-                                                      time_limit_s=60))
     scheduler_tick_run()
-    assert _state(job).state == "QUEUED" and _state(job).pending_code == "maintenance"
-    assert Node.objects.get(pk=node.pk).state == "ACTIVE"
+    drained = Node.objects.get(pk=node.pk)
+    assert (drained.state, drained.state_reason) == ("DRAINING", MAINTENANCE)
+    asked = Attempt.objects.get(pk=attempt.pk)
+    assert asked.stop_requested == "preempt"
+    assert asked.stop_deadline <= timezone.now() + timedelta(seconds=10)  # the kill grace
+    assert _state(job).state == "PREEMPTING"
+    assert maintenance_begin_due(timezone.now()) == 0  # asked once
+
+
+def test_an_operators_cordon_stays_but_its_jobs_still_move_when_the_window_comes(alice):
+    node = make_node("n1", gpus=1)
+    job = make_job(alice, 2 * HOUR)
+    scheduler_tick_run()
+    attempt = _running(job)
+    node_cordon(node)
+    node_schedule_maintenance(node, timezone.now() - timedelta(minutes=1))
+    assert maintenance_begin_due(timezone.now()) == 1
+    assert Node.objects.get(pk=node.pk).state == "CORDONED"
+    assert Attempt.objects.get(pk=attempt.pk).stop_requested == "preempt"
+
+
+def test_ending_moving_or_returning_a_node_from_its_window_puts_it_back_in_service(alice):
+    node = make_node("n1", gpus=1)
+    for end in (lambda: node_schedule_maintenance(node, None),
+                lambda: node_schedule_maintenance(node, timezone.now() + timedelta(hours=3)),
+                lambda: node_return_to_service(node)):
+        node_schedule_maintenance(node, timezone.now() - timedelta(minutes=1))
+        scheduler_tick_run()
+        assert Node.objects.get(pk=node.pk).state == "DRAINING"
+        end()
+        scheduler_tick_run()
+        assert Node.objects.get(pk=node.pk).state == "ACTIVE"
+    assert Node.objects.get(pk=node.pk).maintenance_at is None  # returned: the work is done
+    job = make_job(alice, 60)
+    scheduler_tick_run()
+    assert _state(job).state == "SCHEDULED"
+
+
+def test_a_node_back_from_down_during_its_window_drains_again(alice):
+    node = make_node("n1", gpus=1)
+    node_schedule_maintenance(node, timezone.now() - timedelta(minutes=1))
+    Node.objects.filter(pk=node.pk).update(state="DOWN", state_reason="")
+    assert maintenance_begin_due(timezone.now()) == 0
+    make_node("n1", gpus=1)  # its worker starts again while the work goes on
+    scheduler_tick_run()
+    assert Node.objects.get(pk=node.pk).state == "DRAINING"
 
 
 def test_operators_schedule_and_end_maintenance_from_the_node_list(client, alice):

@@ -1,20 +1,24 @@
 """Operators take nodes out of service and back: cordon, drain (optionally evacuating the
 running jobs so that the node is free soon), a maintenance window set ahead, and return to
 service; and single GPUs. A node whose worker stops drains itself, evacuating, and returns
-when its worker starts again."""
+when its worker starts again; one whose maintenance window comes drains itself, evacuating,
+until an operator ends the window."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Collection
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
+from django.utils import timezone
 
 from jobs.models import Attempt, AttemptStatus
 from jobs.scheduler.trigger import request_tick
 from jobs.services.requeue import attempt_stop_and_requeue
 from workers.models import Gpu, Node, NodeState
-from workers.services.nodes import OPERATOR, WORKER_STOPPING
+from workers.services.nodes import MAINTENANCE, OPERATOR, WORKER_STOPPING
 
 
 def node_cordon(node: Node) -> None:
@@ -24,19 +28,53 @@ def node_cordon(node: Node) -> None:
 
 
 def node_return_to_service(node: Node) -> None:
-    """A cordoned or drained node takes work again."""
-    Node.objects.filter(pk=node.pk, state__in=[NodeState.CORDONED, NodeState.DRAINING]).update(
-        state=NodeState.ACTIVE, state_reason="")
+    """A cordoned or drained node takes work again; a maintenance window that has come ends
+    with it (the work is done), one ahead stays."""
+    with transaction.atomic():
+        Node.objects.filter(pk=node.pk, state__in=[NodeState.CORDONED, NodeState.DRAINING]
+                            ).update(state=NodeState.ACTIVE, state_reason="")
+        _begun_windows(timezone.now()).filter(pk=node.pk).update(maintenance_at=None)
     transaction.on_commit(request_tick)
 
 
 def node_schedule_maintenance(node: Node, at: datetime | None) -> None:
     """From now on the node starts only jobs whose time limit ends by `at` (the kill grace
-    included), and from `at` none, while it stays in service: it empties itself for the work
-    instead of idling for hours from a drain. Jobs already running there run on (a drain
-    with evacuation moves them). None clears the window: the work is done."""
-    Node.objects.filter(pk=node.pk).update(maintenance_at=at)
+    included): it empties itself for the work instead of idling for hours from a drain. When
+    the window comes (`maintenance_begin_due`) it drains and evacuates what still runs there.
+    None ends the window (the work is done), and so does moving it later than that: a node
+    drained for it takes work again."""
+    with transaction.atomic():
+        Node.objects.filter(pk=node.pk).update(maintenance_at=at)
+        if at is None or at - _grace() > timezone.now():
+            Node.objects.filter(pk=node.pk, state=NodeState.DRAINING,
+                                state_reason=MAINTENANCE).update(state=NodeState.ACTIVE,
+                                                                 state_reason="")
     transaction.on_commit(request_tick)
+
+
+def maintenance_begin_due(now: datetime) -> int:
+    """Nodes whose window has come, less the kill grace, leave service: an active one drains
+    (an operator's cordon or drain stays as it is) and the jobs still running there, started
+    before the window was set, are asked to checkpoint and stop within the grace, to resume
+    elsewhere, so that the node is empty when the work begins. Every tick calls it; a job is
+    asked once. Returns the jobs asked to stop."""
+    due = list(_begun_windows(now).exclude(state=NodeState.DOWN).values_list("pk", "state"))
+    if not due:
+        return 0
+    ids = [pk for pk, _ in due]
+    if any(state == NodeState.ACTIVE for _, state in due):
+        Node.objects.filter(pk__in=ids, state=NodeState.ACTIVE).update(
+            state=NodeState.DRAINING, state_reason=MAINTENANCE)
+    return _evacuate(ids, "a node it runs on leaves service for maintenance", None)
+
+
+def _grace() -> timedelta:
+    return timedelta(seconds=settings.GPUSCHED_KILL_GRACE_S)
+
+
+def _begun_windows(now: datetime):
+    # the policy starts nothing there from the window less the kill grace (snapshot.window_end)
+    return Node.objects.filter(maintenance_at__lte=now + _grace())
 
 
 def node_drain(node: Node, *, evacuate: bool = False, grace_s: float | None = None) -> int:
@@ -48,7 +86,7 @@ def node_drain(node: Node, *, evacuate: bool = False, grace_s: float | None = No
         state=NodeState.DRAINING, state_reason="")
     if not evacuate:
         return 0
-    return _evacuate(node, f"node {node.name} drained by an operator", grace_s)
+    return _evacuate([node.pk], f"node {node.name} drained by an operator", grace_s)
 
 
 def node_worker_stopping(name: str) -> int:
@@ -61,12 +99,12 @@ def node_worker_stopping(name: str) -> int:
         return 0
     Node.objects.filter(pk=node.pk, state=NodeState.ACTIVE).update(
         state=NodeState.DRAINING, state_reason=WORKER_STOPPING)
-    return _evacuate(node, f"node {name}'s worker is stopping", None)
+    return _evacuate([node.pk], f"node {name}'s worker is stopping", None)
 
 
-def _evacuate(node: Node, reason: str, grace_s: float | None) -> int:
-    # its own attempts, and the gangs spanning nodes that run a rank there
-    here = Q(node=node) | Q(ranks__node=node, ranks__ended_at__isnull=True)
+def _evacuate(nodes: Collection[int], reason: str, grace_s: float | None) -> int:
+    # their own attempts, and the gangs spanning nodes that run a rank there
+    here = Q(node__in=nodes) | Q(ranks__node__in=nodes, ranks__ended_at__isnull=True)
     running = Attempt.objects.filter(here, status=AttemptStatus.RUNNING,
                                      ended_at__isnull=True, stop_requested="").distinct()
     return sum(attempt_stop_and_requeue(a, reason=reason, grace_s=grace_s) for a in running)

@@ -16,7 +16,7 @@ from workers.models import Gpu, Node, NodeState
 
 log = logging.getLogger(__name__)
 
-__all__ = ["OPERATOR", "STRAY", "WORKER_STOPPING", "GpuInfo", "node_gpu_health",
+__all__ = ["MAINTENANCE", "OPERATOR", "STRAY", "WORKER_STOPPING", "GpuInfo", "node_gpu_health",
            "node_gpu_strays", "node_heartbeat", "node_register"]
 
 
@@ -64,6 +64,8 @@ OPERATOR = "taken out of service by"  # workers/services/fleet.py: only an opera
 # why a node drained itself (fleet.node_worker_stopping): its worker's next start ends it, an
 # operator's cordon or drain replaces it
 WORKER_STOPPING = "its worker is stopping: its jobs checkpoint and queue to resume elsewhere"
+# why a node drained itself (fleet.maintenance_begin_due): ending or moving its window ends it
+MAINTENANCE = "in its maintenance window: End maintenance returns it"
 
 
 def node_gpu_health(*, name: str, problems: Mapping[str, str],
