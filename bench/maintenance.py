@@ -9,7 +9,8 @@ whole islands) going down at the same hour, once per thing operators may do with
 (docs/nodes.md, "Maintenance windows"): set the service's window ("window"), drain the nodes
 ("drain", what they do without one: nothing new starts there), or nothing ("none"; the
 nodes go down with what runs there). Prints per mode the GPU-hours the nodes sat free
-between the notice and the hour, the tries killed at the hour and the GPU-hours they lose,
+between the notice and the hour, the tries stopped at the hour (a window's are evacuated
+and wait again; the others' are lost, as in a failure) and the GPU-hours they lose,
 and the run's mean wait, utilization while jobs wait, GPU-hours lost to preemption and jobs
 finished by its end; and the ratio of window's to drain's idle plus lost GPU-hours, from the
 same run.
@@ -57,11 +58,11 @@ def main() -> None:
     print(f"{args.policy}: {gpus} GPUs ({args.maintenance_nodes} nodes) down at "
           f"{args.maintenance_at / 3600:g} h for {args.maintenance_for / 3600:g} h, known "
           f"{args.maintenance_notice / 3600:g} h ahead; {Path(args.trace).name}")
-    print("| mode | GPU-h idle from notice | tries killed | GPU-h lost | idle + lost "
+    print("| mode | GPU-h idle from notice | tries stopped | GPU-h lost | idle + lost "
           "| mean wait min | util while waiting % | GPU-h preempted | finished |")
     print("| --- |" + " ---: |" * 8)
     for mode, r in runs.items():
-        print(f"| {mode} | {r['maintenance_idle_gpu_hours']:.1f} | {r['maintenance_killed']} "
+        print(f"| {mode} | {r['maintenance_idle_gpu_hours']:.1f} | {r['maintenance_stopped']} "
               f"| {r['maintenance_lost_gpu_hours']:.1f} | {_wasted(r):.1f} "
               f"| {r['wait_mean'] / 60:.1f} | {100 * r['utilization']:.2f} "
               f"| {r['preempted_gpu_hours']:.1f} | {r['finished']} of {r['jobs']} |")

@@ -44,7 +44,8 @@ from .model import Maintenance, NodeSpec, SimJob, default_tiers
 from .runtimes import LearnedRunTimes
 from .view import build_snapshot
 
-_LOST = {"preempt": "preempt_lost", "maintenance": "maintenance_lost"}  # else failure_lost
+_LOST = {"preempt": "preempt_lost", "maintenance": "maintenance_lost",
+         "evacuate": "maintenance_lost"}  # else failure_lost
 
 
 @dataclass(slots=True)
@@ -224,11 +225,12 @@ class Simulator(Failures):
         job.saved = min(job.duration, job.saved + kept)
         if job.saved > 0:
             job.restore_due = cause
-        if cause == "maintenance":
-            self.stats["maintenance_killed"] += 1
-        if cause == "preempt":
-            job.preemptions += 1
-            self.stats["preemptions"] += 1
+        if cause in ("maintenance", "evacuate"):
+            self.stats["maintenance_stopped"] += 1
+        if cause in ("preempt", "evacuate"):  # it waits again; an evacuation spends no retry
+            job.preemptions += 1  # but counts against its cap, as the service's does
+            if cause == "preempt":
+                self.stats["preemptions"] += 1
             self._release(att)
             self._enqueue(job, t)
             return

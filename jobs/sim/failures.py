@@ -67,8 +67,11 @@ class Failures:
             self.events.push(self.now + self.repair_s, "repair", name)
 
     def _maintain(self, name: str) -> None:
-        """The node's maintenance begins: down with what still runs there, back after it."""
-        if self._take_down(name, "maintenance"):
+        """The node's maintenance begins: down, back after it. What still runs there is lost
+        as with a failure, but for a window's: the service evacuates those (docs/nodes.md),
+        so they wait again with what their checkpoints keep, spending no retry."""
+        cause = "evacuate" if self.maintenance.mode == "window" else "maintenance"
+        if self._take_down(name, cause):
             self.events.push(self.now + self.maintenance.duration, "repair", name)
 
     def _take_down(self, name: str, cause: str) -> bool:

@@ -15,7 +15,7 @@ from .model import SimJob
 STAT_KEYS = ("busy_time", "cap_time", "wait_window", "busy_wait", "cap_wait", "preemptions",
              "preempt_lost", "failure_lost", "node_failures", "rounds", "invalid_placements",
              "missing_reasons", "nonpreemptible_victims", "stalled", "crashes", "retries",
-             "dead", "maintenance_lost", "maintenance_killed", "maintenance_idle")
+             "dead", "maintenance_lost", "maintenance_stopped", "maintenance_idle")
 
 
 def _count(table: dict, key: Hashable, delta: int) -> None:

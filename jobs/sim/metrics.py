@@ -148,7 +148,7 @@ def summarize(res: SimResult) -> dict:
         "preempted_gpu_hours": lost,
         "failure_lost_gpu_hours": s["failure_lost"] / 3600.0,
         "node_failures": int(s["node_failures"]),
-        "maintenance_killed": int(s["maintenance_killed"]),
+        "maintenance_stopped": int(s["maintenance_stopped"]),
         "maintenance_lost_gpu_hours": s["maintenance_lost"] / 3600.0,
         "maintenance_idle_gpu_hours": s["maintenance_idle"] / 3600.0,
         "crashes": int(s["crashes"]), "retries": int(s["retries"]),

@@ -25,8 +25,9 @@ class Maintenance:
     """Nodes that leave service at `at` for `duration` seconds, announced `notice` seconds
     ahead, and what the operator does with the notice: "window", the service's maintenance
     window (docs/nodes.md: from the notice only jobs whose time limit ends by `at` start
-    there); "drain", no new job there from the notice; "none", nothing (they go down at `at`
-    with what runs there)."""
+    there, and at `at` what still runs there is evacuated: it waits again, spending no
+    retry); "drain", no new job there from the notice; "none", nothing (they go down at `at`
+    with what runs there, as in a failure)."""
 
     nodes: tuple[str, ...]
     at: float

@@ -73,8 +73,8 @@ FAILURE_ROWS = [
 # shown where a run had a maintenance (--maintenance-nodes)
 MAINTENANCE_ROWS = [
     ("maintenance: GPU-h idle from notice", lambda r: f"{r['maintenance_idle_gpu_hours']:.1f}"),
-    ("maintenance: tries killed / GPU-h lost",
-     lambda r: f"{r['maintenance_killed']} / {r['maintenance_lost_gpu_hours']:.1f}"),
+    ("maintenance: tries stopped / GPU-h lost",
+     lambda r: f"{r['maintenance_stopped']} / {r['maintenance_lost_gpu_hours']:.1f}"),
 ]
 
 
