@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from . import reasons
 from .placement import FreeIndex, Pool, Pools
-from .types import PendingReason, QueuedJob
+from .types import NodeView, PendingReason, QueuedJob
 
 if TYPE_CHECKING:
     from .gpusched import _Round
@@ -76,9 +77,34 @@ def no_fit(rnd: _Round, job: QueuedJob, groups: Pools) -> PendingReason:
     key = ("no_fit", job.gpus, job.min_gpus, job.gpu_types, job.min_gpu_memory_mb, job.region)
     reason = rnd.plain_reasons.get(key)
     if reason is None:
-        reason = rnd.plain_reasons[key] = reasons.no_fit(
-            job, what_if(rnd.index, job, groups, rnd.cfg.span_nodes))
+        relax = what_if(rnd.index, job, groups, rnd.cfg.span_nodes)
+        back = out_of_service_could_hold(rnd.snap.nodes, job, rnd.cfg.span_nodes)
+        reason = rnd.plain_reasons[key] = (reasons.out_of_service(job, relax) if back
+                                           else reasons.no_fit(job, relax))
     return reason
+
+
+def out_of_service_could_hold(nodes: list[NodeView], job: QueuedJob, span: bool) -> bool:
+    """Whether nodes out of service now (cordoned, draining, in maintenance or silent) could
+    hold the job as asked once back: its wait then ends, where a job no node can hold waits
+    for a change to its request or to the fleet."""
+    off = [n for n in nodes if not n.schedulable and _could_use(n, job)]
+    if any(n.total_gpus >= job.gpus for n in off):
+        return True
+    if not span or not off:
+        return False
+    islands = {(n.island, n.gpu_type) for n in off}
+    gpus: dict[tuple[str, str], int] = defaultdict(int)
+    for n in nodes:
+        if (n.island, n.gpu_type) in islands and _could_use(n, job):
+            gpus[n.island, n.gpu_type] += n.total_gpus
+    return any(total >= job.gpus for total in gpus.values())
+
+
+def _could_use(node: NodeView, job: QueuedJob) -> bool:
+    return ((not job.gpu_types or node.gpu_type in job.gpu_types)
+            and node.gpu_memory_mb >= job.min_gpu_memory_mb
+            and (not job.region or node.region == job.region))
 
 
 def windows_in_way(rnd: _Round, job: QueuedJob) -> PendingReason:

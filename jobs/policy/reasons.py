@@ -12,7 +12,10 @@ Codes (stable, machine-readable):
 * ``tier_ceiling``  — the job's tier is at its burst ceiling.
 * ``tier_share``    — the job's tier is above its guaranteed share while a higher tier waits.
 * ``priority``      — waiting behind higher-ranked jobs (the fleet is full this round).
-* ``no_fit``        — no schedulable node or island can ever hold the job as asked.
+* ``no_fit``        — no node or island in the fleet can hold the job as asked.
+* ``out_of_service`` — no node taking work can hold it, but nodes out of service now
+  (cordoned, draining, in maintenance or not heard from) could, or no node takes work at
+  all: it starts when one returns.
 * ``maintenance``   — only nodes that leave service for maintenance before the job's time
   limit would end can hold it.
 * ``unknown_tier``  — the job names a tier the scheduler does not know.
@@ -128,6 +131,13 @@ def no_fit(job: QueuedJob, what_if: str = "") -> PendingReason:
                          None, what_if)
 
 
+def out_of_service(job: QueuedJob, what_if: str = "") -> PendingReason:
+    return PendingReason(
+        "out_of_service", f"the nodes that can hold {gpu_words(job)} are out of service "
+        "(cordoned, draining, in maintenance or not heard from); it starts when one returns",
+        None, what_if)
+
+
 def maintenance(job: QueuedJob, until: float, now: float) -> PendingReason:
     return PendingReason(
         "maintenance", f"the nodes that can hold {gpu_words(job)} leave service for "
@@ -135,7 +145,8 @@ def maintenance(job: QueuedJob, until: float, now: float) -> PendingReason:
 
 
 def no_capacity() -> PendingReason:
-    return PendingReason("no_fit", "no node takes work now (all down, cordoned or silent)")
+    return PendingReason("out_of_service",
+                         "no node takes work now (all down, cordoned or silent)")
 
 
 def unknown_tier(tier: str) -> PendingReason:

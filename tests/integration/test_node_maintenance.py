@@ -73,7 +73,8 @@ def _running(job: Job) -> Attempt:
     return attempt
 
 
-def test_when_the_window_comes_the_node_drains_and_its_jobs_checkpoint_to_move(alice, client):
+def test_when_the_window_comes_the_node_drains_and_its_jobs_checkpoint_to_move(alice, client,
+                                                                              api):
     node = make_node("n1", gpus=2)
     job = make_job(alice, 2 * HOUR)
     scheduler_tick_run()
@@ -96,6 +97,11 @@ def test_when_the_window_comes_the_node_drains_and_its_jobs_checkpoint_to_move(a
     assert asked.stop_deadline <= timezone.now() + timedelta(seconds=10)  # the kill grace
     assert _state(job).state == "PREEMPTING"
     assert maintenance_begin_due(timezone.now()) == 0  # asked once
+    pair = job_submit(organization=alice, spec=JobSpec(prompt="a fox", gpus=2,
+                                                       time_limit_s=60))
+    scheduler_tick_run()
+    waiting = api.get(f"/api/v1/jobs/{pair.pk}").json()["pending"]
+    assert waiting["code"] == "out_of_service"  # n2 is too small: it waits for n1's return
 
 
 def test_an_operators_cordon_stays_but_its_jobs_still_move_when_the_window_comes(alice):

@@ -106,7 +106,7 @@ def test_a_nomination_on_a_node_that_went_down_is_dropped(nominated):
     scheduler_tick_run()
     urgent = Job.objects.get(pk=nominated["urgent"].pk)
     assert urgent.state == "QUEUED" and urgent.nominated_node is None
-    assert urgent.pending_code == "no_fit"  # back in the queue: its only node takes no work
+    assert urgent.pending_code == "out_of_service"  # back in the queue: its node takes none
 
 
 def test_free_gpus_in_a_nomination_are_not_lent_while_the_victims_stop(bob, alice, settings):

@@ -95,7 +95,7 @@ def test_while_no_node_takes_work_every_job_waits_with_a_reason() -> None:
     d = decide(snap(nodes, runs, queued))
     assert d.placements == [] and d.preemptions == [] and d.reservations == []
     assert {j: r.code for j, r in d.pending.items()} == {
-        **{i: "no_fit" for i in range(60)}, 99: "unknown_tier"}
+        **{i: "out_of_service" for i in range(60)}, 99: "unknown_tier"}
     assert "no node takes work" in d.pending[0].text
 
 
@@ -290,7 +290,24 @@ def test_capacity_advice_counts_late_jobs_past_the_walk_once_and_not_capped_orgs
 
 def test_cordoned_nodes_get_nothing() -> None:
     d = decide(snap([node("n0", 8, schedulable=False)], queued=[job(1)]))
-    assert d.placements == [] and d.pending[1].code == "no_fit"
+    assert d.placements == [] and d.pending[1].code == "out_of_service"
+
+
+def test_a_job_only_nodes_out_of_service_can_hold_waits_for_them_not_for_a_new_request(
+) -> None:
+    nodes = [node("small", 2, island="a"), node("big", 8, schedulable=False, island="b"),
+             node("b2", 4, island="b"), node("l40", 8, gpu_type="L40S", island="c")]
+    queued = [job(1, gpus=8, gpu_types=("H100",)), job(2, gpus=12, gpu_types=("H100",)),
+              job(3, gpus=24, gpu_types=("H100",)), job(4, gpus=4, min_gpu_memory_mb=90_000)]
+    d = decide(snap(nodes, queued=queued))
+    one = d.pending[1]  # only the cordoned node holds 8 H100 on one node
+    assert one.code == "out_of_service" and "it starts when one returns" in one.text
+    assert one.what_if == "would start now on L40S if the job allowed that type"
+    assert d.pending[2].code == "out_of_service"  # island b, whole again, holds 12
+    assert d.pending[3].code == "no_fit"  # no island holds 24, in service or not
+    assert d.pending[4].code == "no_fit"  # no node of such memory at all
+    d = decide(snap(nodes, queued=queued, config=PolicyConfig(span_nodes=False)))
+    assert d.pending[2].code == "no_fit"  # gangs stay on one node
 
 
 def test_unknown_tier_is_explained() -> None:
