@@ -1,3 +1,5 @@
+from datetime import timedelta
+
 from django import forms
 from django.contrib import admin, messages
 from django.db.models import Count, Q
@@ -17,6 +19,9 @@ from workers.services.fleet import (
 
 class MaintenanceForm(forms.Form):
     at = forms.DateTimeField(help_text="When the work begins (UTC), e.g. 2026-12-04 14:00.")
+    hours = forms.FloatField(required=False, min_value=0.01, max_value=24 * 365,
+                             help_text="How long it lasts: then the node takes work again by "
+                                       "itself. Empty: until you end it.")
 
 
 class GpuInline(admin.TabularInline):
@@ -38,7 +43,8 @@ class NodeAdmin(ChangedFieldsOnly):
     (region, island, labels, a maintenance window ahead) and move it by the actions (cordon,
     drain, return, end of maintenance)."""
 
-    list_display = ["name", "state", "state_reason", "maintenance_at", "gpu_type", "gpu_count",
+    list_display = ["name", "state", "state_reason", "maintenance_at", "maintenance_until",
+                    "gpu_type", "gpu_count",
                     "live_attempts", "gpu_memory_mb", "region", "island", "last_heartbeat"]
     list_filter = ["state", "gpu_type", "region", "island"]
     search_fields = ["name"]
@@ -94,14 +100,17 @@ class NodeAdmin(ChangedFieldsOnly):
                            explained="Until then each node starts only jobs whose time limit "
                                      "ends by then, while it stays in service; then it drains "
                                      "and what still runs there checkpoints and resumes "
-                                     "elsewhere. End maintenance when the work is done.")
+                                     "elsewhere. It takes work again after the hours given, "
+                                     "or when you end maintenance.")
         if isinstance(form, TemplateResponse):
             return form
-        at = form.cleaned_data["at"]
+        at, hours = form.cleaned_data["at"], form.cleaned_data["hours"]
+        until = at + timedelta(hours=hours) if hours else None
         for node in queryset:
-            node_schedule_maintenance(node, at)
+            node_schedule_maintenance(node, at, until)
+        back = f", back at {until:%Y-%m-%d %H:%M} UTC" if until else ""
         messages.info(request, f"{queryset.count()} node(s) leave service at {at:%Y-%m-%d %H:%M} "
-                               "UTC.")
+                               f"UTC{back}.")
         return None
 
     @admin.action(description="End maintenance: clear the window, return the node to service")

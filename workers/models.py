@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.db import models
 
 
@@ -30,13 +31,23 @@ class Node(models.Model):
     maintenance_at = models.DateTimeField(
         null=True, blank=True,
         help_text="When it leaves service for maintenance: until then it starts only jobs "
-                  "whose time limit ends by then; from then, none. Clear it once the work is "
-                  "done.")
+                  "whose time limit ends by then; then it drains and what still runs there "
+                  "moves. Clear it once the work is done.")
+    maintenance_until = models.DateTimeField(
+        null=True, blank=True,
+        help_text="When its maintenance ends and it takes work again by itself; empty: when "
+                  "an operator ends it.")
     labels = models.JSONField(default=dict, blank=True)
     registered_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        if self.maintenance_until is not None and (
+                self.maintenance_at is None or self.maintenance_until <= self.maintenance_at):
+            raise ValidationError({"maintenance_until": "The maintenance must end after it "
+                                                        "begins."})
 
 
 class Gpu(models.Model):

@@ -62,12 +62,12 @@ def scheduler_tick_run() -> TickReport:
     with tick_lock() as held:
         if not held:
             return TickReport(ran=False)
-        from workers.services.fleet import maintenance_begin_due
+        from workers.services.fleet import maintenance_due
         from workers.services.reaper import reap_expired_attempts, release_due_retries
 
         now = timezone.now()
         reap_expired_attempts(now=now)
-        maintenance_begin_due(now)
+        maintenance_due(now)
         release_due_retries(now=now)
         cancel_late_starts(now=now)
         nominees = start_nominees(now)

@@ -12,13 +12,15 @@ from django.utils import timezone
 
 from jobs.models import Attempt, Job
 from jobs.scheduler.tick import scheduler_tick_run
+from jobs.services.errors import ValidationFailed
 from jobs.services.submission import JobSpec, job_submit
 from tests.support.factories import make_node
 from workers.models import Node
 from workers.services.attempts import attempt_start
 from workers.services.fleet import (
-    maintenance_begin_due,
+    maintenance_due,
     node_cordon,
+    node_drain,
     node_return_to_service,
     node_schedule_maintenance,
 )
@@ -96,7 +98,7 @@ def test_when_the_window_comes_the_node_drains_and_its_jobs_checkpoint_to_move(a
     assert asked.stop_requested == "preempt"
     assert asked.stop_deadline <= timezone.now() + timedelta(seconds=10)  # the kill grace
     assert _state(job).state == "PREEMPTING"
-    assert maintenance_begin_due(timezone.now()) == 0  # asked once
+    assert maintenance_due(timezone.now()) == 0  # asked once
     pair = job_submit(organization=alice, spec=JobSpec(prompt="a fox", gpus=2,
                                                        time_limit_s=60))
     scheduler_tick_run()
@@ -111,7 +113,7 @@ def test_an_operators_cordon_stays_but_its_jobs_still_move_when_the_window_comes
     attempt = _running(job)
     node_cordon(node)
     node_schedule_maintenance(node, timezone.now() - timedelta(minutes=1))
-    assert maintenance_begin_due(timezone.now()) == 1
+    assert maintenance_due(timezone.now()) == 1
     assert Node.objects.get(pk=node.pk).state == "CORDONED"
     assert Attempt.objects.get(pk=attempt.pk).stop_requested == "preempt"
 
@@ -133,11 +135,39 @@ def test_ending_moving_or_returning_a_node_from_its_window_puts_it_back_in_servi
     assert _state(job).state == "SCHEDULED"
 
 
+def test_a_window_given_an_end_returns_its_node_then_by_itself(alice):
+    node = make_node("n1", gpus=1)
+    now = timezone.now()
+    node_schedule_maintenance(node, now - timedelta(hours=1), now + timedelta(minutes=1))
+    scheduler_tick_run()
+    assert Node.objects.get(pk=node.pk).state == "DRAINING"
+    job = make_job(alice, 60)
+    assert maintenance_due(now + timedelta(minutes=2)) == 0  # its end has come
+    back = Node.objects.get(pk=node.pk)
+    assert (back.state, back.maintenance_at, back.maintenance_until) == ("ACTIVE", None, None)
+    scheduler_tick_run()
+    assert _state(job).state == "SCHEDULED"
+    with pytest.raises(ValidationFailed) as refused:
+        node_schedule_maintenance(node, now, now - timedelta(minutes=1))
+    assert refused.value.code == "maintenance_ends_before_it_begins"
+    assert Node.objects.get(pk=node.pk).maintenance_at is None  # nothing changed
+
+
+def test_an_operators_drain_outlasts_the_end_of_a_window(alice):
+    node = make_node("n1", gpus=1)
+    now = timezone.now()
+    node_schedule_maintenance(node, now - timedelta(hours=1), now + timedelta(minutes=1))
+    node_drain(node)  # the operator's own: the window's end leaves it
+    maintenance_due(now + timedelta(minutes=2))
+    assert Node.objects.get(pk=node.pk).state == "DRAINING"
+    assert Node.objects.get(pk=node.pk).maintenance_at is None
+
+
 def test_a_node_back_from_down_during_its_window_drains_again(alice):
     node = make_node("n1", gpus=1)
     node_schedule_maintenance(node, timezone.now() - timedelta(minutes=1))
     Node.objects.filter(pk=node.pk).update(state="DOWN", state_reason="")
-    assert maintenance_begin_due(timezone.now()) == 0
+    assert maintenance_due(timezone.now()) == 0
     make_node("n1", gpus=1)  # its worker starts again while the work goes on
     scheduler_tick_run()
     assert Node.objects.get(pk=node.pk).state == "DRAINING"
@@ -153,10 +183,19 @@ def test_operators_schedule_and_end_maintenance_from_the_node_list(client, alice
     assert asked.status_code == 200 and b"Schedule maintenance" in asked.content  # the form
     assert not Node.objects.filter(maintenance_at__isnull=False).exists()
     client.post(changelist, {"action": "schedule_maintenance", "_selected_action": chosen,
-                             "apply": "1", "at": "2030-01-02 14:00"})
+                             "apply": "1", "at": "2030-01-02 14:00", "hours": "4"})
     at = {n.name: n.maintenance_at for n in Node.objects.all()}
     assert at["n1"] == at["n2"] and at["n1"].isoformat() == "2030-01-02T14:00:00+00:00"
     assert at["n3"] is None
+    assert Node.objects.get(name="n1").maintenance_until.isoformat() == "2030-01-02T18:00:00+00:00"
+    change = reverse("admin:workers_node_change", args=[nodes[0].pk])
+    form = client.get(change).context["adminform"].form
+    data = {**{k: v for k, v in form.initial.items() if v is not None}, "labels": "{}",
+            "maintenance_until_0": "2030-01-02", "maintenance_until_1": "13:00",
+            "maintenance_at_0": "2030-01-02", "maintenance_at_1": "14:00",
+            "gpus-TOTAL_FORMS": "0", "gpus-INITIAL_FORMS": "0"}
+    refused = client.post(change, data)
+    assert refused.status_code == 200 and b"must end after it begins" in refused.content
     client.post(changelist, {"action": "end_maintenance", "_selected_action": [nodes[0].pk]})
     assert Node.objects.get(name="n1").maintenance_at is None
     assert Node.objects.get(name="n2").maintenance_at is not None
@@ -165,8 +204,11 @@ def test_operators_schedule_and_end_maintenance_from_the_node_list(client, alice
 def test_a_script_schedules_and_ends_maintenance_by_node_name(capsys):
     make_node("n1", gpus=1)
     make_node("n2", gpus=1)
-    call_command("node_maintenance", "n1", "n2", "--at", "2030-01-02T14:00Z")
-    assert "leave service at 2030-01-02T14:00:00+00:00" in capsys.readouterr().out
+    call_command("node_maintenance", "n1", "n2", "--at", "2030-01-02T14:00Z", "--hours", "1.5")
+    assert ("leave service at 2030-01-02T14:00:00+00:00, back at 2030-01-02T15:30:00+00:00"
+            in capsys.readouterr().out)
+    with pytest.raises(CommandError, match="--hours goes with --at"):
+        call_command("node_maintenance", "n1", "--at", "2030-01-02T14:00Z", "--hours", "0")
     assert Node.objects.filter(maintenance_at__isnull=False).count() == 2
     with pytest.raises(CommandError, match="no node n9"):
         call_command("node_maintenance", "n1", "n9", "--done")

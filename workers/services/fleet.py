@@ -2,7 +2,7 @@
 running jobs so that the node is free soon), a maintenance window set ahead, and return to
 service; and single GPUs. A node whose worker stops drains itself, evacuating, and returns
 when its worker starts again; one whose maintenance window comes drains itself, evacuating,
-until an operator ends the window."""
+until the window's end, or an operator, ends it."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from jobs.models import Attempt, AttemptStatus
 from jobs.scheduler.trigger import request_tick
+from jobs.services.errors import ValidationFailed
 from jobs.services.requeue import attempt_stop_and_requeue
 from workers.models import Gpu, Node, NodeState
 from workers.services.nodes import MAINTENANCE, OPERATOR, WORKER_STOPPING
@@ -33,39 +34,68 @@ def node_return_to_service(node: Node) -> None:
     with transaction.atomic():
         Node.objects.filter(pk=node.pk, state__in=[NodeState.CORDONED, NodeState.DRAINING]
                             ).update(state=NodeState.ACTIVE, state_reason="")
-        _begun_windows(timezone.now()).filter(pk=node.pk).update(maintenance_at=None)
+        _begun_windows(timezone.now()).filter(pk=node.pk).update(maintenance_at=None,
+                                                                  maintenance_until=None)
     transaction.on_commit(request_tick)
 
 
-def node_schedule_maintenance(node: Node, at: datetime | None) -> None:
+def node_schedule_maintenance(node: Node, at: datetime | None,
+                              until: datetime | None = None) -> None:
     """From now on the node starts only jobs whose time limit ends by `at` (the kill grace
     included): it empties itself for the work instead of idling for hours from a drain. When
-    the window comes (`maintenance_begin_due`) it drains and evacuates what still runs there.
-    None ends the window (the work is done), and so does moving it later than that: a node
-    drained for it takes work again."""
+    the window comes (`maintenance_due`) it drains and evacuates what still runs there; at
+    `until`, if given, it takes work again by itself. None ends the window (the work is
+    done), and so does moving it later than that: a node drained for it takes work again."""
+    if at is not None and until is not None and until <= at:
+        raise ValidationFailed("the maintenance must end after it begins",
+                               code="maintenance_ends_before_it_begins", field="until")
     with transaction.atomic():
-        Node.objects.filter(pk=node.pk).update(maintenance_at=at)
+        Node.objects.filter(pk=node.pk).update(maintenance_at=at,
+                                               maintenance_until=until if at else None)
         if at is None or at - _grace() > timezone.now():
-            Node.objects.filter(pk=node.pk, state=NodeState.DRAINING,
-                                state_reason=MAINTENANCE).update(state=NodeState.ACTIVE,
-                                                                 state_reason="")
+            _end_maintenance_drain(Node.objects.filter(pk=node.pk))
     transaction.on_commit(request_tick)
 
 
-def maintenance_begin_due(now: datetime) -> int:
-    """Nodes whose window has come, less the kill grace, leave service: an active one drains
-    (an operator's cordon or drain stays as it is) and the jobs still running there, started
-    before the window was set, are asked to checkpoint and stop within the grace, to resume
-    elsewhere, so that the node is empty when the work begins. Every tick calls it; a job is
-    asked once. Returns the jobs asked to stop."""
-    due = list(_begun_windows(now).exclude(state=NodeState.DOWN).values_list("pk", "state"))
+def maintenance_due(now: datetime) -> int:
+    """Windows whose end has come end: their nodes take work again. Nodes whose window has
+    come, less the kill grace, leave service: an active one drains (an operator's cordon or
+    drain stays as it is) and the jobs still running there, started before the window was
+    set, are asked to checkpoint and stop within the grace, to resume elsewhere, so that the
+    node is empty when the work begins. Every tick calls it; a job is asked once. Returns the
+    jobs asked to stop."""
+    ended, due, active = _windows_now(now)
+    if ended:  # (an operator may move a window meanwhile: each update checks it again)
+        with transaction.atomic():
+            over = Node.objects.filter(pk__in=ended, maintenance_until__lte=now)
+            _end_maintenance_drain(over)
+            over.update(maintenance_at=None, maintenance_until=None)
+    if active:
+        _begun_windows(now).filter(pk__in=active, state=NodeState.ACTIVE).update(
+            state=NodeState.DRAINING, state_reason=MAINTENANCE)
     if not due:
         return 0
-    ids = [pk for pk, _ in due]
-    if any(state == NodeState.ACTIVE for _, state in due):
-        Node.objects.filter(pk__in=ids, state=NodeState.ACTIVE).update(
-            state=NodeState.DRAINING, state_reason=MAINTENANCE)
-    return _evacuate(ids, "a node it runs on leaves service for maintenance", None)
+    return _evacuate(due, "a node it runs on leaves service for maintenance", None)
+
+
+def _windows_now(now: datetime) -> tuple[list[int], list[int], list[int]]:
+    """(nodes whose window has ended, nodes not down in their window, the active ones of
+    those): one read of the few nodes with a window."""
+    ended, due, active = [], [], []
+    for pk, state, at, until in Node.objects.filter(maintenance_at__isnull=False).values_list(
+            "pk", "state", "maintenance_at", "maintenance_until"):
+        if until is not None and until <= now:
+            ended.append(pk)
+        elif at <= now + _grace() and state != NodeState.DOWN:
+            due.append(pk)
+            if state == NodeState.ACTIVE:
+                active.append(pk)
+    return ended, due, active
+
+
+def _end_maintenance_drain(nodes) -> None:
+    nodes.filter(state=NodeState.DRAINING, state_reason=MAINTENANCE).update(
+        state=NodeState.ACTIVE, state_reason="")
 
 
 def _grace() -> timedelta:

@@ -64,7 +64,7 @@ OPERATOR = "taken out of service by"  # workers/services/fleet.py: only an opera
 # why a node drained itself (fleet.node_worker_stopping): its worker's next start ends it, an
 # operator's cordon or drain replaces it
 WORKER_STOPPING = "its worker is stopping: its jobs checkpoint and queue to resume elsewhere"
-# why a node drained itself (fleet.maintenance_begin_due): ending or moving its window ends it
+# why a node drained itself (fleet.maintenance_due): ending or moving its window ends it
 MAINTENANCE = "in its maintenance window: End maintenance returns it"
 
 

@@ -1,10 +1,10 @@
 """Set or clear nodes' maintenance windows from a script (a rack's power work planned in a
-ticket system, say): `manage.py node_maintenance n17 n18 --at 2026-12-04T14:00Z`,
+ticket system, say): `manage.py node_maintenance n17 n18 --at 2026-12-04T14:00Z [--hours 4]`,
 `... n17 n18 --done` (docs/nodes.md, "Maintenance windows")."""
 
 from __future__ import annotations
 
-from datetime import UTC
+from datetime import UTC, timedelta
 
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.dateparse import parse_datetime
@@ -21,6 +21,9 @@ class Command(BaseCommand):
         what = parser.add_mutually_exclusive_group(required=True)
         what.add_argument("--at", help="when the work begins, ISO 8601 (UTC unless it says)")
         what.add_argument("--done", action="store_true", help="end it: clear the window")
+        parser.add_argument("--hours", type=float,
+                            help="with --at: how long it lasts; then the nodes take work again "
+                                 "by themselves (without it: until --done)")
 
     def handle(self, *args, **opts):
         nodes = list(Node.objects.filter(name__in=opts["nodes"]))
@@ -28,11 +31,13 @@ class Command(BaseCommand):
         if unknown:
             raise CommandError(f"no node {', '.join(unknown)}: nothing changed")
         at = None if opts["done"] else _when(opts["at"])
+        until = _end(at, opts["hours"])
         for node in nodes:
-            node_schedule_maintenance(node, at)
+            node_schedule_maintenance(node, at, until)
         names = ", ".join(sorted(n.name for n in nodes))
+        back = f", back at {until.isoformat()}" if until else ""
         self.stdout.write(f"{names}: no maintenance window" if at is None else
-                          f"{names}: leave service at {at.isoformat()}")
+                          f"{names}: leave service at {at.isoformat()}{back}")
 
 
 def _when(text: str):
@@ -40,3 +45,11 @@ def _when(text: str):
     if at is None:
         raise CommandError(f"not a date and time: {text!r} (e.g. 2026-12-04T14:00Z)")
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+def _end(at, hours: float | None):
+    if hours is None:
+        return None
+    if at is None or hours <= 0:
+        raise CommandError("--hours goes with --at and is more than 0")
+    return at + timedelta(hours=hours)
