@@ -78,27 +78,32 @@ def no_fit(rnd: _Round, job: QueuedJob, groups: Pools) -> PendingReason:
     reason = rnd.plain_reasons.get(key)
     if reason is None:
         relax = what_if(rnd.index, job, groups, rnd.cfg.span_nodes)
-        back = out_of_service_could_hold(rnd.snap.nodes, job, rnd.cfg.span_nodes)
-        reason = rnd.plain_reasons[key] = (reasons.out_of_service(job, relax) if back
-                                           else reasons.no_fit(job, relax))
+        held, back = out_of_service_could_hold(rnd.snap.nodes, job, rnd.cfg.span_nodes)
+        reason = rnd.plain_reasons[key] = (
+            reasons.out_of_service(job, back, rnd.now, relax) if held
+            else reasons.no_fit(job, relax))
     return reason
 
 
-def out_of_service_could_hold(nodes: list[NodeView], job: QueuedJob, span: bool) -> bool:
+def out_of_service_could_hold(nodes: list[NodeView], job: QueuedJob, span: bool
+                              ) -> tuple[bool, float | None]:
     """Whether nodes out of service now (cordoned, draining, in maintenance or silent) could
     hold the job as asked once back: its wait then ends, where a job no node can hold waits
-    for a change to its request or to the fleet."""
+    for a change to its request or to the fleet. And when the first such node is due back,
+    where one is in a maintenance window with an end (None: not known)."""
     off = [n for n in nodes if not n.schedulable and _could_use(n, job)]
-    if any(n.total_gpus >= job.gpus for n in off):
-        return True
+    whole = [n for n in off if n.total_gpus >= job.gpus]
+    if whole:
+        ends = [n.back_at for n in whole if n.back_at is not None]
+        return True, min(ends, default=None)  # one is back by then, if not sooner
     if not span or not off:
-        return False
+        return False, None
     islands = {(n.island, n.gpu_type) for n in off}
     gpus: dict[tuple[str, str], int] = defaultdict(int)
     for n in nodes:
         if (n.island, n.gpu_type) in islands and _could_use(n, job):
             gpus[n.island, n.gpu_type] += n.total_gpus
-    return any(total >= job.gpus for total in gpus.values())
+    return any(total >= job.gpus for total in gpus.values()), None
 
 
 def _could_use(node: NodeView, job: QueuedJob) -> bool:
@@ -143,7 +148,8 @@ def explain_rest(rnd: _Round) -> None:
 
 def no_capacity(rnd: _Round) -> None:
     """Every queued job's reason while no node takes work (all down, cordoned or silent)."""
-    reason = reasons.no_capacity()
+    back = min((n.back_at for n in rnd.snap.nodes if n.back_at is not None), default=None)
+    reason = reasons.no_capacity(back, rnd.now)
     for _, jobs, first in rnd.queue.unreached():
         rnd.out.pending.add_run(jobs, first, reason)
     for job in rnd.queue.unknown:

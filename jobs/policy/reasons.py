@@ -131,11 +131,12 @@ def no_fit(job: QueuedJob, what_if: str = "") -> PendingReason:
                          None, what_if)
 
 
-def out_of_service(job: QueuedJob, what_if: str = "") -> PendingReason:
+def out_of_service(job: QueuedJob, back_at: float | None, now: float,
+                   what_if: str = "") -> PendingReason:
     return PendingReason(
         "out_of_service", f"the nodes that can hold {gpu_words(job)} are out of service "
-        "(cordoned, draining, in maintenance or not heard from); it starts when one returns",
-        None, what_if)
+        f"(cordoned, draining, in maintenance or not heard from); it starts when one returns"
+        f"{_due_back(back_at, now)}", None, what_if)
 
 
 def maintenance(job: QueuedJob, until: float, now: float) -> PendingReason:
@@ -144,9 +145,14 @@ def maintenance(job: QueuedJob, until: float, now: float) -> PendingReason:
         f"maintenance by {clock(until, now)}, before its time limit would end")
 
 
-def no_capacity() -> PendingReason:
-    return PendingReason("out_of_service",
-                         "no node takes work now (all down, cordoned or silent)")
+def no_capacity(back_at: float | None = None, now: float = 0.0) -> PendingReason:
+    return PendingReason("out_of_service", "no node takes work now (all down, cordoned or "
+                         f"silent){_due_back(back_at, now)}")
+
+
+def _due_back(back_at: float | None, now: float) -> str:
+    # a node in a maintenance window with an end returns by then, if not sooner
+    return f"; the first is due back by {clock(back_at, now)}" if back_at is not None else ""
 
 
 def unknown_tier(tier: str) -> PendingReason:

@@ -44,6 +44,7 @@ class NodeView:
     # leaves service at this time (a maintenance window): only a job whose time limit ends
     # by then starts on it, and nothing reserves it or preempts on it (placement.py)
     until: float | None = None
+    back_at: float | None = None  # when its maintenance ends (pending reasons only)
 
 
 @dataclass(slots=True)  # not frozen: RECORDS, above

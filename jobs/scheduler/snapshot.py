@@ -79,13 +79,14 @@ def load_nodes(now: datetime, promised: Promised = frozenset()) -> list[P.NodeVi
     nodes = []
     for n in Node.objects.exclude(state=NodeState.DOWN).order_by("name").only(
         "name", "gpu_type", "gpu_memory_mb", "gpu_count", "region", "island", "state",
-        "last_heartbeat", "maintenance_at"
+        "last_heartbeat", "maintenance_at", "maintenance_until"
     ):
         indices = tuple(sorted(g for g in free[n.id] if (n.name, g) not in promised))
         nodes.append(P.NodeView(
             name=n.name, gpu_type=n.gpu_type, gpu_memory_mb=n.gpu_memory_mb,
             total_gpus=n.gpu_count, free_gpus=indices, region=n.region,
             island=island_of(n), schedulable=schedulable(n, now), until=window_end(n),
+            back_at=n.maintenance_until.timestamp() if n.maintenance_until else None,
         ))
     return nodes
 

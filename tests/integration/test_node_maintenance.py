@@ -142,6 +142,9 @@ def test_a_window_given_an_end_returns_its_node_then_by_itself(alice):
     scheduler_tick_run()
     assert Node.objects.get(pk=node.pk).state == "DRAINING"
     job = make_job(alice, 60)
+    scheduler_tick_run()
+    assert _state(job).pending_code == "out_of_service"
+    assert "the first is due back by" in _state(job).pending_reason
     assert maintenance_due(now + timedelta(minutes=2)) == 0  # its end has come
     back = Node.objects.get(pk=node.pk)
     assert (back.state, back.maintenance_at, back.maintenance_until) == ("ACTIVE", None, None)

@@ -28,9 +28,11 @@ def tiers(**floors: float) -> dict[str, TierSpec]:
 
 def node(name: str, gpus: int = 8, free: tuple[int, ...] | None = None, gpu_type: str = "H100",
          island: str = "i0", region: str = "", mem: int = 81_920,
-         schedulable: bool = True, until: float | None = None) -> NodeView:
+         schedulable: bool = True, until: float | None = None,
+         back_at: float | None = None) -> NodeView:
     free = tuple(range(gpus)) if free is None else free
-    return NodeView(name, gpu_type, mem, gpus, free, region, island, schedulable, until)
+    return NodeView(name, gpu_type, mem, gpus, free, region, island, schedulable, until,
+                    back_at)
 
 
 def job(job_id: int, tier: str = "paid", org: str = "a", gpus: int = 1, wait: float = 0.0,

@@ -308,6 +308,18 @@ def test_a_job_only_nodes_out_of_service_can_hold_waits_for_them_not_for_a_new_r
     assert d.pending[4].code == "no_fit"  # no node of such memory at all
     d = decide(snap(nodes, queued=queued, config=PolicyConfig(span_nodes=False)))
     assert d.pending[2].code == "no_fit"  # gangs stay on one node
+    assert "due back" not in one.text  # nothing says when the cordoned node returns
+
+
+def test_the_reason_names_when_a_node_in_maintenance_is_due_back() -> None:
+    nodes = [node("a", 8, schedulable=False, until=NOW - 60, back_at=NOW + 7200),
+             node("b", 8, schedulable=False), node("c", 8, schedulable=False,
+                                                    back_at=NOW + 600)]
+    d = decide(snap(nodes[:2] + [node("d", 1)], queued=[job(1, gpus=4)]))
+    assert d.pending[1].code == "out_of_service"
+    assert d.pending[1].text.endswith("the first is due back by 15:46 UTC (in 2.0 h)")
+    d = decide(snap(nodes + [node("d", 1)], queued=[job(1, gpus=4)]))
+    assert d.pending[1].text.endswith("(in 10 min)")
 
 
 def test_unknown_tier_is_explained() -> None:
