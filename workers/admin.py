@@ -54,6 +54,12 @@ class NodeAdmin(ChangedFieldsOnly):
 
     def has_add_permission(self, request) -> bool:
         return False  # a node's agent registers it
+
+    def save_model(self, request, obj, form, change) -> None:
+        super().save_model(request, obj, form, change)
+        if {"maintenance_at", "maintenance_until"} & set(form.changed_data):
+            # as the actions do: a window moved later or cleared returns a node drained for it
+            node_schedule_maintenance(obj, obj.maintenance_at, obj.maintenance_until)
     actions = ["cordon", "drain", "drain_and_evacuate", "return_to_service",
                "schedule_maintenance", "end_maintenance"]
 
