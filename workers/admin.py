@@ -52,6 +52,9 @@ class NodeAdmin(ChangedFieldsOnly):
     readonly_fields = ["name", "gpu_type", "gpu_count", "gpu_memory_mb", "state",
                        "state_reason", "last_heartbeat", "registered_at"]
 
+    actions = ["cordon", "drain", "drain_and_evacuate", "return_to_service",
+               "schedule_maintenance", "end_maintenance"]
+
     def has_add_permission(self, request) -> bool:
         return False  # a node's agent registers it
 
@@ -60,8 +63,6 @@ class NodeAdmin(ChangedFieldsOnly):
         if {"maintenance_at", "maintenance_until"} & set(form.changed_data):
             # as the actions do: a window moved later or cleared returns a node drained for it
             node_schedule_maintenance(obj, obj.maintenance_at, obj.maintenance_until)
-    actions = ["cordon", "drain", "drain_and_evacuate", "return_to_service",
-               "schedule_maintenance", "end_maintenance"]
 
     def get_queryset(self, request):
         # its own attempts and the ranks it runs of gangs that span nodes
