@@ -12,7 +12,8 @@ Codes (stable, machine-readable):
 * ``tier_ceiling``  — the job's tier is at its burst ceiling.
 * ``tier_share``    — the job's tier is above its guaranteed share while a higher tier waits.
 * ``priority``      — waiting behind higher-ranked jobs (the fleet is full this round).
-* ``no_fit``        — no node or island in the fleet can hold the job as asked.
+* ``no_fit``        — no node or island of the fleet can hold the job as asked (a node that
+  is down is out of the fleet until its worker starts again).
 * ``out_of_service`` — no node taking work can hold it, but nodes out of service now
   (cordoned, draining, in maintenance or not heard from) could, or no node takes work at
   all: it starts when one returns.
