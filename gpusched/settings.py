@@ -54,6 +54,9 @@ try:
     GPUSCHED_LEARNED_RUN_TIMES = env_bool("GPUSCHED_LEARNED_RUN_TIMES", True)
     # a gang larger than a node runs on nodes of one island (off: every job on one node)
     GPUSCHED_SPAN_NODES = env_bool("GPUSCHED_SPAN_NODES", True)
+    # a job that checkpoints starts on a node going into maintenance if it can run this long
+    # before the window (it moves then); 0: only jobs whose time limit ends by the window
+    GPUSCHED_WINDOW_RUN_S = env_number("GPUSCHED_WINDOW_RUN_S", 600.0)
     GPUSCHED_MAX_GPUS_PER_JOB = env_int("GPUSCHED_MAX_GPUS_PER_JOB", 64, minimum=1)
     # where the nodes of a gang meet: MASTER_ADDR is its first node, MASTER_PORT this plus
     # the index of the first GPU the gang holds there (workers/services/attempts.rendezvous)

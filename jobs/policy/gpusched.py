@@ -126,13 +126,14 @@ class _Round:
             ever = self.index.matching_ever(job)
             if ever is groups or not self._can_fit(job, ever):
                 self._pending(job, explain.no_fit(self, job, ever), count_short=False)
-            else:  # only nodes that leave service before its time limit ends could hold it
+            elif not self._run_till_window(job):
+                # only nodes that leave service before its time limit ends could hold it
                 self._pending(job, explain.windows_in_way(self, job))
             return
         alloc = self._place_now(job, groups)
         if alloc is not None:
             self._commit(job, alloc)
-        else:
+        elif not self._run_till_window(job):
             self._blocked(job, groups)
 
     def over_cap(self, job: QueuedJob) -> bool:
@@ -211,6 +212,21 @@ class _Round:
             if guard is None and job.gpus <= self.index.largest(groups):
                 return kept.take_over(self, groups, job.gpus, level, key)
         return None
+
+    def _run_till_window(self, job: QueuedJob) -> bool:
+        """Start a job that checkpoints, and that nothing else holds now, on nodes whose
+        maintenance window comes before its time limit ends: it runs till then and moves,
+        where the GPUs would idle (only where no higher tier's blocked gang is guarded)."""
+        if not job.checkpointable or not self.index.windows:
+            return False
+        groups = self.index.windows_to_run_in(job, self.cfg.window_run_s)
+        if not groups or yielding.guard(self, job, self.levels[job.tier]) is not None:
+            return False
+        alloc = self.index.allocate(groups, job.gpus, self.levels[job.tier], job.avoid)
+        if alloc is None:
+            return False
+        self._commit(job, alloc)
+        return True
 
     def _commit(self, job: QueuedJob, alloc: tuple[Allocation, ...], preempted=False) -> None:
         self.out.placements.append(Placement(job.job_id, alloc, preempted))

@@ -16,8 +16,10 @@ the most free GPUs first, so whole free nodes go first and the gang spans as few
 it can. A gang gets all its GPUs or nothing.
 
 A node with a maintenance window (`NodeView.until`) is a pool of its own, which a job may use
-only when its time limit ends by then (`pool_key`, `matching`); the backfill timeline and the
-preemption plans, which start jobs later or on victims' GPUs, leave such pools out.
+only when its time limit ends by then (`pool_key`, `matching`), or, for a job that
+checkpoints and that no other node holds now, when it can run a while first
+(`windows_to_run_in`); the backfill timeline and the preemption plans, which start jobs
+later or on victims' GPUs, leave such pools out.
 """
 
 from __future__ import annotations
@@ -110,6 +112,16 @@ class FreeIndex:
     def matching_ever(self, job: QueuedJob) -> Pools:
         """Pools a job could use with no maintenance window in its way."""
         return self._matched((job.gpu_types, job.min_gpu_memory_mb, job.region))
+
+    def windows_to_run_in(self, job: QueuedJob, run_s: float) -> Pools:
+        """Pools the job may not use by its time limit but whose window leaves it `run_s`
+        to run first: where one that checkpoints starts, to move at the window."""
+        if not self.windows or self.now + run_s > self.windows[-1]:
+            return []
+        groups = [[p for p in group if p.until is not None
+                   and self.now + run_s <= p.until < self.now + job.time_limit_s]
+                  for group in self.matching_ever(job)]
+        return [g for g in groups if g]
 
     def reaches(self, pool: Pool, job: QueuedJob) -> bool:
         """Whether the job's time limit ends before the pool's nodes leave service."""

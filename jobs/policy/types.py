@@ -161,6 +161,11 @@ class PolicyConfig:
     # a gang larger than a node may take nodes of one island; where attempts run on one node
     # (the service), such a gang waits with reason "no_fit" instead
     span_nodes: bool = True
+    # a job that checkpoints may start on a node whose maintenance window comes before its
+    # time limit ends, where no other node holds it now, if it can run this long first: at
+    # the window it checkpoints and resumes elsewhere (the service evacuates it) instead of
+    # the GPUs idling till then; inf: only jobs whose limit ends by the window
+    window_run_s: float = 600.0
 
 
 @dataclass(slots=True)

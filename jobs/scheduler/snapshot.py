@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
@@ -287,7 +288,8 @@ def policy_config() -> P.PolicyConfig:
                           # limit gets
                           signal_grace_s=settings.GPUSCHED_KILL_GRACE_S,
                           # a gang larger than a node spans nodes of one island (apply.place)
-                          span_nodes=settings.GPUSCHED_SPAN_NODES)
+                          span_nodes=settings.GPUSCHED_SPAN_NODES,
+                          window_run_s=settings.GPUSCHED_WINDOW_RUN_S or math.inf)
 
 
 def load_snapshot(now: datetime) -> P.Snapshot:

@@ -56,6 +56,22 @@ def test_a_node_going_into_maintenance_starts_only_the_jobs_that_end_before_it(a
     assert _state(long).state == "SCHEDULED"
 
 
+def test_a_job_that_checkpoints_runs_till_the_window_unless_operators_say_otherwise(
+        alice, settings):
+    node = make_node("n1", gpus=1)
+    node_schedule_maintenance(node, timezone.now() + timedelta(hours=1))
+    plain = make_job(alice, 4 * HOUR)
+    scheduler_tick_run()
+    assert _state(plain).pending_code == "maintenance"
+    Job.objects.filter(pk=plain.pk).update(checkpointable=True)
+    settings.GPUSCHED_WINDOW_RUN_S = 0  # only jobs that end by the window
+    scheduler_tick_run()
+    assert _state(plain).pending_code == "maintenance"
+    settings.GPUSCHED_WINDOW_RUN_S = 600
+    scheduler_tick_run()
+    assert _state(plain).state == "SCHEDULED"  # it moves when the window comes
+
+
 def test_the_kill_grace_after_a_time_limit_counts_against_the_window(alice, settings):
     settings.GPUSCHED_KILL_GRACE_S = 120
     node = make_node("n1", gpus=1)

@@ -6,9 +6,12 @@ test_policy_properties.py; these are the cases an operator reads the docs for.
 
 from __future__ import annotations
 
+import math
+
 from policy_builders import NOW, job, node, nodes_of, placed, running, snap, tiers
 
 from jobs.policy import POLICIES, decide
+from jobs.policy.types import PolicyConfig
 
 HOUR = 3600.0
 
@@ -78,3 +81,26 @@ def test_every_policy_keeps_long_jobs_off_a_node_going_into_maintenance() -> Non
         d = decide_with(snap(nodes, queued=[job(1, limit=2 * HOUR), job(2, limit=600.0,
                                                                           wait=-1)]))
         assert list(placed(d)) == [2], name
+
+
+def test_a_job_that_checkpoints_runs_till_the_window_where_nothing_else_holds_it() -> None:
+    """Two hours to the window, a 4-hour job: one that checkpoints starts and moves at the
+    window; one that does not waits; with a free node without a window, both go there."""
+    nodes = [node("soon", 8, until=NOW + 2 * HOUR)]
+    d = decide(snap(nodes, queued=[job(1, limit=4 * HOUR, checkpointable=True),
+                                   job(2, limit=4 * HOUR, wait=-1)]))
+    assert nodes_of(d, 1) == ["soon"] and 2 not in placed(d)
+    assert d.pending[2].code == "maintenance"
+    d = decide(snap(nodes + [node("free", 1, island="")],
+                    queued=[job(1, limit=4 * HOUR, checkpointable=True)]))
+    assert nodes_of(d, 1) == ["free"]  # no move where none is needed
+
+
+def test_a_job_that_checkpoints_needs_window_run_s_before_the_window() -> None:
+    nodes = [node("soon", 8, until=NOW + 300.0)]
+    d = decide(snap(nodes, queued=[job(1, limit=4 * HOUR, checkpointable=True)]))
+    assert not d.placements and d.pending[1].code == "maintenance"  # 5 min: not worth it
+    strict = PolicyConfig(window_run_s=math.inf)
+    d = decide(snap([node("soon", 8, until=NOW + 2 * HOUR)], config=strict,
+                    queued=[job(1, limit=4 * HOUR, checkpointable=True)]))
+    assert not d.placements

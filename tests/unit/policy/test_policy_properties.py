@@ -52,7 +52,7 @@ def snapshots(draw) -> Snapshot:
             gpu_types=draw(st.sampled_from([(), ("H100",), ("A100", "H100")])),
             project=draw(st.sampled_from(["p", "q"])),
             user=draw(st.sampled_from(["", "u", "v"])),
-            min_gpus=draw(st.sampled_from([None, 1])))
+            min_gpus=draw(st.sampled_from([None, 1])), checkpointable=draw(st.booleans()))
         for j in range(draw(st.integers(0, 25)))
     ]
     cfg = PolicyConfig(min_runtime_before_preempt_s=draw(st.sampled_from([0.0, 60.0])),
@@ -62,7 +62,8 @@ def snapshots(draw) -> Snapshot:
                        max_reservations=draw(st.integers(0, 3)),
                        # late and starving jobs take other paths through the ranking
                        late_fraction=draw(st.sampled_from([None, None, 1.0])),
-                       starve_after_s=draw(st.sampled_from([43_200.0, 43_200.0, 200.0])))
+                       starve_after_s=draw(st.sampled_from([43_200.0, 43_200.0, 200.0])),
+                       window_run_s=draw(st.sampled_from([600.0, math.inf])))
     floors = {t: draw(st.sampled_from([0.0, 0.0, 0.2, 0.5])) for t in TIER_NAMES}
     caps = {"a": draw(st.integers(0, 8))} if draw(st.booleans()) else {}
     project_caps = {key: draw(st.integers(0, 8)) for key in [("a", "p"), ("b", "q")]
@@ -236,16 +237,21 @@ def check_gangs_whole(s: Snapshot, d: Decisions) -> None:
 @given(st.one_of(snapshots(), contention()))
 def test_no_policy_starts_a_job_that_would_outlast_a_nodes_maintenance_window(
         s: Snapshot) -> None:
-    """A node with a window takes a job only when its time limit ends by then: preempted
-    GPUs and kept reservations included (a job that cannot start reserves elsewhere)."""
+    """A node with a window takes a job only when its time limit ends by then, or, under
+    gpusched, when the job checkpoints and can run `window_run_s` first: preempted GPUs and
+    kept reservations included (a job that cannot start reserves elsewhere)."""
     jobs = {j.job_id: j for j in s.queued}
     until = {n.name: n.until for n in s.nodes if n.until is not None}
     for name, decide_with in POLICIES.items():
         d = decide_with(s)
         for p in d.placements:
+            job = jobs[p.job_id]
+            need = job.time_limit_s
+            if name == "gpusched" and job.checkpointable and not p.preempted:
+                need = min(need, s.config.window_run_s)
             for a in p.allocations:
                 if a.node in until:
-                    assert s.now + jobs[p.job_id].time_limit_s <= until[a.node], name
+                    assert s.now + need <= until[a.node], name
         for r in d.reservations:
             assert name != "gpusched" or not {a.node for a in r.allocations} & set(until)
     for job_id, reason in decide(s).pending.items():
