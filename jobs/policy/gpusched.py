@@ -216,8 +216,11 @@ class _Round:
     def _run_till_window(self, job: QueuedJob) -> bool:
         """Start a job that checkpoints, and that nothing else holds now, on nodes whose
         maintenance window comes before its time limit ends: it runs till then and moves,
-        where the GPUs would idle (only where no higher tier's blocked gang is guarded)."""
-        if not job.checkpointable or not self.index.windows:
+        where the GPUs would idle (only where no higher tier's blocked gang is guarded). Not
+        a job that its tier or its own flag keeps from being stopped."""
+        tier = self.snap.tiers.get(job.tier)
+        if not (job.checkpointable and job.preemptible and self.index.windows
+                and tier is not None and tier.preemptible):
             return False
         groups = self.index.windows_to_run_in(job, self.cfg.window_run_s)
         if not groups or yielding.guard(self, job, self.levels[job.tier]) is not None:

@@ -107,6 +107,7 @@ class QueuedJob:
     # (queues.by_project); never ahead of anyone else's
     urgency_s: float = 0.0
     avoid: str = ""  # a node its last try failed on: another that fits now goes first
+    preemptible: bool = True  # the job's own flag: False, nothing stops it before its end
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,10 +162,10 @@ class PolicyConfig:
     # a gang larger than a node may take nodes of one island; where attempts run on one node
     # (the service), such a gang waits with reason "no_fit" instead
     span_nodes: bool = True
-    # a job that checkpoints may start on a node whose maintenance window comes before its
-    # time limit ends, where no other node holds it now, if it can run this long first: at
-    # the window it checkpoints and resumes elsewhere (the service evacuates it) instead of
-    # the GPUs idling till then; inf: only jobs whose limit ends by the window
+    # a job that checkpoints and may be stopped may start on a node whose maintenance window
+    # comes before its time limit ends, where no other node holds it now, if it can run this
+    # long first: at the window it checkpoints and resumes elsewhere (the service evacuates
+    # it) instead of the GPUs idling till then; inf: only jobs whose limit ends by the window
     window_run_s: float = 600.0
 
 

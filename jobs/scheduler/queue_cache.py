@@ -50,7 +50,8 @@ Names = tuple[dict[int, tuple[str, str]], dict[int, str]]
 HELD = ("pending_code", "pending_reason", "pending_what_if", "estimated_start")
 _COLUMNS = ("pk", "organization_id", "project_id", "gpus", "enqueued_at", "time_limit_s",
             "expected", "types", "min_gpu_memory_mb", "region", "user", "preemptions",
-            "checkpointable", "min_gpus", "urgency_s", "avoid_node", *HELD, "row_version")
+            "checkpointable", "min_gpus", "urgency_s", "avoid_node", "preemptible", *HELD,
+            "row_version")
 _SPEC = _COLUMNS.index(HELD[0])  # the columns before it build a QueuedJob: the rows kept
 _HELD = slice(_SPEC, _SPEC + len(HELD))
 # Past this many changed rows one ordered read of the whole queue beats patching the order.
@@ -172,7 +173,7 @@ class QueueCache:
 
     def _build(self, pk: int) -> P.QueuedJob | None:
         (_, org_id, project_id, gpus, enqueued, limit, expected, types, memory, region, user,
-         preemptions, checkpointable, min_gpus, urgency, avoid) = self.rows[pk]
+         preemptions, checkpointable, min_gpus, urgency, avoid, preemptible) = self.rows[pk]
         orgs, projects = self.names
         if org_id not in orgs or project_id not in projects:
             return None  # deleted since its row was read: its jobs go with it
@@ -186,7 +187,7 @@ class QueueCache:
             pk, org, tier, gpus, enqueued.timestamp(), float(limit),
             estimate, self._types(types), memory, region,
             projects[project_id], intern(user), preemptions, checkpointable, min_gpus,
-            float(urgency), avoid,
+            float(urgency), avoid, preemptible,
         )
         return job
 

@@ -94,6 +94,12 @@ def test_a_job_that_checkpoints_runs_till_the_window_where_nothing_else_holds_it
     d = decide(snap(nodes + [node("free", 1, island="")],
                     queued=[job(1, limit=4 * HOUR, checkpointable=True)]))
     assert nodes_of(d, 1) == ["free"]  # no move where none is needed
+    # nor a job that is not to be stopped: by its own flag, or its tier's
+    d = decide(snap(nodes, queued=[job(1, limit=4 * HOUR, checkpointable=True,
+                                       preemptible=False),
+                                   job(2, tier="enterprise", limit=4 * HOUR,
+                                       checkpointable=True)]))
+    assert not d.placements
 
 
 def test_a_job_that_checkpoints_needs_window_run_s_before_the_window() -> None:

@@ -52,7 +52,8 @@ def snapshots(draw) -> Snapshot:
             gpu_types=draw(st.sampled_from([(), ("H100",), ("A100", "H100")])),
             project=draw(st.sampled_from(["p", "q"])),
             user=draw(st.sampled_from(["", "u", "v"])),
-            min_gpus=draw(st.sampled_from([None, 1])), checkpointable=draw(st.booleans()))
+            min_gpus=draw(st.sampled_from([None, 1])), checkpointable=draw(st.booleans()),
+            preemptible=draw(st.sampled_from([True, True, False])))
         for j in range(draw(st.integers(0, 25)))
     ]
     cfg = PolicyConfig(min_runtime_before_preempt_s=draw(st.sampled_from([0.0, 60.0])),
@@ -238,8 +239,9 @@ def check_gangs_whole(s: Snapshot, d: Decisions) -> None:
 def test_no_policy_starts_a_job_that_would_outlast_a_nodes_maintenance_window(
         s: Snapshot) -> None:
     """A node with a window takes a job only when its time limit ends by then, or, under
-    gpusched, when the job checkpoints and can run `window_run_s` first: preempted GPUs and
-    kept reservations included (a job that cannot start reserves elsewhere)."""
+    gpusched, when the job checkpoints, may be stopped and can run `window_run_s` first:
+    preempted GPUs and kept reservations included (a job that cannot start reserves
+    elsewhere)."""
     jobs = {j.job_id: j for j in s.queued}
     until = {n.name: n.until for n in s.nodes if n.until is not None}
     for name, decide_with in POLICIES.items():
@@ -247,7 +249,9 @@ def test_no_policy_starts_a_job_that_would_outlast_a_nodes_maintenance_window(
         for p in d.placements:
             job = jobs[p.job_id]
             need = job.time_limit_s
-            if name == "gpusched" and job.checkpointable and not p.preempted:
+            tier = s.tiers.get(job.tier)
+            stoppable = job.preemptible and tier is not None and tier.preemptible
+            if name == "gpusched" and job.checkpointable and stoppable and not p.preempted:
                 need = min(need, s.config.window_run_s)
             for a in p.allocations:
                 if a.node in until:
