@@ -8,7 +8,7 @@ from collections import defaultdict
 from collections.abc import Callable
 
 from hypothesis import given
-from test_policy_properties import COMMON, snapshots
+from policy_strategies import COMMON, snapshots
 
 from jobs.policy import decide
 from jobs.policy.shares import Owned

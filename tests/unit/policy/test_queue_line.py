@@ -7,7 +7,7 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 from policy_builders import job, node, running, snap, tiers
-from test_policy_properties import COMMON, contention, snapshots
+from policy_strategies import COMMON, contention, snapshots
 
 from jobs.policy import decide
 from jobs.policy.line import start_order as line_of
