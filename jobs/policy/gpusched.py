@@ -223,9 +223,10 @@ class _Round:
                 and tier is not None and tier.preemptible):
             return False
         groups = self.index.windows_to_run_in(job, self.cfg.window_run_s)
-        if not groups or yielding.guard(self, job, self.levels[job.tier]) is not None:
+        level = self.levels[job.tier]
+        if not groups or yielding.guard(self, job, level) is not None:
             return False
-        alloc = self.index.allocate(groups, job.gpus, self.levels[job.tier], job.avoid)
+        alloc = self.index.allocate(groups, job.gpus, level, job.avoid)
         if alloc is None:
             return False
         self._commit(job, alloc)

@@ -81,12 +81,12 @@ def maintenance_due(now: datetime) -> int:
 def _windows_now(now: datetime) -> tuple[list[int], list[int], list[int]]:
     """(nodes whose window has ended, nodes not down in their window, the active ones of
     those): one read of the few nodes with a window."""
-    ended, due, active = [], [], []
+    ended, due, active, begun = [], [], [], now + _grace()
     for pk, state, at, until in Node.objects.filter(maintenance_at__isnull=False).values_list(
             "pk", "state", "maintenance_at", "maintenance_until"):
         if until is not None and until <= now:
             ended.append(pk)
-        elif at <= now + _grace() and state != NodeState.DOWN:
+        elif at <= begun and state != NodeState.DOWN:
             due.append(pk)
             if state == NodeState.ACTIVE:
                 active.append(pk)
