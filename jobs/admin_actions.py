@@ -93,8 +93,10 @@ def hold(modeladmin, request, queryset):
     form = action_form(modeladmin, request, queryset, HoldForm, action="hold", noun="job",
                        intro="Hold", button="Hold",
                        explained="Each waiting job stays HELD, out of the queue, reserving "
-                                 "no credits, until an operator releases it; jobs with GPUs "
-                                 "are not held (requeue them first).")
+                                 "no credits, until an operator releases it; a running job "
+                                 "that checkpoints is stopped at a checkpoint first and "
+                                 "resumes from it once released; one that would start over "
+                                 "is not held.")
     if isinstance(form, TemplateResponse):
         return form
     note = form.cleaned_data["note"]

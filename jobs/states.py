@@ -37,8 +37,8 @@ ALLOWED: dict[JobState, frozenset[JobState]] = {
     # RETRY_WAIT: its attempt failed in a way another try may not (a crash, a hang)
     S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.CANCELLED, S.PREEMPTING,
                           S.LOST, S.RETRY_WAIT, S.DEAD}),
-    # a victim may finish or fail during its grace period
-    S.PREEMPTING: frozenset({S.QUEUED, S.SUCCEEDED, S.FAILED, S.CANCELLED, S.LOST,
+    # a victim may finish or fail during its grace period; HELD: it stopped for a hold
+    S.PREEMPTING: frozenset({S.QUEUED, S.HELD, S.SUCCEEDED, S.FAILED, S.CANCELLED, S.LOST,
                              S.RETRY_WAIT, S.DEAD}),
     S.LOST: frozenset({S.RETRY_WAIT, S.DEAD}),
     S.RETRY_WAIT: frozenset({S.QUEUED, S.HELD, S.CANCELLED, S.DEAD}),

@@ -42,12 +42,13 @@ def transition(
     """Move `job` from the state and version it holds to `to`; write its JobEvent.
 
     `fields` are other Job columns written in the same update. On success the instance
-    is brought up to date; on a lost race it is left as it was. A job that leaves HELD is
-    no longer anyone's to hold (a cancel ends a held job too).
+    is brought up to date; on a lost race it is left as it was. A move anywhere but HELD
+    ends a hold: a cancel ends a held job too, and a job held while it stopped that ends
+    otherwise (it finished in its grace, failed, was cancelled) is no one's to hold.
     """
     if not is_allowed(job.state, to):
         raise IllegalTransition(f"job {job.pk}: {job.state} → {to} is not allowed")
-    if job.state == JobState.HELD:
+    if job.hold and to != JobState.HELD:
         fields["hold"] = ""
     with transaction.atomic():
         _compare_and_set(job, to, reason, attempt, data or {}, fields)
@@ -85,12 +86,13 @@ def amend(job: Job, *, reason: str, data: dict, **fields) -> Job:
 
 def rehold(job: Job, *, reason: str, data: dict, hold: str, pending_reason: str) -> Job:
     """Change who holds a HELD job (`hold`, "" for none: it waits for the jobs it runs after
-    alone) without moving it: the same compare-and-set and an event from HELD to HELD."""
-    if job.state != JobState.HELD:
+    alone), or a PREEMPTING one (it goes HELD, or QUEUED without one, once it stopped),
+    without moving it: the same compare-and-set and an event from the state to itself."""
+    if job.state not in (JobState.HELD, JobState.PREEMPTING):
         raise IllegalTransition(f"job {job.pk}: cannot change its hold in {job.state}")
-    pending_code = "hold" if hold else "dependency"
+    pending_code = "hold" if hold else "dependency" if job.state == JobState.HELD else "new"
     with transaction.atomic():
-        _compare_and_set(job, JobState.HELD, reason, None, data, {
+        _compare_and_set(job, JobState(job.state), reason, None, data, {
             "hold": hold, "pending_code": pending_code, "pending_reason": pending_reason})
     return job
 

@@ -252,12 +252,21 @@ def paths() -> dict:
             "description": "Hold a waiting job (QUEUED, RETRY_WAIT, or HELD behind the jobs it "
                            "runs after) out of the queue: HELD until released, reserving no "
                            "credits (what its hold on them kept goes back; what it spent stays "
-                           "spent). Holding a held job again changes nothing.",
-            "responses": {"200": answer("held", "Job"), **_errors(404, 409, 429)}}},
+                           "spent). A running job that checkpoints is stopped at a checkpoint "
+                           "first, as a preemption stops it: PREEMPTING with its `hold` set "
+                           "(202), then HELD, and released it resumes from that checkpoint; "
+                           "409 not_checkpointable for one that would start over, job_starting "
+                           "while it starts, job_cancelling. Holding a held job again changes "
+                           "nothing.",
+            "responses": {"200": answer("held", "Job"),
+                          "202": answer("stopping at a checkpoint; HELD once it stopped",
+                                        "Job"),
+                          **_errors(404, 409, 429)}}},
         "/api/v1/jobs/{job_id}/release": {"post": {
             "operationId": "releaseJob", "parameters": [JOB_ID],
             "description": "Release the client's hold: the job queues again, its wait counted "
-                           "from now, or waits HELD for the jobs it runs after, holding "
+                           "from now (one still stopping, once it stopped), or waits HELD for "
+                           "the jobs it runs after, holding "
                            "what it may still cost again: 402 as at submission when the "
                            "credits or a budget no longer cover it (it stays held). 403 "
                            "held_by_operator for an operator's hold.",

@@ -112,8 +112,9 @@ API_KEY = obj({
 STATE = {"type": "string", "enum": list(JobState.values)}
 HOLD = {"type": ["string", "null"], "enum": ["client", "operator", None],
         "description": "who holds it HELD out of the queue until they release it (POST "
-                       "/api/v1/jobs/{id}/release); an operator's hold is an operator's to "
-                       "release. Null: no one."}
+                       "/api/v1/jobs/{id}/release), or PREEMPTING: stopping at a checkpoint "
+                       "to be held; an operator's hold is an operator's to release. Null: no "
+                       "one."}
 POSITION = nullable({**obj({"place": INT, "of": INT, "ahead_s": nullable(INT),
                               "as_of": TIME}), "description":
     "The job's place in line (1: first) among the `of` jobs waiting when the scheduler last "

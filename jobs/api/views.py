@@ -179,7 +179,8 @@ class JobBatch(APIView):
 
 
 class JobHold(APIView):
-    """POST: hold the waiting job out of the queue until the client releases it."""
+    """POST: hold the job out of the queue until the client releases it; a running one is
+    stopped at a checkpoint first (202 while it stops)."""
 
     write_scope = ApiKey.Scope.JOBS
     act = staticmethod(job_hold)
@@ -188,7 +189,10 @@ class JobHold(APIView):
         job = _jobs_of(request).filter(pk=job_id).first()
         if job is None:
             return not_found()
-        return Response(JobSerializer(self.act(job=job)).data)
+        job = self.act(job=job)
+        stopping = job.state in LIVE  # what was asked happens once its node stopped it
+        return Response(JobSerializer(job).data,
+                        status=status.HTTP_202_ACCEPTED if stopping else status.HTTP_200_OK)
 
 
 class JobRelease(JobHold):

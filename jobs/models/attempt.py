@@ -40,7 +40,8 @@ class Attempt(models.Model):
     progress_at = models.DateTimeField(null=True, blank=True)
     last_checkpoint_at = models.DateTimeField(null=True, blank=True)
     stop_requested = models.CharField(max_length=10, blank=True,
-                                      help_text="'preempt' or 'cancel' when asked to stop.")
+                                      help_text="'preempt', 'hold' or 'cancel' when asked "
+                                                "to stop.")
     stop_deadline = models.DateTimeField(null=True, blank=True)
     # its binary ended and its node freed its GPUs before its report, which waits for its
     # checkpoint's copy (workers/services/checkpoints.py): it holds none there from then on

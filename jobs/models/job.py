@@ -42,7 +42,8 @@ class Job(models.Model):
     # life
     state = models.CharField(max_length=12, choices=JobState.choices, default=JobState.QUEUED)
     # who keeps it HELD out of the queue until they release it (jobs/services/job_hold.py),
-    # besides any jobs it runs after; an operator's hold is not the client's to release
+    # besides any jobs it runs after; an operator's hold is not the client's to release.
+    # Set on a PREEMPTING job too: held as it ran, it goes HELD, not QUEUED, once it stopped
     hold = models.CharField(max_length=10, choices=[("client", "client"),
                                                      ("operator", "operator")], blank=True)
     version = models.PositiveIntegerField(default=0)
@@ -96,8 +97,11 @@ class Job(models.Model):
                 condition=models.Q(min_gpus__isnull=True)
                 | models.Q(min_gpus__gte=1, min_gpus__lte=models.F("gpus")),
                 name="job_min_gpus_within_gpus"),
-            models.CheckConstraint(condition=models.Q(hold="") | models.Q(state=JobState.HELD),
-                                   name="job_hold_only_while_held"),
+            # held, or stopping at a checkpoint to be held (PREEMPTING goes HELD then)
+            models.CheckConstraint(
+                condition=models.Q(hold="")
+                | models.Q(state__in=[JobState.HELD, JobState.PREEMPTING]),
+                name="job_hold_only_while_held_or_stopping"),
             models.UniqueConstraint(fields=["organization", "idempotency_key"],
                                     condition=~models.Q(idempotency_key=""),
                                     name="job_idempotency_key_unique"),

@@ -1,6 +1,8 @@
-"""Hold a waiting job out of the queue, and release it, as Slurm's `scontrol hold` /
-`release` do: a client pauses work it may still want (a batch whose inputs turned out
-wrong, a retry it wants to look at first), an operator stops a job without ending it.
+"""Hold a job out of the queue, and release it, as Slurm's `scontrol hold` / `release` do:
+a client pauses work it may still want (a batch whose inputs turned out wrong, a retry it
+wants to look at first, a training run whose GPUs and credits it wants back for a while),
+an operator stops a job without ending it. A running job that checkpoints is first stopped
+at a checkpoint, as a preemption stops it, and resumes from there once released.
 
 A held job is HELD: the scheduler never sees it, a start deadline still ends it, and it
 reserves no credits: what its hold on them kept goes back to the organization's wallets (what
@@ -24,13 +26,14 @@ from django.utils import timezone
 
 from credits.errors import BudgetExceeded, InsufficientCredits
 from credits.services.holds import free_held_job, hold_released_job
-from jobs.models import Job, Organization
+from jobs.models import Attempt, Job, Organization
 from jobs.scheduler.trigger import request_tick
 from jobs.services.cancellation import CANCEL_BATCH
 from jobs.services.dependencies import held_reason
 from jobs.services.errors import Conflict, Forbidden, ServiceError, ValidationFailed
 from jobs.services.labels import with_labels
 from jobs.services.races import on_fresh_job
+from jobs.services.requeue import attempt_stop_and_requeue
 from jobs.services.submission import locked_organization
 from jobs.states import LIVE, TERMINAL, JobState
 from jobs.transitions import LostRace, rehold, transition
@@ -38,6 +41,12 @@ from jobs.transitions import LostRace, rehold, transition
 CLIENT, OPERATOR = "client", "operator"
 HOLDABLE = (JobState.QUEUED, JobState.RETRY_WAIT, JobState.HELD)
 _RANK = {"": 0, CLIENT: 1, OPERATOR: 2}  # an operator's hold outranks the client's
+
+
+def holdable(job: Job) -> bool:
+    """Whether a hold would take the job now: it waits, or it runs and checkpoints."""
+    return not job.hold and (job.state in HOLDABLE or job.checkpointable and job.state in (
+        JobState.RUNNING, JobState.PREEMPTING))
 
 
 def _reason(by: str, note: str) -> str:
@@ -48,17 +57,17 @@ def _reason(by: str, note: str) -> str:
 
 
 def job_hold(*, job: Job, by: str = CLIENT, note: str = "") -> Job:
-    """Hold `job` (QUEUED, RETRY_WAIT or already HELD) for `by`. Holding a job held already
-    keeps the stronger hold; a job with GPUs or one that ended is a conflict."""
+    """Hold `job` for `by`: a waiting one (QUEUED, RETRY_WAIT or already HELD) at once, a
+    running one that checkpoints once it stopped at a checkpoint (`_hold_running`). Holding
+    a job held already keeps the stronger hold; one that ended is a conflict."""
     def hold(job: Job) -> Job:
         if job.state in TERMINAL:
             raise Conflict(f"job {job.pk} already ended {job.state}", code="job_finished")
-        if job.state in LIVE:
-            raise Conflict(f"job {job.pk} is {job.state}: it has GPUs now; cancel it, or "
-                           f"let it run", code="job_not_waiting")
         if _RANK[job.hold] >= _RANK[by]:
             return job
         reason = _reason(by, note)
+        if job.state in LIVE:
+            return _hold_running(job, by, reason)
         with transaction.atomic():
             if job.state == JobState.HELD:
                 rehold(job, reason=f"held by {by}", data={"hold": by}, hold=by,
@@ -73,6 +82,53 @@ def job_hold(*, job: Job, by: str = CLIENT, note: str = "") -> Job:
     return on_fresh_job(hold, job)
 
 
+def _hold_running(job: Job, by: str, reason: str) -> Job:
+    """Stop a running job at a checkpoint, as a preemption does, and hold it: it is
+    PREEMPTING, its `hold` set, until its attempt reports, then HELD (`settle_stopped_hold`).
+    Kueue suspends a workload so; Slurm's `scontrol requeuehold` does it for any job. A job
+    that cannot resume would start over when released: holding it is refused, as for one
+    still starting (it has no checkpoint to stop at yet) or one being cancelled."""
+    if job.state == JobState.SCHEDULED:
+        raise Conflict(f"job {job.pk} is starting on its GPUs: hold it once it runs, or "
+                       f"cancel it", code="job_starting")
+    if not job.checkpointable:
+        raise Conflict(f"job {job.pk} does not checkpoint: stopped, it would start over; "
+                       f"cancel it, or let it run", code="not_checkpointable")
+    with transaction.atomic():
+        attempt = _live_attempt(job)
+        if attempt.stop_requested == "cancel":
+            raise Conflict(f"job {job.pk} is being cancelled", code="job_cancelling")
+        if job.state == JobState.PREEMPTING:  # stopping already: it goes HELD, not QUEUED
+            return rehold(job, reason=f"held by {by}", data={"hold": by}, hold=by,
+                          pending_reason=reason)
+    if not attempt_stop_and_requeue(attempt, reason=f"held by {by}", stop="hold", hold=by,
+                                    pending_code="hold", pending_reason=reason):
+        raise LostRace(f"job {job.pk} moved on from {job.state}")
+    return Job.objects.get(pk=job.pk)
+
+
+def _live_attempt(job: Job) -> Attempt:
+    """The job's live attempt, locked as its end locks it before it reads the job: a hold
+    that changes the job is seen by that end, or finds it ended and tries again."""
+    attempt = Attempt.objects.select_for_update(no_key=True).filter(
+        job=job, ended_at__isnull=True).first()
+    if attempt is None:
+        raise LostRace(f"job {job.pk}'s attempt ended")
+    return attempt
+
+
+def settle_stopped_hold(job: Job, *, by: str, reason: str) -> None:
+    """A job held as it ran has stopped, and its attempt's end moved it: HELD now, or
+    waiting to retry after a failure as it stopped, which the hold keeps out of the queue
+    too; either way its credits go back until its release. Called in the end's
+    transaction; a job that ended is left as it is."""
+    if job.state == JobState.RETRY_WAIT:
+        transition(job, JobState.HELD, reason=f"held by {by}", data={"hold": by}, hold=by,
+                   pending_code="hold", pending_reason=reason, retry_at=None)
+    if job.state == JobState.HELD:
+        free_held_job(job)
+
+
 def job_release(*, job: Job, by: str = CLIENT) -> Job:
     """Release `job`'s hold: it queues again, its wait counted from now (a retry's backoff
     is over too), or waits HELD for the jobs it runs after that have still to succeed."""
@@ -82,6 +138,11 @@ def job_release(*, job: Job, by: str = CLIENT) -> Job:
         if _RANK[job.hold] > _RANK[by]:
             raise Forbidden(f"an operator holds job {job.pk}; only an operator releases it",
                             code="held_by_operator")
+        if job.state == JobState.PREEMPTING:  # still stopping: it queues once it stopped
+            with transaction.atomic():
+                _live_attempt(job)
+                return rehold(job, reason=f"released by {by}", data={"hold": ""}, hold="",
+                              pending_reason="stopping; it queues again once it stopped")
         with transaction.atomic():
             locked_organization(job.organization)  # its credits' lock order: as a submission
             # locked first: a job it runs after that succeeds meanwhile either sees the hold

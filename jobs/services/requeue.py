@@ -16,22 +16,23 @@ from jobs.states import JobState
 from jobs.transitions import TransitionError, transition
 
 
-def attempt_stop_and_requeue(attempt: Attempt, *, reason: str,
-                             grace_s: float | None = None) -> bool:
+def attempt_stop_and_requeue(attempt: Attempt, *, reason: str, grace_s: float | None = None,
+                             stop: str = "preempt", **job_fields) -> bool:
     """Ask a running attempt to stop within `grace_s` (the kill grace by default); its job
-    goes PREEMPTING now and QUEUED when the attempt reports. False if it was not running or
-    is already being stopped."""
+    goes PREEMPTING now (with `job_fields`) and QUEUED when the attempt reports, or HELD for
+    a `stop` of "hold" (services/job_hold.py; its binary is told "preempt" alike). False if
+    it was not running or is already being stopped."""
     grace = timedelta(seconds=settings.GPUSCHED_KILL_GRACE_S if grace_s is None else grace_s)
     with transaction.atomic():
-        stop = Attempt.objects.filter(pk=attempt.pk, status=AttemptStatus.RUNNING,
-                                      stop_requested="", ended_at__isnull=True
-                                      ).update(stop_requested="preempt",
-                                               stop_deadline=timezone.now() + grace)
-        if not stop:
+        stopped = Attempt.objects.filter(pk=attempt.pk, status=AttemptStatus.RUNNING,
+                                         stop_requested="", ended_at__isnull=True
+                                         ).update(stop_requested=stop,
+                                                  stop_deadline=timezone.now() + grace)
+        if not stopped:
             return False
         try:
             transition(Job.objects.get(pk=attempt.job_id), JobState.PREEMPTING,
-                       attempt=attempt, reason=reason)
+                       attempt=attempt, reason=reason, **job_fields)
         except TransitionError:  # it ended or moved meanwhile: ask nothing
             transaction.set_rollback(True)
             return False

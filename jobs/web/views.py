@@ -22,12 +22,12 @@ from jobs.scheduler.positions import places_of
 from jobs.services.amend import job_amend
 from jobs.services.cancellation import job_cancel, jobs_cancel_labelled
 from jobs.services.errors import ServiceError
-from jobs.services.job_hold import HOLDABLE, job_hold, job_release, jobs_hold_labelled
+from jobs.services.job_hold import holdable, job_hold, job_release, jobs_hold_labelled
 from jobs.services.labels import with_labels
 from jobs.services.outputs import output_response
 from jobs.services.progress import progress_of
 from jobs.services.relaxations import relaxation
-from jobs.states import TERMINAL, JobState
+from jobs.states import LIVE, TERMINAL, JobState
 from jobs.web.access import organizations_with_projects, project_targets
 from workers.services.checkpoint_cuts import resume_point
 from workers.services.logs import STREAMS, attempt_log
@@ -109,7 +109,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
                   {"job": job, "events": job.events.all(),
                    "attempts": job.attempts.prefetch_related("ranks__node"),
                    "cancellable": job.state not in TERMINAL, "credits": job_credits(job),
-                   "holdable": job.state in HOLDABLE and not job.hold,
+                   "holdable": holdable(job),
                    "resumes_from": resume_point(job), "after": job.after.order_by("pk"),
                    "relaxation": _relaxation_words(job),
                    "transfers": job_transfers(job), "printed": _printed(job),
@@ -230,21 +230,25 @@ def job_cancel_view(request: HttpRequest, job_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def job_hold_view(request: HttpRequest, job_id: int) -> HttpResponse:
-    """Hold the waiting job, or release the client's hold on it (services/job_hold.py)."""
+    """Hold the job, or release the client's hold on it (services/job_hold.py)."""
     job = _job_of_user(request, job_id)
     releasing = request.POST.get("release") == "1"
     try:
-        if releasing:
-            job_release(job=job)
-        else:
-            job_hold(job=job)
+        job = job_release(job=job) if releasing else job_hold(job=job)
     except ServiceError as exc:
         messages.warning(request, exc.message)
     else:
-        messages.info(request, "Released: it queues again, its wait counted from now."
-                      if releasing else "Held: it stays out of the queue, reserving no "
-                      "credits, until released.")
+        messages.info(request, _hold_said(job, releasing))
     return redirect("dashboard-job", job_id=job.pk)
+
+
+def _hold_said(job: Job, releasing: bool) -> str:
+    if job.state in LIVE:  # as the service left it
+        return ("Released: it queues again once it stopped." if releasing else
+                "Stopping at a checkpoint: then it stays out of the queue, reserving no "
+                "credits, until released, and resumes from there.")
+    return ("Released: it queues again, its wait counted from now." if releasing else
+            "Held: it stays out of the queue, reserving no credits, until released.")
 
 
 @login_required

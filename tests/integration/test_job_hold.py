@@ -116,12 +116,12 @@ def test_an_operators_hold_is_not_the_clients_to_release(api, alice):
     assert job_release(job=_job(job.pk), by=OPERATOR).state == "QUEUED"
 
 
-def test_a_job_with_gpus_or_ended_or_anothers_is_not_held(api, alice, bob):
+def test_a_running_job_that_would_start_over_or_ended_or_anothers_is_not_held(api, alice, bob):
     make_node(gpus=1)
     running = make_job(alice)
     start_placed(running)
-    answer = api.post(f"/api/v1/jobs/{running.pk}/hold")
-    assert answer.status_code == 409 and answer.json()["error"]["code"] == "job_not_waiting"
+    answer = api.post(f"/api/v1/jobs/{running.pk}/hold")  # it would start over: refused
+    assert answer.status_code == 409 and answer.json()["error"]["code"] == "not_checkpointable"
     ended = make_job(alice)
     api.post(f"/api/v1/jobs/{ended.pk}/cancel")
     assert api.post(f"/api/v1/jobs/{ended.pk}/hold").json()["error"]["code"] == "job_finished"
@@ -154,7 +154,8 @@ def test_holds_releases_and_rounds_racing_leave_every_job_consistent(alice):
                     act(job=_job(job.pk), by=by)
                 except Exception as exc:  # noqa: BLE001 - a refusal, checked by its code
                     assert getattr(exc, "code", None) in {
-                        "job_not_held", "job_not_waiting", "held_by_operator", "busy"}, exc
+                        "job_not_held", "not_checkpointable", "job_starting", "held_by_operator",
+                        "busy"}, exc
 
     assert race(partial(flip, "client"), partial(flip, OPERATOR), scheduler_tick_run,
                 partial(attempt_finish, attempt_id=attempt.pk, token=attempt.token,

@@ -24,6 +24,7 @@ from credits.services.holds import meter_attempt
 from credits.services.pricing import gpu_hour_price
 from jobs.models import Attempt, AttemptStatus, Job
 from jobs.scheduler.trigger import request_tick
+from jobs.services.job_hold import settle_stopped_hold
 from jobs.services.release import release_attempt, release_gpus
 from jobs.services.storable import storable
 from jobs.states import JobState
@@ -190,7 +191,8 @@ def verdict_of(attempt_id: int, now: datetime) -> Verdict:
     if not stop:
         return Verdict("continue")
     left = (deadline - now).total_seconds() if deadline else settings.GPUSCHED_KILL_GRACE_S
-    return Verdict(stop, max(0.0, left))
+    # a hold stops the binary as a preemption does: at a checkpoint, to resume
+    return Verdict("preempt" if stop == "hold" else stop, max(0.0, left))
 
 
 def attempt_free_gpus(*, attempt_id: int, token: int) -> bool:
@@ -255,11 +257,17 @@ def _end_attempt(attempt_id: int, token: int, result: AttemptResult) -> Attempt:
     return Attempt.objects.select_related("job").get(pk=attempt_id)
 
 
-def _job_fields(job: Job, result: AttemptResult) -> dict:
+def _job_fields(job: Job, attempt: Attempt, result: AttemptResult) -> dict:
     now = timezone.now()
     if result.outcome == Outcome.PREEMPTED:
-        return {"enqueued_at": now, "preemptions": job.preemptions + 1,
-                "pending_code": "new", "pending_reason": "resuming after preemption"}
+        # a stop for a hold is not a preemption: the per-job cap counts the policy's own
+        preempted = attempt.stop_requested == "preempt"
+        fields = {"preemptions": job.preemptions + preempted}
+        if job.hold:  # held as it ran: HELD now, by the hold's reason
+            return {**fields, "pending_code": "hold", "pending_reason": job.pending_reason}
+        return {**fields, "enqueued_at": now, "pending_code": "new",
+                "pending_reason": "resuming after preemption" if preempted
+                else "queued again after it stopped"}
     fields = {"finished_at": now}
     if result.outcome == Outcome.SUCCEEDED and result.output_path:
         name = f"outputs/job-{job.pk}/{result.output_path.name}"
@@ -283,9 +291,12 @@ def attempt_finish(*, attempt_id: int, token: int, result: AttemptResult) -> Job
         target = _JOB_STATE_FOR[result.outcome]
         if result.outcome == Outcome.PREEMPTED and job.state == JobState.RUNNING:
             target = JobState.FAILED  # exited with "resumable" although nobody asked it to stop
+        elif result.outcome == Outcome.PREEMPTED and job.hold:
+            target = JobState.HELD
+        held = {"by": job.hold, "reason": job.pending_reason} if job.hold else None
         # the output is copied before the ledger is touched: metering and settling lock the
         # fleet's system:usage account until this commits, and a video takes a while to copy
-        fields = _job_fields(job, result)
+        fields = _job_fields(job, attempt, result)
         # the whole run, or what its last checkpoint kept (a job that ends FAILED is refunded)
         meter_attempt(attempt.pk, until=attempt.ended_at if result.outcome in _BILLED_TO_THE_END
                       else attempt.last_checkpoint_at)
@@ -296,5 +307,7 @@ def attempt_finish(*, attempt_id: int, token: int, result: AttemptResult) -> Job
         if not retried:
             transition(job, target, attempt=attempt, reason=f"attempt {result.outcome.lower()}"
                        f", exit {result.exit_code}", **fields)
+        if held:
+            settle_stopped_hold(job, **held)
         transaction.on_commit(request_tick)
     return job

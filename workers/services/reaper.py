@@ -14,6 +14,7 @@ from django.db.models import Exists, OuterRef, Q
 
 from credits.services.holds import meter_attempt
 from jobs.models import Attempt, AttemptRank, AttemptStatus, Job
+from jobs.services.job_hold import settle_stopped_hold
 from jobs.services.release import release_attempt
 from jobs.states import LIVE, JobState
 from jobs.transitions import TransitionError, transition
@@ -27,8 +28,11 @@ def _settle_lost(job: Job, attempt: Attempt, now: datetime) -> None:
         transition(job, JobState.CANCELLED, attempt=attempt, finished_at=now,
                    reason="cancelled; its node stopped answering", error_code="cancelled")
         return
+    held = {"by": job.hold, "reason": job.pending_reason} if job.hold else None
     transition(job, JobState.LOST, attempt=attempt, reason="lease expired")
     retry_or_dead_letter(job, attempt, now, why="its node stopped answering (lease expired)")
+    if held:  # held as it stopped: it waits HELD for its release, not for its retry
+        settle_stopped_hold(job, **held)
 
 
 def _reap_one(attempt_id: int, now: datetime) -> bool:
