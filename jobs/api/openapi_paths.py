@@ -234,7 +234,9 @@ def paths() -> dict:
                           **_errors(400, 429)}}},
         "/api/v1/jobs/hold": {"post": _labelled_batch(
             "holdJobsByLabel", "held", "the jobs held now (those held already are left out), "
-            "and how many more match")},
+            "those running that stop at a checkpoint to be held (`stopping`; running jobs "
+            "that would start over are left to run), and how many more match",
+            stopping={"type": "array", "items": INT})},
         "/api/v1/jobs/release": {"post": _labelled_batch(
             "releaseJobsByLabel", "released", "the jobs whose client's hold was released now "
             "(an operator's holds are left), and how many more match; `refused`: the release "

@@ -217,8 +217,9 @@ class JobsCancel(APIView):
 
 
 class JobsHold(APIView):
-    """POST {"label": ["key:value", ...]}: hold the organization's waiting jobs that carry
-    each label, a batch at a time (`left`: how many more match)."""
+    """POST {"label": ["key:value", ...]}: hold the organization's jobs that carry each
+    label, waiting ones now and running ones that checkpoint once they stopped (`stopping`),
+    a batch at a time (`left`: how many more match)."""
 
     write_scope = ApiKey.Scope.JOBS
     release = False
@@ -229,6 +230,8 @@ class JobsHold(APIView):
         done = jobs_hold_labelled(organization=request.user.organization,
                                   labels=body.validated_data["label"], release=self.release)
         answer = {"released" if self.release else "held": done.done, "left": done.left}
+        if not self.release:
+            answer["stopping"] = done.stopping
         if self.release:  # the release the credits no longer covered, which stopped it
             answer["refused"] = done.refused and {
                 "code": done.refused.code, "message": done.refused.message,

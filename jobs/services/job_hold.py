@@ -19,9 +19,10 @@ before its hold places nothing by that read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from credits.errors import BudgetExceeded, InsufficientCredits
@@ -40,13 +41,14 @@ from jobs.transitions import LostRace, rehold, transition
 
 CLIENT, OPERATOR = "client", "operator"
 HOLDABLE = (JobState.QUEUED, JobState.RETRY_WAIT, JobState.HELD)
+STOPPABLE = (JobState.RUNNING, JobState.PREEMPTING)  # held once stopped at a checkpoint
 _RANK = {"": 0, CLIENT: 1, OPERATOR: 2}  # an operator's hold outranks the client's
 
 
 def holdable(job: Job) -> bool:
     """Whether a hold would take the job now: it waits, or it runs and checkpoints."""
-    return not job.hold and (job.state in HOLDABLE or job.checkpointable and job.state in (
-        JobState.RUNNING, JobState.PREEMPTING))
+    return not job.hold and (job.state in HOLDABLE or job.checkpointable
+                             and job.state in STOPPABLE)
 
 
 def _reason(by: str, note: str) -> str:
@@ -182,28 +184,34 @@ class Batch:
     left: int  # jobs that match beyond this batch: ask again
     # the release that stopped the batch: the credits or a budget no longer cover its job
     refused: ServiceError | None = None
+    stopping: list[int] = field(default_factory=list)  # held once they stopped running
 
 
 def jobs_hold_labelled(*, organization: Organization, labels: list[str],
                        release: bool = False) -> Batch:
     """Hold the organization's jobs that carry each of `labels` (or, with `release`, release
-    the client's holds on them): a batch whose inputs turned out wrong. CANCEL_BATCH at most,
-    oldest first, each as its own hold would. Held jobs are left out of a hold, and an
-    operator's holds out of a release; a job that starts or ends meanwhile is left as it is.
-    A release the credits no longer cover stops the batch (`refused`), the rest still held."""
+    the client's holds on them): a batch whose inputs turned out wrong, an experiment paused.
+    CANCEL_BATCH at most, oldest first, each as its own hold would: running jobs that
+    checkpoint are `stopping` (held once stopped), those that would start over are left to
+    run. Held jobs are left out of a hold, and an operator's holds out of a release; a job
+    that starts or ends meanwhile is left as it is. A release the credits no longer cover
+    stops the batch (`refused`), the rest still held."""
     if not labels:
         raise ValidationFailed("name at least one label: a bulk hold never takes every job",
                                code="invalid_labels", field="label")
     jobs = with_labels(Job.objects.filter(organization=organization), labels)
-    matching = (jobs.filter(hold=CLIENT) if release else
-                jobs.filter(state__in=HOLDABLE, hold="")).order_by("pk")
+    matching = (jobs.filter(hold=CLIENT) if release else jobs.filter(
+        Q(state__in=HOLDABLE) | Q(state__in=STOPPABLE, checkpointable=True), hold="")
+                ).order_by("pk")
     act = job_release if release else job_hold
     done: list[int] = []
+    stopping: list[int] = []
     for job in matching[:CANCEL_BATCH]:
         try:
-            done.append(act(job=job).pk)
+            job = act(job=job)
         except Conflict:  # it started, ended or was released meanwhile: not ours to force
             continue
         except (InsufficientCredits, BudgetExceeded) as exc:  # the rest would cost more
             return Batch(done, left=matching.count(), refused=exc)
-    return Batch(done, left=matching.count())
+        (stopping if job.state in LIVE and not release else done).append(job.pk)
+    return Batch(done, left=matching.count(), stopping=stopping)

@@ -203,14 +203,20 @@ def jobs_cancel_labelled_view(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def jobs_hold_labelled_view(request: HttpRequest) -> HttpResponse:
-    """Hold, or release, the waiting jobs with a label in each of the user's organizations."""
+    """Hold, or release, the jobs with a label in each of the user's organizations."""
     releasing = request.POST.get("release") == "1"
     return _on_labelled(
         request, lambda org, labels: jobs_hold_labelled(organization=org, labels=labels,
                                                         release=releasing),
         lambda batches: f"{sum(len(b.done) for b in batches)} "
                         f"{'released' if releasing else 'held'}" + "".join(
-                            f"; {b.refused.message}" for b in batches if b.refused))
+                            f"; {b.refused.message}" for b in batches if b.refused) +
+                        _stopping_said(batches))
+
+
+def _stopping_said(batches) -> str:
+    stopping = sum(len(b.stopping) for b in batches)
+    return f", {stopping} stopping at a checkpoint to be held" if stopping else ""
 
 
 @login_required

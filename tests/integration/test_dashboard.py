@@ -300,7 +300,7 @@ def test_a_member_holds_and_releases_every_waiting_job_with_a_label(member, alic
 
     mine, other, theirs = labelled(alice, "b1"), labelled(alice, "b2"), labelled(bob, "b1")
     page = member.get("/dashboard/?label=batch:b1").content.decode()
-    assert "Hold every waiting job with this label" in page
+    assert "Hold every job with this label" in page
     held = member.post("/dashboard/jobs/hold", {"label": "batch:b1"}, follow=True)
     assert "1 held." in held.content.decode()
     states = [Job.objects.get(pk=j.pk).state for j in (mine, other, theirs)]

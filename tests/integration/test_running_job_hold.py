@@ -26,7 +26,12 @@ from tests.support.factories import make_node, start_placed
 from tests.support.ledger import assert_ledger_consistent, wallet_of
 from tests.support.race import race
 from workers.agent.outcome import EXIT_CHECKPOINTED
-from workers.services.attempts import AttemptResult, attempt_finish, attempt_heartbeat
+from workers.services.attempts import (
+    AttemptResult,
+    attempt_finish,
+    attempt_heartbeat,
+    attempt_start,
+)
 from workers.services.reaper import reap_expired_attempts, release_due_retries
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -235,3 +240,27 @@ def test_a_member_stops_and_holds_a_running_job_on_its_page(owner, alice):
         f"/dashboard/jobs/{job.pk}").content.decode()
     plain, _ = _running(alice, checkpointable=False)
     assert "hold it" not in owner.get(f"/dashboard/jobs/{plain.pk}").content.decode()
+
+
+def test_an_experiment_is_paused_by_its_label_running_jobs_at_a_checkpoint(api, alice):
+    make_node(gpus=2)
+
+    def labelled(checkpointable: bool) -> int:
+        return api.post("/api/v1/jobs", {"prompt": "x", "labels": {"exp": "e1"},
+                                         "checkpointable": checkpointable},
+                        format="json").json()["id"]
+
+    running, plain = labelled(True), labelled(False)
+    scheduler_tick_run()
+    for attempt in Attempt.objects.filter(job_id__in=(running, plain)):
+        attempt_start(attempt_id=attempt.pk, token=attempt.token)  # as their node does
+    waiting = labelled(True)
+    answer = api.post("/api/v1/jobs/hold", {"label": ["exp:e1"]}, format="json").json()
+    assert answer == {"held": [waiting], "stopping": [running], "left": 0}
+    assert [_job(pk).state for pk in (running, plain, waiting)] == [
+        "PREEMPTING", "RUNNING", "HELD"]
+    again = api.post("/api/v1/jobs/hold", {"label": ["exp:e1"]}, format="json").json()
+    assert again == {"held": [], "stopping": [], "left": 0}
+    _end(Attempt.objects.get(job_id=running))
+    released = api.post("/api/v1/jobs/release", {"label": ["exp:e1"]}, format="json").json()
+    assert released["released"] == [running, waiting]
