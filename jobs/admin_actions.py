@@ -1,6 +1,7 @@
 """Operators' acts from admin's lists: an organization's suspension and resumption
 (jobs/services/suspension.py), and a job's hold and release (jobs/services/job_hold.py),
-requeue (jobs/services/requeue.py) and run again (jobs/services/redrive.py)."""
+requeue (jobs/services/requeue.py), run again (jobs/services/redrive.py) and time limit
+(jobs/services/time_limits.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from jobs.services.job_hold import OPERATOR, job_hold, job_release
 from jobs.services.redrive import job_redrive
 from jobs.services.requeue import job_requeue
 from jobs.services.suspension import organization_resume, organization_suspend
+from jobs.services.time_limits import job_set_time_limit
 
 
 class SuspendForm(forms.Form):
@@ -108,3 +110,24 @@ def hold(modeladmin, request, queryset):
 @admin.action(description="Release holds (the client's or an operator's)")
 def release(modeladmin, request, queryset):
     _each_job(request, queryset, lambda job: job_release(job=job, by=OPERATOR), "Released")
+
+
+class TimeLimitForm(forms.Form):
+    hours = forms.FloatField(min_value=0.001, help_text="The new time limit of each try, "
+                                                        "from its start, in hours.")
+
+
+@admin.action(description="Change the time limit (running jobs too: longer or shorter)")
+def change_time_limit(modeladmin, request, queryset):
+    form = action_form(modeladmin, request, queryset, TimeLimitForm, action="change_time_limit",
+                       noun="job", intro="Change the time limit of", button="Change",
+                       explained="A running job's node learns its new limit at its next "
+                                 "heartbeat; a longer limit holds what it may cost more of the "
+                                 "organization's credits, or is refused. A limit a running try "
+                                 "has reached already is refused: cancel it instead.")
+    if isinstance(form, TemplateResponse):
+        return form
+    seconds, by = round(form.cleaned_data["hours"] * 3600), request.user.get_username()
+    _each_job(request, queryset, lambda job: job_set_time_limit(
+        job=job, time_limit_s=seconds, by=by, operator=True), "Time limit changed")
+    return None

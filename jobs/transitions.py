@@ -84,6 +84,17 @@ def amend(job: Job, *, reason: str, data: dict, **fields) -> Job:
     return job
 
 
+def retime(job: Job, *, time_limit_s: int, reason: str, data: dict) -> Job:
+    """Change the time limit of a job that started and has not ended, in place: the same
+    compare-and-set and an event from its state to itself (services/time_limits.py)."""
+    if job.state in TERMINAL:
+        raise IllegalTransition(f"job {job.pk}: cannot change its time limit in {job.state}")
+    with transaction.atomic():
+        _compare_and_set(job, JobState(job.state), reason, None, data,
+                         {"time_limit_s": time_limit_s})
+    return job
+
+
 def rehold(job: Job, *, reason: str, data: dict, hold: str, pending_reason: str) -> Job:
     """Change who holds a HELD job (`hold`, "" for none: it waits for the jobs it runs after
     alone), or a PREEMPTING one (it goes HELD, or QUEUED without one, once it stopped),

@@ -141,6 +141,16 @@ def rehold_for_job(job: Job) -> None:
     hold_for_job(job)
 
 
+def hold_longer_limit(job: Job, old_limit_s: int) -> list[Hold]:
+    """Hold what a job's longer time limit may cost more (jobs/services/time_limits.py), or
+    raise as `hold_for_job` does. Nothing for a job that holds nothing now: a held job's
+    release holds by its new limit. Its organization's row is locked."""
+    if not Hold.objects.filter(job=job, closed_at__isnull=True).exists():
+        return []
+    more = _most_it_may_cost(job) - cost(highest_price(job.gpu_types) * job.gpus, old_limit_s)
+    return hold_for_job(job, amount=max(0, more))
+
+
 def free_held_job(job: Job) -> None:
     """A job put on hold reserves nothing while it is held: what its holds keep goes back to
     its wallets (what it spent stays spent) until its release holds again. Called in the

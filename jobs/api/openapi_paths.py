@@ -184,10 +184,16 @@ def paths() -> dict:
                       "description": "Change what a waiting job that never started asks for "
                                      "(e.g. the relaxation its pending.what_if names); it keeps "
                                      "its wait and its credits are held anew. Only the fields "
-                                     "sent change.",
+                                     "sent change. `time_limit_s` alone changes for a job "
+                                     "placed or run too, until it ends: shorter only (403 "
+                                     "time_limit_extension_not_allowed: an operator lengthens "
+                                     "it), not below what its running try has run (400 "
+                                     "time_limit_passed); its nodes stop it at the new limit.",
                       "requestBody": {"required": True, "content": {
                           "application/json": {"schema": ref("JobChange")}}},
                       "responses": {"200": answer("the job as changed", "JobDetail"),
+                                    "403": answer("time_limit_extension_not_allowed, or "
+                                                  "insufficient_scope", "Error"),
                                     **_errors(400, 402, 404, 409, 429)}}},
         "/api/v1/jobs/{job_id}/events": {"get": {
             "operationId": "listJobEvents", "parameters": [JOB_ID, *_query(PageQuery())],

@@ -41,6 +41,7 @@ from jobs.services.placements import placements_of
 from jobs.services.preview import job_submit_preview
 from jobs.services.progress import progress_of
 from jobs.services.submission import job_submit_once
+from jobs.services.time_limits import job_set_time_limit
 from jobs.states import LIVE
 from workers.services.checkpoint_cuts import may_resume, resume_points
 from workers.services.logs import attempt_log
@@ -255,12 +256,21 @@ class JobDetail(APIView):
         return Response({**JobSerializer(job).data, "credits": job_credits(job)})
 
     def patch(self, request, job_id: int):
-        """Change a waiting job's request (services/amend.py): the fields sent, no others."""
+        """Change a waiting job's request (services/amend.py): the fields sent, no others; a
+        started job's time limit alone, shorter (services/time_limits.py)."""
         body = JobSubmitSerializer(data=request.data, partial=True)
         body.is_valid(raise_exception=True)
         unknown = set(request.data) - set(body.fields) if isinstance(request.data, dict) else ()
         changes = {**dict.fromkeys(unknown), **body.validated_data}
-        job = job_amend(organization=request.user.organization, job_id=job_id, changes=changes)
+        if set(changes) == {"time_limit_s"} and changes["time_limit_s"] is not None:
+            job = _jobs_of(request).filter(pk=job_id).first()  # a running job's too
+            if job is None:
+                return not_found()
+            job = job_set_time_limit(job=job, time_limit_s=changes["time_limit_s"],
+                                     by="the client")
+        else:
+            job = job_amend(organization=request.user.organization, job_id=job_id,
+                            changes=changes)
         job = _jobs_of(request).get(pk=job.pk)
         return Response({**JobSerializer(job).data, "credits": job_credits(job)})
 

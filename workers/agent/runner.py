@@ -80,7 +80,8 @@ def _ask_to_stop(proc: subprocess.Popen, sup: Supervision, reader: ProgressReade
 def _supervise(proc: subprocess.Popen, claim: AttemptClaim, reader: ProgressReader,
                copies: RunningCopies | None, logs: LogPublisher) -> Supervision:
     sup = Supervision()
-    deadline = time.monotonic() + claim.time_limit_s
+    began = time.monotonic()
+    deadline = began + claim.time_limit_s
     beat = settings.GPUSCHED_HEARTBEAT_SECONDS
     while True:
         try:
@@ -89,6 +90,8 @@ def _supervise(proc: subprocess.Popen, claim: AttemptClaim, reader: ProgressRead
         except subprocess.TimeoutExpired:
             pass
         verdict = _heartbeat(claim, reader, copies)
+        if verdict.time_limit_s is not None:  # an operator may have lengthened it
+            deadline = began + verdict.time_limit_s
         logs.due()
         if verdict.action == "stale":  # fenced off: another attempt owns this job now
             sup.stop = "stale"

@@ -64,6 +64,9 @@ class AttemptClaim:
 class Verdict:
     action: str  # "continue", "preempt", "cancel" or "stale"
     deadline_s: float = 0.0  # seconds left to stop gracefully, for preempt and cancel
+    # the node's time limit for the try now, as `claim_for` gives it: an operator may have
+    # lengthened the job's (jobs/services/time_limits.py); None when stale
+    time_limit_s: int | None = None
 
 
 def lease() -> timedelta:
@@ -94,7 +97,7 @@ def claim_for(attempt: Attempt, token: int, *, node_rank: int, node_id: int,
     0's end stops them first, so a gang times out as rank 0 does."""
     job = attempt.job
     nodes = gang_nodes(attempt)
-    limit = job.time_limit_s + (round(settings.GPUSCHED_KILL_GRACE_S) if node_rank else 0)
+    limit = node_time_limit(job.time_limit_s, node_rank)
     return AttemptClaim(attempt_id=attempt.pk, token=token, job_id=job.pk,
                         node=nodes[node_rank], gpu_indices=tuple(gpu_indices),
                         gpu_uuids=_bound_uuids(attempt, node_id, gpu_indices),
@@ -102,6 +105,10 @@ def claim_for(attempt: Attempt, token: int, *, node_rank: int, node_id: int,
                         node_rank=node_rank, nodes=nodes, rendezvous=rendezvous(attempt),
                         checkpoint=resume_copies(job.pk, len(nodes)).get(node_rank, ""),
                         retry=job.retries)
+
+
+def node_time_limit(job_limit_s: int, node_rank: int) -> int:
+    return job_limit_s + (round(settings.GPUSCHED_KILL_GRACE_S) if node_rank else 0)
 
 
 def rendezvous(attempt: Attempt) -> tuple[str, int]:
@@ -184,15 +191,20 @@ def _work_kept(attempt_id: int, at: datetime) -> None:
     meter_attempt(attempt_id, until=at, every_s=settings.GPUSCHED_METER_INTERVAL_S)
 
 
-def verdict_of(attempt_id: int, now: datetime) -> Verdict:
-    """Whether the attempt, live, should go on, or stop and by when (all its nodes alike)."""
-    stop, deadline = Attempt.objects.filter(pk=attempt_id).values_list(
-        "stop_requested", "stop_deadline").first() or ("", None)
+def verdict_of(attempt_id: int, now: datetime, node_rank: int = 0) -> Verdict:
+    """Whether the attempt, live, should go on, or stop and by when (all its nodes alike),
+    and the time limit of the attempt's node `node_rank` now."""
+    row = Attempt.objects.filter(pk=attempt_id).values_list(
+        "stop_requested", "stop_deadline", "job__time_limit_s").first()
+    if row is None:
+        return Verdict("stale")
+    stop, deadline, job_limit = row
+    limit = node_time_limit(job_limit, node_rank)
     if not stop:
-        return Verdict("continue")
+        return Verdict("continue", time_limit_s=limit)
     left = (deadline - now).total_seconds() if deadline else settings.GPUSCHED_KILL_GRACE_S
     # a hold stops the binary as a preemption does: at a checkpoint, to resume
-    return Verdict("preempt" if stop == "hold" else stop, max(0.0, left))
+    return Verdict("preempt" if stop == "hold" else stop, max(0.0, left), limit)
 
 
 def attempt_free_gpus(*, attempt_id: int, token: int) -> bool:

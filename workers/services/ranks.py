@@ -72,7 +72,7 @@ def rank_heartbeat(*, attempt_id: int, token: int, rank: int,
             return Verdict("stale")
         if copied:
             copy_kept(attempt_id, rank, copied)
-    return verdict_of(attempt_id, now)
+    return verdict_of(attempt_id, now, node_rank=rank)
 
 
 def rank_finish(*, attempt_id: int, token: int, rank: int, result: AttemptResult) -> str:

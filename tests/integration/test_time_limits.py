@@ -1,0 +1,115 @@
+"""A started job's time limit changes as Slurm's `scontrol update TimeLimit=` changes it: an
+operator lengthens or shortens it, its client only shortens it, and its running try's nodes
+learn the new limit at their next heartbeat. Attacked: a client lengthening it, a limit the
+try has passed, one the credits do not cover, an ended job, and a change racing the try's
+end (invariant: the limit changes with its credits or not at all, and never fails a try's
+report)."""
+
+from datetime import timedelta
+from functools import partial
+
+import pytest
+from django.utils import timezone
+
+from credits.errors import InsufficientCredits
+from credits.models import GpuPrice
+from credits.services.grants import credits_grant
+from credits.services.holds import job_credits
+from jobs.models import Attempt, Job
+from jobs.services.submission import JobSpec, job_submit
+from jobs.services.time_limits import job_set_time_limit
+from tests.support.factories import make_node, start_placed
+from tests.support.ledger import assert_ledger_consistent, wallet_of
+from tests.support.race import race
+from workers.services.attempts import AttemptResult, attempt_finish, attempt_heartbeat
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _job(pk: int) -> Job:
+    return Job.objects.get(pk=pk)
+
+
+def _running(org, limit: int = 600) -> tuple[Job, Attempt]:
+    job = job_submit(organization=org, spec=JobSpec(prompt="a training run",
+                                                    time_limit_s=limit))
+    return job, start_placed(job)
+
+
+def test_an_operator_lengthens_a_running_job_and_its_node_learns_the_limit(alice):
+    make_node(gpus=1)
+    job, attempt = _running(alice)
+    assert attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token).time_limit_s == 600
+    job_set_time_limit(job=job, time_limit_s=7200, by="op", operator=True)
+    assert _job(job.pk).time_limit_s == 7200
+    assert attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token).time_limit_s == 7200
+    event = _job(job.pk).events.latest("pk")
+    assert (event.from_state, event.to_state, event.data["changed"]) == (
+        "RUNNING", "RUNNING", {"time_limit_s": [600, 7200]})
+
+
+def test_a_client_shortens_its_running_job_but_does_not_lengthen_it(api, alice):
+    make_node(gpus=1)
+    job, _ = _running(alice)
+    shorter = api.patch(f"/api/v1/jobs/{job.pk}", {"time_limit_s": 300}, format="json")
+    assert (shorter.status_code, shorter.json()["time_limit_s"]) == (200, 300)
+    longer = api.patch(f"/api/v1/jobs/{job.pk}", {"time_limit_s": 900}, format="json")
+    assert longer.status_code == 403
+    assert longer.json()["error"]["code"] == "time_limit_extension_not_allowed"
+    Attempt.objects.filter(job=job).update(started_at=timezone.now() - timedelta(seconds=200))
+    passed = api.patch(f"/api/v1/jobs/{job.pk}", {"time_limit_s": 100}, format="json")
+    assert (passed.status_code, passed.json()["error"]["code"]) == (400, "time_limit_passed")
+    assert _job(job.pk).time_limit_s == 300
+    waiting = job_submit(organization=alice, spec=JobSpec(prompt="x", time_limit_s=60))
+    lengthened = api.patch(f"/api/v1/jobs/{waiting.pk}", {"time_limit_s": 900}, format="json")
+    assert lengthened.json()["time_limit_s"] == 900  # not placed yet: its request changes
+
+
+def test_a_longer_limit_holds_what_it_may_cost_more_or_changes_nothing(alice):
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)  # 1 credit a second
+    credits_grant(organization=alice, amount=1000)
+    make_node(gpus=1)
+    job, _ = _running(alice)
+    job_set_time_limit(job=job, time_limit_s=900, by="op", operator=True)
+    assert job_credits(_job(job.pk))["held"] == 900 and wallet_of(alice).available == 100
+    with pytest.raises(InsufficientCredits):
+        job_set_time_limit(job=_job(job.pk), time_limit_s=1200, by="op", operator=True)
+    assert _job(job.pk).time_limit_s == 900 and job_credits(_job(job.pk))["held"] == 900
+    job_set_time_limit(job=_job(job.pk), time_limit_s=300, by="op", operator=True)
+    assert wallet_of(alice).available == 100  # a shorter one settles at the end
+    assert_ledger_consistent()
+
+
+def test_an_ended_job_or_a_limit_out_of_range_is_refused(api, alice):
+    make_node(gpus=1)
+    job, attempt = _running(alice)
+    attempt_finish(attempt_id=attempt.pk, token=attempt.token,
+                   result=AttemptResult("SUCCEEDED", 0))
+    ended = api.patch(f"/api/v1/jobs/{job.pk}", {"time_limit_s": 60}, format="json")
+    assert (ended.status_code, ended.json()["error"]["code"]) == (409, "job_finished")
+    other, _ = _running(alice)
+    huge = api.patch(f"/api/v1/jobs/{other.pk}", {"time_limit_s": 10**9}, format="json")
+    assert huge.status_code == 400 and _job(other.pk).time_limit_s == 600
+
+
+def test_an_operator_changes_the_limit_from_admin(client, alice):
+    from django.contrib.auth import get_user_model
+
+    client.force_login(get_user_model().objects.create_superuser("op", password="pw-op-1"))
+    make_node(gpus=1)
+    job, _ = _running(alice)
+    client.post("/admin/jobs/job/", {"action": "change_time_limit", "apply": "Change",
+                                     "_selected_action": [job.pk], "hours": "2"})
+    assert _job(job.pk).time_limit_s == 7200
+
+
+def test_a_change_racing_the_tries_end_never_fails_its_report(alice):
+    make_node(gpus=2)
+    for _ in range(4):
+        job, attempt = _running(alice)
+        errors = race(partial(job_set_time_limit, job=job, time_limit_s=1200, by="op",
+                              operator=True),
+                      partial(attempt_finish, attempt_id=attempt.pk, token=attempt.token,
+                              result=AttemptResult("SUCCEEDED", 0)))
+        assert all(getattr(e, "code", "") == "job_finished" for e in errors), errors
+        assert _job(job.pk).state == "SUCCEEDED"
