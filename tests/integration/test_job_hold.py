@@ -20,7 +20,7 @@ from jobs.services.errors import Forbidden
 from jobs.services.job_hold import OPERATOR, job_hold, job_release
 from jobs.services.submission import JobSpec, job_submit
 from tests.support.factories import make_job, make_node, start_placed
-from tests.support.race import race
+from tests.support.race import hold_and_release_each, race
 from workers.services.attempts import AttemptResult, attempt_finish
 from workers.services.reaper import release_due_retries
 
@@ -147,17 +147,9 @@ def test_holds_releases_and_rounds_racing_leave_every_job_consistent(alice):
         for _ in range(2)]
     attempt = start_placed(first)
 
-    def flip(by: str) -> None:
-        for job in jobs:
-            for act in (job_hold, job_release):
-                try:
-                    act(job=_job(job.pk), by=by)
-                except Exception as exc:  # noqa: BLE001 - a refusal, checked by its code
-                    assert getattr(exc, "code", None) in {
-                        "job_not_held", "not_checkpointable", "job_starting", "held_by_operator",
-                        "busy"}, exc
-
-    assert race(partial(flip, "client"), partial(flip, OPERATOR), scheduler_tick_run,
+    flip = partial(hold_and_release_each, [job.pk for job in jobs], refusals={
+        "job_not_held", "not_checkpointable", "job_starting", "held_by_operator", "busy"})
+    assert race(partial(flip, by="client"), partial(flip, by=OPERATOR), scheduler_tick_run,
                 partial(attempt_finish, attempt_id=attempt.pk, token=attempt.token,
                         result=OK)) == []
     scheduler_tick_run()

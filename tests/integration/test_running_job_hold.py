@@ -24,7 +24,7 @@ from jobs.services.requeue import job_requeue
 from jobs.services.submission import JobSpec, job_submit
 from tests.support.factories import make_node, start_placed
 from tests.support.ledger import assert_ledger_consistent, wallet_of
-from tests.support.race import race
+from tests.support.race import hold_and_release_each, race
 from workers.agent.outcome import EXIT_CHECKPOINTED
 from workers.services.attempts import (
     AttemptResult,
@@ -198,20 +198,11 @@ def test_holds_releases_ends_and_rounds_racing_never_queue_a_held_job(alice):
     make_node("n1", gpus=2)
     for _ in range(3):
         pairs = [_running(alice) for _ in range(2)]
-
-        def flip(by: str, pairs=pairs) -> None:
-            for job, _ in pairs:
-                for act in (job_hold, job_release):
-                    try:
-                        act(job=_job(job.pk), by=by)
-                    except Exception as exc:  # noqa: BLE001 - a refusal, checked by its code
-                        assert getattr(exc, "code", None) in {
-                            "job_not_held", "held_by_operator", "busy", "job_finished",
-                            "job_starting"}, exc
-
+        flip = partial(hold_and_release_each, [job.pk for job, _ in pairs], refusals={
+            "job_not_held", "held_by_operator", "busy", "job_finished", "job_starting"})
         ends = [partial(_end, attempt) for _, attempt in pairs]
-        assert race(partial(flip, "client"), partial(flip, OPERATOR), scheduler_tick_run,
-                    *ends) == []
+        assert race(partial(flip, by="client"), partial(flip, by=OPERATOR),
+                    scheduler_tick_run, *ends) == []
         for job, _ in pairs:
             job = _job(job.pk)
             assert job.state != "PREEMPTING" and not _queued_while_held(job.pk), job.state

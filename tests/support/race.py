@@ -32,3 +32,17 @@ def race(*ends: Callable[[], object]) -> list[BaseException]:
     for t in threads:
         t.join()
     return errors
+
+
+def hold_and_release_each(job_ids: list[int], by: str, refusals: set[str]) -> None:
+    """Hold each job for `by`, then release it, as a client or operator flipping holds would;
+    a refusal must be one of `refusals` (the codes the race may give)."""
+    from jobs.models import Job
+    from jobs.services.job_hold import job_hold, job_release
+
+    for pk in job_ids:
+        for act in (job_hold, job_release):
+            try:
+                act(job=Job.objects.get(pk=pk), by=by)
+            except Exception as exc:  # noqa: BLE001 - a refusal, checked by its code
+                assert getattr(exc, "code", None) in refusals, exc

@@ -1,11 +1,13 @@
-"""A client holds its running training job: the node stops the binary at a checkpoint, the
-GPUs go to other work while the job is held, and released it resumes where it stopped."""
+"""A running job changed while it runs, by its client or an operator: held, its node stops
+the binary at a checkpoint, the GPUs go to other work meanwhile, and released it resumes
+where it stopped; its time limit changed, its node keeps the new one, longer or shorter."""
 
 import uuid
 
 import pytest
 
 from jobs.models import Attempt, GpuBinding, Job
+from jobs.services.time_limits import job_set_time_limit
 from tests.support.broker import purge_broker_and_cache
 from tests.support.processes import ProcessGroup, wait_for
 from workers.models import Node
@@ -24,12 +26,17 @@ def _state(job_id: int) -> str:
     return Job.objects.get(pk=job_id).state
 
 
-def test_a_held_running_job_frees_its_gpus_and_resumes_once_released(api, quick_heartbeats):
+def _fleet(group: ProcessGroup, gpus: int) -> None:
+    """One node of `gpus` and the scheduler."""
     purge_broker_and_cache()
-    name = f"hold-{uuid.uuid4().hex[:6]}"
-    quick_heartbeats.node(name, 1)
+    name = f"run-{uuid.uuid4().hex[:6]}"
+    group.node(name, gpus)
     wait_for(lambda: Node.objects.filter(name=name).exists(), 60, "the node")
-    quick_heartbeats.scheduler()
+    group.scheduler()
+
+
+def test_a_held_running_job_frees_its_gpus_and_resumes_once_released(api, quick_heartbeats):
+    _fleet(quick_heartbeats, 1)
     job_id = api.post("/api/v1/jobs", {
         "prompt": "a training run", "checkpointable": True,
         "params": {"run_seconds": 12, "progress_interval": 0.25}}, format="json").json()["id"]
@@ -56,3 +63,21 @@ def test_a_held_running_job_frees_its_gpus_and_resumes_once_released(api, quick_
     assert Attempt.objects.get(pk=resumed.pk).progress >= first.progress > 0.1
     wait_for(lambda: _state(job_id) == "SUCCEEDED", 90, "the job to finish")
     assert Job.objects.get(pk=job_id).preemptions == 0
+
+
+def test_a_node_stops_its_job_at_the_limit_set_while_it_ran(api, quick_heartbeats):
+    _fleet(quick_heartbeats, 2)
+
+    def submit(run_s: int, limit_s: int) -> int:
+        return api.post("/api/v1/jobs", {"prompt": "a run", "time_limit_s": limit_s,
+                                         "params": {"run_seconds": run_s}},
+                        format="json").json()["id"]
+
+    longer, shorter = submit(8, 5), submit(60, 600)
+    wait_for(lambda: _state(longer) == _state(shorter) == "RUNNING", 60, "both to run")
+    job_set_time_limit(job=Job.objects.get(pk=longer), time_limit_s=120, by="op",
+                       operator=True)
+    cut = api.patch(f"/api/v1/jobs/{shorter}", {"time_limit_s": 4}, format="json")
+    assert cut.status_code == 200
+    wait_for(lambda: _state(shorter) == "TIMED_OUT", 60, "the shortened job to stop")
+    wait_for(lambda: _state(longer) == "SUCCEEDED", 60, "the lengthened job to finish")
