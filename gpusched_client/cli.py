@@ -209,7 +209,8 @@ def _parser() -> argparse.ArgumentParser:
     amend.add_argument("--gpus", type=int)
     amend.add_argument("--min-gpus", type=int)
     amend.add_argument("--gpu-type", action="append", help="in order of preference")
-    amend.add_argument("--time-limit", type=int, metavar="SECONDS")
+    amend.add_argument("--time-limit", type=int, metavar="SECONDS",
+                       help="alone, shortens a running job's too")
     amend.add_argument("--urgency", type=int, metavar="SECONDS")
     amend.set_defaults(run=_amend)
 

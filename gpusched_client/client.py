@@ -153,8 +153,9 @@ class Client:
 
     def amend(self, job_id: int, **changes: object) -> Json:
         """A waiting job that never started takes another request (gpus, min_gpus, gpu_types,
-        min_gpu_memory_mb, region, time_limit_s, urgency_s) and keeps its wait. Safe to
-        repeat: the same values set twice are set once."""
+        min_gpu_memory_mb, region, time_limit_s, urgency_s) and keeps its wait; a placed or
+        running one a shorter time_limit_s alone. Safe to repeat: the same values set twice
+        are set once."""
         return self._call("PATCH", f"/api/v1/jobs/{job_id}", body=changes, safe=True)
 
     def relax(self, job_id: int) -> Json | None:
