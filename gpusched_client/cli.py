@@ -230,6 +230,11 @@ def _parser() -> argparse.ArgumentParser:
     listing.add_argument("--limit", type=int, default=100, help="at most this many")
     listing.set_defaults(run=_list)
 
+    summary = commands.add_parser("summary", help="jobs by state, GPU-hours and credits")
+    summary.add_argument("--project")
+    summary.add_argument("--label", action="append", default=[], metavar="KEY:VALUE")
+    summary.set_defaults(run=_summary)
+
     for name, what in (("queue", "your waiting jobs, first in line first"),
                        ("credits", "credits available and held, budgets, transfers"),
                        ("projects", "projects: weights, caps, GPUs held, budgets"),
@@ -264,6 +269,11 @@ def _parser() -> argparse.ArgumentParser:
     log.add_argument("--attempt", type=int)
     log.set_defaults(run=_log)
     return parser
+
+
+def _summary(client: Client, args: argparse.Namespace) -> int:
+    _print(client.summary(project=args.project, labels=args.label))
+    return 0
 
 
 def _list(client: Client, args: argparse.Namespace) -> int:

@@ -79,6 +79,14 @@ class Client:
         query += [(k, v) for k, v in (("state", state), ("project", project)) if v]
         return self._pages("/api/v1/jobs", query)
 
+    def summary(self, *, project: str | None = None, labels: Sequence[str] = ()) -> Json:
+        """How many of the organization's jobs (of the project, with each label) are in each
+        state, the GPUs they hold, the GPU-hours they ran and their credits: a batch's
+        progress, an experiment's cost."""
+        query = [("label", label) for label in labels]
+        query += [("project", project)] if project else []
+        return self._call("GET", "/api/v1/jobs/summary", query=query, safe=True)
+
     def api_keys(self) -> Iterator[Json]:
         """The organization's API keys, newest first (never their secrets): scope, user,
         last use, expiry, revocation, and whether each is `live`."""

@@ -25,6 +25,7 @@ from jobs.api.serializers import (
     LabelledQuery,
     LineQuery,
     LogQuery,
+    SummaryQuery,
     WebhookEndpointSerializer,
 )
 from jobs.services.batches import MAX_BATCH
@@ -168,6 +169,13 @@ def paths() -> dict:
                           "403": answer("insufficient_scope, or organization_suspended",
                                         "Error"),
                           **_errors(400, 402, 409, 413, 429)}}},
+        "/api/v1/jobs/summary": {"get": {
+            "operationId": "summarizeJobs", "parameters": _query(SummaryQuery()),
+            "responses": {"200": answer(
+                "how many of the organization's jobs (with each label, of the project) are in "
+                "each state, the GPUs they hold, the GPU-hours they ran and their credits: a "
+                "batch's progress, an experiment's cost", "JobsSummary"),
+                **_errors(400, 429)}}},
         "/api/v1/queue": {"get": {
             "operationId": "getQueueLine", "parameters": _query(LineQuery()),
             "responses": {"200": answer(

@@ -200,6 +200,14 @@ QUEUE_LINE = obj({
     "of": nullable(INT), "as_of": nullable(TIME), "waiting": INT, "in_line": INT,
     "results": {"type": "array", "items": obj({
         "id": INT, "gpus": INT, "place": INT, "ahead_s": nullable(INT)})}})
+JOBS_SUMMARY = obj({
+    "jobs": INT, "states": {"type": "object", "additionalProperties": INT,
+                           "description": "jobs by state, the states with any"},
+    "ended": INT, "gpus_held": {**INT, "description": "GPUs the live ones hold now"},
+    "gpu_hours": {"type": "number", "description": "every try's GPUs × its run, one still "
+                                                   "running until now"},
+    "credits": obj({"held": INT, "spent": INT, "refunded": INT}),
+    "first_submitted_at": nullable(TIME), "last_ended_at": nullable(TIME)})
 ACCEPTED = obj({"id": INT, "state": STR, "url": STR, "backlog_s": nullable({
     "type": "integer", "description": "How long the work waiting at the job's tier or above "
     "would keep the whole fleet busy, as of the last round (what admission sheds by); not a "
@@ -299,6 +307,7 @@ def component_schemas() -> dict:
     return {"JobSubmit": _job_submit(), "JobChange": _job_change(), "Job": JOB,
             "BatchJob": _batch_job(),
             "JobDetail": JOB_DETAIL, "Accepted": ACCEPTED, "QueueLine": QUEUE_LINE,
+            "JobsSummary": JOBS_SUMMARY,
             "Error": ERROR, "Webhook": WEBHOOK, "WebhookCreated": WEBHOOK_CREATED,
             "WebhookRotated": WEBHOOK_ROTATED, "Delivery": DELIVERY, "Credits": CREDITS,
             "Usage": USAGE, "Organization": ORGANIZATION, "Preview": PREVIEW,

@@ -191,6 +191,11 @@ class LabelledQuery(serializers.Serializer):
     label = _label_filter(min_length=1)
 
 
+class SummaryQuery(serializers.Serializer):
+    project = serializers.SlugField(max_length=60, required=False)
+    label = _label_filter(required=False)
+
+
 class JobSerializer(serializers.ModelSerializer):
     project = serializers.CharField(source="project.name")
     organization = serializers.CharField(source="organization.slug")

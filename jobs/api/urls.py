@@ -24,6 +24,7 @@ from jobs.api.views import (
     JobsCancel,
     JobsHold,
     JobsRelease,
+    JobsSummary,
     OpenApiDocument,
     QueueLine,
 )
@@ -42,6 +43,7 @@ urlpatterns = [
     path("jobs/cancel", JobsCancel.as_view(), name="jobs-cancel"),
     path("jobs/hold", JobsHold.as_view(), name="jobs-hold"),
     path("jobs/release", JobsRelease.as_view(), name="jobs-release"),
+    path("jobs/summary", JobsSummary.as_view(), name="jobs-summary"),
     path("jobs/<int:job_id>", JobDetail.as_view(), name="job-detail"),
     path("jobs/<int:job_id>/cancel", JobCancel.as_view(), name="job-cancel"),
     path("jobs/<int:job_id>/hold", JobHold.as_view(), name="job-hold"),

@@ -24,6 +24,7 @@ from jobs.api.serializers import (
     LabelledQuery,
     LineQuery,
     LogQuery,
+    SummaryQuery,
     position_body,
 )
 from jobs.models import ApiKey, Job
@@ -41,6 +42,7 @@ from jobs.services.placements import placements_of
 from jobs.services.preview import job_submit_preview
 from jobs.services.progress import progress_of
 from jobs.services.submission import job_submit_once
+from jobs.services.summaries import jobs_summary
 from jobs.services.time_limits import job_set_time_limit
 from jobs.states import LIVE
 from workers.services.checkpoint_cuts import may_resume, resume_points
@@ -124,6 +126,20 @@ class JobListCreate(APIView):
             "progress": progress_of(page, timezone.now()),
             "checkpoints": resume_points(ran)})
         return Response({"results": serialized.data, "next": following})
+
+
+class JobsSummary(APIView):
+    """GET: how many of the organization's jobs are in each state, the GPUs they hold, the
+    GPU-hours they ran and their credits; `?label=` (each of them) and `?project=` narrow
+    them to a batch or an experiment."""
+
+    def get(self, request):
+        query = SummaryQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        jobs = with_labels(_jobs_of(request), query.validated_data.get("label", []))
+        if "project" in query.validated_data:
+            jobs = jobs.filter(project__name=query.validated_data["project"])
+        return Response(jobs_summary(jobs, timezone.now()))
 
 
 class GpuTypes(APIView):

@@ -27,6 +27,7 @@ from jobs.services.labels import with_labels
 from jobs.services.outputs import output_response
 from jobs.services.progress import progress_of
 from jobs.services.relaxations import relaxation
+from jobs.services.summaries import jobs_summary
 from jobs.states import LIVE, TERMINAL, JobState
 from jobs.web.access import organizations_with_projects, project_targets
 from workers.services.checkpoint_cuts import resume_point
@@ -66,18 +67,20 @@ def job_list(request: HttpRequest) -> HttpResponse:
     project = project if project in projects else ""  # nor is another organization's
     before = request.GET.get("before", "")
     jobs = _jobs_of_user(request)
-    if state:
-        jobs = jobs.filter(state=state)
     if project:
         slug, _, name = project.partition("/")
         jobs = jobs.filter(organization__slug=slug, project__name=name)
-    if before.isdigit():
-        jobs = jobs.filter(pk__lt=int(before))
     try:
         jobs = with_labels(jobs, [label] if label else [])
     except ServiceError as exc:
         messages.warning(request, exc.message)
         jobs = jobs.none()
+    # a batch's progress and cost, whatever page or state is shown of it
+    summary = jobs_summary(jobs, timezone.now()) if label else None
+    if state:
+        jobs = jobs.filter(state=state)
+    if before.isdigit():
+        jobs = jobs.filter(pk__lt=int(before))
     page = list(jobs.order_by("-pk")[:RECENT + 1])  # one more: is there an older page?
     older = page[RECENT - 1].pk if len(page) > RECENT else None
     jobs_shown = _with_positions(page[:RECENT])
@@ -85,6 +88,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboard/job_list.html", {
         "jobs": jobs_shown, "label": label, "state": state, "project": project,
         "projects": projects, "states": JobState.values, "filtered": bool(filters),
+        "summary": summary,
         "older": older and f"?{urlencode({**filters, 'before': older})}",
         "balances": [(org, organization_balance(org)) for org in orgs],
         "refresh_s": None if before else _refresh(*jobs_shown)})

@@ -36,6 +36,7 @@ def test_a_job_is_submitted_found_held_released_and_cancelled(shell):
     assert job.params == {"expected_duration_s": 90, "style": "noir"}
     status, out, _ = shell("list", "--label", "run:7")
     assert status == 0 and [j["id"] for j in json.loads(out)] == [job.pk]
+    assert json.loads(shell("summary", "--label", "run:7")[1])["states"] == {"QUEUED": 1}
     assert json.loads(shell("hold", str(job.pk))[1])["state"] == "HELD"
     assert json.loads(shell("release", str(job.pk))[1])["state"] == "QUEUED"
     assert json.loads(shell("show", str(job.pk))[1])["state"] == "QUEUED"
