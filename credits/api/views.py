@@ -14,6 +14,7 @@ from credits.services.budgets import budget_report
 from credits.services.statements import organization_balance, recent_transfers, transfers_of
 from credits.services.usage import monthly_usage
 from jobs.api.paging import PageQuery, page_of
+from jobs.api.serializers import label_filter
 
 
 class TransferSerializer(serializers.ModelSerializer):
@@ -69,6 +70,7 @@ class TransferList(APIView):
 class UsageQuery(serializers.Serializer):
     month = serializers.RegexField(r"^\d{4}-(0[1-9]|1[0-2])$", required=False,
                                    help_text="YYYY-MM, UTC; this month by default")
+    label = label_filter(required=False)
 
     def validate_month(self, value: str) -> date:
         year, month = map(int, value.split("-"))
@@ -85,4 +87,5 @@ class Usage(APIView):
         query = UsageQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         month = query.validated_data.get("month") or timezone.now().date()
-        return Response(monthly_usage(request.user.organization, month))
+        return Response(monthly_usage(request.user.organization, month,
+                                      labels=query.validated_data.get("label", [])))

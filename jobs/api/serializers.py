@@ -169,7 +169,7 @@ class LogQuery(serializers.Serializer):
                                     help_text="Only the last this many bytes.")
 
 
-def _label_filter(**kwargs) -> serializers.ListField:
+def label_filter(**kwargs) -> serializers.ListField:
     return serializers.ListField(
         child=serializers.CharField(max_length=64 + MAX_VALUE), max_length=MAX_LABELS,
         help_text="key:value, or key for any value; repeat for all of several.", **kwargs)
@@ -184,16 +184,16 @@ class JobListQuery(PageQuery):
         help_text="Only these jobs (repeat: id=1&id=2); another organization's are absent.")
     state = serializers.ChoiceField(choices=JobState.values, required=False)
     project = serializers.SlugField(max_length=60, required=False)
-    label = _label_filter(required=False)
+    label = label_filter(required=False)
 
 
 class LabelledQuery(serializers.Serializer):
-    label = _label_filter(min_length=1)
+    label = label_filter(min_length=1)
 
 
 class SummaryQuery(serializers.Serializer):
     project = serializers.SlugField(max_length=60, required=False)
-    label = _label_filter(required=False)
+    label = label_filter(required=False)
 
 
 class JobSerializer(serializers.ModelSerializer):

@@ -90,3 +90,21 @@ def test_a_bad_month_is_refused_with_a_code(api, month):
 def test_month_bounds_roll_over_the_year():
     assert month_bounds(date(2026, 12, 5)) == (datetime(2026, 12, 1, tzinfo=UTC),
                                                datetime(2027, 1, 1, tzinfo=UTC))
+
+
+def test_a_months_usage_of_the_jobs_with_a_label(alice, api):
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
+    credits_grant(organization=alice, amount=100_000)
+    make_node("n1", gpus=4)
+    for experiment, gpus in (("e1", 2), ("e2", 1)):
+        job = job_submit(organization=alice, spec=JobSpec(
+            prompt="x", gpus=gpus, time_limit_s=600, labels={"exp": experiment}))
+        run_placed_job(job, ran_for_s=300)
+    e1 = api.get("/api/v1/credits/usage?label=exp:e1").json()
+    everything = api.get("/api/v1/credits/usage").json()
+    e1_spent = Transfer.objects.filter(kind="POST", job__labels__exp="e1")
+    assert e1["spent"] == sum(t.amount for t in e1_spent) < everything["spent"]
+    assert e1["gpu_hours"] == pytest.approx(10 / 60, abs=0.01)
+    assert everything["gpu_hours"] == pytest.approx(15 / 60, abs=0.01)
+    bad = api.get("/api/v1/credits/usage?label=no%20such")
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_labels"
