@@ -38,7 +38,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _submit(client: Client, args: argparse.Namespace) -> int:
     fields = _given(min_gpus=args.min_gpus, gpu_types=args.gpu_type, project=args.project,
                     time_limit_s=args.time_limit, labels=_labels(args.label),
-                    after=args.after, params=_params(args.param))
+                    after=args.after, params=_params(args.param),
+                    after_mode="ended" if args.after_end else None)
     job = client.submit(args.prompt, gpus=args.gpus, idempotency_key=args.idempotency_key,
                         dry_run=args.dry_run, **fields)
     if not args.wait or args.dry_run:
@@ -185,6 +186,8 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("--time-limit", type=int, metavar="SECONDS")
     submit.add_argument("--label", action="append", metavar="KEY:VALUE")
     submit.add_argument("--after", type=int, action="append", metavar="JOB")
+    submit.add_argument("--after-end", action="store_true",
+                        help="run once the --after jobs end, however they end")
     submit.add_argument("--param", action="append", metavar="KEY=VALUE")
     submit.add_argument("--idempotency-key", help="the same key gets the same job")
     submit.add_argument("--dry-run", action="store_true", help="what it would do; keep nothing")

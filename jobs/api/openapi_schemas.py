@@ -163,7 +163,9 @@ JOB = obj({
     "min_gpu_memory_mb": INT, "region": STR, "time_limit_s": INT, "checkpointable": BOOL,
     "preemptible": BOOL, "urgency_s": INT,
     "after": {"type": "array", "items": INT, "description": "Jobs that must succeed before "
-              "it queues: HELD until then, CANCELLED dependency_failed if one does not."},
+              "it queues: HELD until then, CANCELLED dependency_failed if one does not; with "
+              "after_mode ended, only end, however they end."},
+    "after_mode": {"type": "string", "enum": ["succeeded", "ended"]},
     "created_at": TIME, "started_at": nullable(TIME),
     "finished_at": nullable(TIME), "preemptions": INT,
     "start_by": {**nullable(TIME), "description": "Cancelled (start_deadline_passed) if it "

@@ -21,7 +21,7 @@ from jobs.models.job import MAX_START_WITHIN_S, MAX_URGENCY_S
 from jobs.models.webhook import EVENTS
 from jobs.scheduler.positions import QueuePosition, places_of
 from jobs.services.batches import MAX_BATCH
-from jobs.services.dependencies import MAX_AFTER
+from jobs.services.dependencies import AFTER_MODES, MAX_AFTER, SUCCEEDED
 from jobs.services.labels import MAX_LABELS, MAX_VALUE
 from jobs.services.outputs import output_path
 from jobs.services.placements import placements_of
@@ -62,6 +62,10 @@ class JobSubmitSerializer(serializers.Serializer):
                                            default=None)
     after = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False,
                                   default=list, max_length=MAX_AFTER)
+    after_mode = serializers.ChoiceField(
+        choices=AFTER_MODES, default=SUCCEEDED,
+        help_text="What the jobs it runs after must do first: succeed (the default; one that "
+                  "does not cancels it) or end, however they end (Slurm's afterany).")
     start_within_s = serializers.IntegerField(
         min_value=1, max_value=MAX_START_WITHIN_S, required=False, allow_null=True,
         default=None, help_text="Cancel the job (error_code start_deadline_passed) if it has "
@@ -215,7 +219,8 @@ class JobSerializer(serializers.ModelSerializer):
             "id", "organization", "project", "state", "hold", "version", "prompt", "params",
             "labels", "gpus", "min_gpus", "gpu_types", "min_gpu_memory_mb", "region",
             "time_limit_s", "checkpointable", "preemptible", "created_at", "started_at",
-            "finished_at", "start_by", "urgency_s", "after", "preemptions", "retries",
+            "finished_at", "start_by", "urgency_s", "after", "after_mode", "preemptions",
+            "retries",
             "max_retries", "retry_at", "pending", "placement", "progress", "checkpoint", "result",
             "output_url", "error_code", "error",
         ]

@@ -39,6 +39,10 @@ class Job(models.Model):
     # jobs of its organization that must succeed before it may queue (HELD until then)
     after = models.ManyToManyField("self", symmetrical=False, related_name="dependents",
                                    blank=True)
+    # what the jobs it runs after must do first: succeed (Slurm's afterok), or end however
+    # they end (afterany: a step that gathers what a batch made, failures and all)
+    after_mode = models.CharField(max_length=10, default="succeeded", choices=[
+        ("succeeded", "succeeded"), ("ended", "ended")])
     # life
     state = models.CharField(max_length=12, choices=JobState.choices, default=JobState.QUEUED)
     # who keeps it HELD out of the queue until they release it (jobs/services/job_hold.py),

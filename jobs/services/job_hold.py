@@ -30,7 +30,7 @@ from credits.services.holds import free_held_job, hold_released_job
 from jobs.models import Attempt, Job, Organization
 from jobs.scheduler.trigger import request_tick
 from jobs.services.cancellation import CANCEL_BATCH
-from jobs.services.dependencies import held_reason
+from jobs.services.dependencies import held_reason, still_waiting
 from jobs.services.errors import Conflict, Forbidden, ServiceError, ValidationFailed
 from jobs.services.labels import with_labels
 from jobs.services.races import on_fresh_job
@@ -152,11 +152,10 @@ def job_release(*, job: Job, by: str = CLIENT) -> Job:
             locked = Job.objects.select_for_update(no_key=True).get(pk=job.pk)
             if locked.version != job.version:
                 raise LostRace(f"job {job.pk} moved on from v{job.version}")
-            waiting = list(job.after.exclude(state=JobState.SUCCEEDED)
-                           .values_list("pk", flat=True))
+            waiting = still_waiting(job)
             if waiting:
                 rehold(job, reason=f"released by {by}", data={"hold": ""}, hold="",
-                       pending_reason=held_reason(waiting))
+                       pending_reason=held_reason(waiting, job.after_mode))
             else:
                 transition(job, JobState.QUEUED, reason=f"released by {by}", data={"hold": ""},
                            enqueued_at=timezone.now(), pending_code="new",

@@ -41,6 +41,7 @@ class JobSpec:
     urgency_s: int = 0  # ahead of the submitter's own jobs as if this much older
     max_retries: int | None = None  # after lost or failed attempts; None: the service's
     after: tuple[int, ...] = ()  # jobs of the organization that must succeed first
+    after_mode: str = "succeeded"  # or "ended": they need only end, however they end
     labels: dict = field(default_factory=dict)  # the client's names for it
     start_within_s: int | None = None  # cancelled if not started this long after submission
 
@@ -109,6 +110,7 @@ def spec_of(job: Job) -> JobSpec:
                    project=job.project.name, urgency_s=job.urgency_s,
                    max_retries=job.max_retries, labels=job.labels,
                    after=tuple(sorted(job.after.values_list("pk", flat=True))),
+                   after_mode=job.after_mode,
                    start_within_s=None if job.start_by is None else
                    round((job.start_by - job.created_at).total_seconds()))
 
@@ -144,7 +146,7 @@ def job_submit_once(*, organization: Organization, spec: JobSpec, user=None,
         refuse_if_suspended(org)
         time_limit = check_limits(spec)
         admit(org)
-        after, waiting = dependencies_of(org, spec.after)
+        after, waiting = dependencies_of(org, spec.after, spec.after_mode)
         now = timezone.now()
         job = Job.objects.create(
             state=JobState.HELD if waiting else JobState.QUEUED,
@@ -168,7 +170,8 @@ def job_submit_once(*, organization: Organization, spec: JobSpec, user=None,
             start_by=None if spec.start_within_s is None else
             now + timedelta(seconds=spec.start_within_s),
             pending_code="dependency" if waiting else "new",
-            pending_reason=held_reason(waiting) if waiting else
+            after_mode=spec.after_mode,
+            pending_reason=held_reason(waiting, spec.after_mode) if waiting else
             "waiting for the next scheduling round",
             idempotency_key=idempotency_key,
             request_fingerprint=fingerprint,
@@ -187,7 +190,8 @@ def _fingerprint(spec: JobSpec) -> str:
     # they were, so that a retry still finds its job
     fields["after"] = sorted(set(spec.after))
     for name, default in (("min_gpus", None), ("urgency_s", 0), ("max_retries", None),
-                          ("after", []), ("labels", {}), ("start_within_s", None)):
+                          ("after", []), ("labels", {}), ("start_within_s", None),
+                          ("after_mode", "succeeded")):
         if fields[name] == default:
             del fields[name]
     text = json.dumps(fields, sort_keys=True, separators=(",", ":"))

@@ -37,6 +37,10 @@ def test_a_job_is_submitted_found_held_released_and_cancelled(shell):
     status, out, _ = shell("list", "--label", "run:7")
     assert status == 0 and [j["id"] for j in json.loads(out)] == [job.pk]
     assert json.loads(shell("summary", "--label", "run:7")[1])["states"] == {"QUEUED": 1}
+    status, out, _ = shell("submit", "stitch", "--after", str(job.pk), "--after-end")
+    stitch = Job.objects.get(pk=json.loads(out)["id"])
+    assert (stitch.state, stitch.after_mode) == ("HELD", "ended")
+    shell("cancel", str(stitch.pk))
     assert json.loads(shell("hold", str(job.pk))[1])["state"] == "HELD"
     assert json.loads(shell("release", str(job.pk))[1])["state"] == "QUEUED"
     assert json.loads(shell("show", str(job.pk))[1])["state"] == "QUEUED"

@@ -138,3 +138,55 @@ def test_a_job_ending_as_one_after_it_is_submitted_leaves_none_held(alice, setti
         then = Job.objects.get(after=first)
         assert then.state == "QUEUED"
         job_cancel(job=then)  # out of the next race's way
+
+
+def test_a_job_after_its_batch_ends_runs_with_failures_and_all(alice, api):
+    make_node(gpus=1)
+    clips = [make_job(alice) for _ in range(3)]
+    stitch = api.post("/api/v1/jobs", {"prompt": "stitch", "after": [c.pk for c in clips],
+                                       "after_mode": "ended"}, format="json").json()
+    body = api.get(f"/api/v1/jobs/{stitch['id']}").json()
+    assert (body["state"], body["after_mode"]) == ("HELD", "ended")
+    assert body["pending"]["reason"].endswith("to end")
+    _end(clips[0], BAD_INPUT)  # a failure cancels nothing here
+    job_cancel(job=clips[1])
+    assert Job.objects.get(pk=stitch["id"]).state == "HELD"
+    assert Job.objects.get(pk=stitch["id"]).pending_reason == (
+        f"waiting for job {clips[2].pk} to end")
+    _end(clips[2])
+    assert Job.objects.get(pk=stitch["id"]).state == "QUEUED"
+    # and after jobs that ended already, however, it queues at once
+    late = _after(alice, clips[0], clips[1], after_mode="ended")
+    assert late.state == "QUEUED"
+    refused = api.post("/api/v1/jobs", {"prompt": "x", "after": [clips[0].pk],
+                                        "after_mode": "sometimes"}, format="json")
+    assert refused.status_code == 400
+
+
+def test_released_from_a_hold_it_waits_for_its_batch_to_end(alice):
+    from jobs.services.job_hold import job_hold, job_release
+
+    make_node(gpus=1)
+    first, second = make_job(alice), make_job(alice)
+    then = _after(alice, first, second, after_mode="ended")
+    job_hold(job=then)
+    _end(first, BAD_INPUT)
+    released = job_release(job=Job.objects.get(pk=then.pk))
+    assert (released.state, released.pending_reason) == (
+        "HELD", f"waiting for job {second.pk} to end")
+    _end(second, BAD_INPUT)
+    assert _state(then) == "QUEUED"
+
+
+def test_a_job_ending_as_one_after_its_end_is_submitted_leaves_none_held(alice):
+    """The race above, for a job that waits for the end alone, the end a failure."""
+    make_node(gpus=1)
+    for _ in range(5):
+        first = make_job(alice)
+        attempt = start_placed(first)
+        assert race(partial(attempt_finish, attempt_id=attempt.pk, token=attempt.token,
+                            result=BAD_INPUT),
+                    partial(_after, alice, first, after_mode="ended")) == []
+        then = Job.objects.get(after=first)
+        assert then.state == "QUEUED"
+        job_cancel(job=then)  # out of the next race's way
