@@ -38,6 +38,9 @@ def dependencies_of(org: Organization, ids: tuple[int, ...],
     succeed (or, `mode` "ended", to end). A job of another organization, or none, is a 400;
     one that ended other than SUCCEEDED, where it must succeed, a 409 (the new job could
     never run)."""
+    if mode not in AFTER_MODES:
+        raise ValidationFailed(f"after_mode is one of {', '.join(AFTER_MODES)}",
+                               code="invalid_after_mode", field="after_mode")
     if len(ids) > MAX_AFTER:
         raise ValidationFailed(f"after names at most {MAX_AFTER} jobs",
                                code="too_many_dependencies", field="after")

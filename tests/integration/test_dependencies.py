@@ -12,6 +12,7 @@ from credits.services.grants import credits_grant
 from jobs.models import Job
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.cancellation import job_cancel
+from jobs.services.errors import ValidationFailed
 from jobs.services.submission import JobSpec, job_submit
 from tests.support.factories import make_job, make_node, start_placed
 from tests.support.ledger import assert_ledger_consistent
@@ -161,6 +162,8 @@ def test_a_job_after_its_batch_ends_runs_with_failures_and_all(alice, api):
     refused = api.post("/api/v1/jobs", {"prompt": "x", "after": [clips[0].pk],
                                         "after_mode": "sometimes"}, format="json")
     assert refused.status_code == 400
+    with pytest.raises(ValidationFailed):
+        _after(alice, clips[0], after_mode="sometimes")
 
 
 def test_released_from_a_hold_it_waits_for_its_batch_to_end(alice):
