@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import re
 
-from django.db.models import QuerySet
+from django.db.models import QuerySet, TextField
 from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
 
 from jobs.services.errors import ValidationFailed
 from jobs.services.storable import unstorable
@@ -46,8 +47,10 @@ def with_labels(jobs: QuerySet, wanted: list[str]) -> QuerySet:
         if not colon:
             jobs = jobs.filter(labels__has_key=key)
             continue
-        # the key as data, never as a path of lookups (a key may hold "__")
+        # the key as data, never as a path of lookups (a key may hold "__"); the value
+        # compared as text: SQLite reads a key transform's right side as JSON, so "b7" would
+        # be malformed there and "1" the number 1
         alias = f"label_{n}"
-        jobs = jobs.alias(**{alias: KeyTextTransform(key, "labels")}).filter(
-            **{alias: value})
+        jobs = jobs.alias(**{alias: Cast(KeyTextTransform(key, "labels"), TextField())}
+                          ).filter(**{alias: value})
     return jobs

@@ -70,9 +70,13 @@ def test_the_demo_runs_a_job_without_any_server(tmp_path, stop):
         key = key_file.read_text().strip()
         wait_for(lambda: _reachable(f"http://127.0.0.1:{port}/healthz"), 60, "the web app")
         gs = Client(f"http://127.0.0.1:{port}", key)  # the client, as a user runs it
-        job = gs.submit("a red fox", gpus=2, params={"run_seconds": 1, "progress_interval": 0.25})
+        job = gs.submit("a red fox", gpus=2, params={"run_seconds": 1, "progress_interval": 0.25},
+                        labels={"batch": "b7"})
         done = gs.wait(job["id"], timeout=90, poll_s=0.25)
         assert done["state"] == "SUCCEEDED" and done["result"]["size"] > 0
+        # found by its label on SQLite too, where JSON is compared otherwise
+        assert [j["id"] for j in gs.jobs(labels=["batch:b7"])] == [job["id"]]
+        assert gs.summary(labels=["batch:b7"])["states"] == {"SUCCEEDED": 1}
         # the output comes with the key, and from nowhere else (the demo runs with DEBUG on)
         assert gs.output(done["id"], tmp_path / "fox.y4m").stat().st_size == done["result"]["size"]
         with pytest.raises(urllib.error.HTTPError) as public:
