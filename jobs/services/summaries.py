@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db.models import Count, F, Max, Min, Q, QuerySet, Sum
+from django.db.models import Count, DateTimeField, F, Max, Min, Q, QuerySet, Sum, Value
+from django.db.models.functions import Coalesce
 
 from credits.models import Hold
 from jobs.models import Attempt, Job
@@ -33,11 +34,13 @@ def jobs_summary(jobs: QuerySet[Job], now: datetime) -> dict:
 
 def _gpu_hours(jobs: QuerySet[Job], now: datetime) -> float:
     """Every try's GPUs × how long it ran (one still running, until now), as the monthly
-    usage counts them (credits/services/usage.py)."""
-    ran = Attempt.objects.filter(job__in=jobs, started_at__isnull=False).values_list(
-        "job__gpus", "started_at", "ended_at")
-    return sum(gpus * max(0.0, ((ended or now) - started).total_seconds())
-               for gpus, started, ended in ran.iterator(chunk_size=5000)) / 3600
+    usage counts them (credits/services/usage.py): summed by the database a gang size at a
+    time, so an organization's whole history is one scan, not a row each."""
+    ran = (Attempt.objects.filter(job__in=jobs, started_at__isnull=False)
+           .values_list("job__gpus").order_by()
+           .annotate(run=Sum(Coalesce("ended_at", Value(now, output_field=DateTimeField()))
+                             - F("started_at"))))
+    return sum(gpus * max(0.0, run.total_seconds()) for gpus, run in ran if run) / 3600
 
 
 def _credits(jobs: QuerySet[Job]) -> dict[str, int]:
