@@ -141,10 +141,13 @@ def test_a_member_submits_a_job_and_a_double_click_makes_one(page, ann, alice):
 
 
 def test_a_wrong_password_is_refused(page, ann):
+    from playwright.sync_api import expect
+
     page.goto("/accounts/login/")
     page.fill("input[name=username]", "ann")
     page.fill("input[name=password]", "not-her-password")
     page.click("button[type=submit]")
-    assert "did not match" in page.content()
+    # waits for the refused form to load: content() read mid-navigation is empty
+    expect(page.locator("body")).to_contain_text("did not match")
     page.goto("/dashboard/")
     assert "/accounts/login/" in page.url
