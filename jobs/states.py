@@ -33,7 +33,8 @@ ALLOWED: dict[JobState, frozenset[JobState]] = {
     # ended otherwise
     S.HELD: frozenset({S.QUEUED, S.CANCELLED}),
     S.QUEUED: frozenset({S.SCHEDULED, S.HELD, S.CANCELLED, S.DEAD}),
-    S.SCHEDULED: frozenset({S.RUNNING, S.LOST, S.CANCELLED, S.FAILED, S.DEAD}),
+    # HELD: held before its node started it (services/job_hold.py)
+    S.SCHEDULED: frozenset({S.RUNNING, S.HELD, S.LOST, S.CANCELLED, S.FAILED, S.DEAD}),
     # RETRY_WAIT: its attempt failed in a way another try may not (a crash, a hang)
     S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.TIMED_OUT, S.CANCELLED, S.PREEMPTING,
                           S.LOST, S.RETRY_WAIT, S.DEAD}),

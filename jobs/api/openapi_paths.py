@@ -266,13 +266,15 @@ def paths() -> dict:
         "/api/v1/jobs/{job_id}/hold": {"post": {
             "operationId": "holdJob", "parameters": [JOB_ID],
             "description": "Hold a waiting job (QUEUED, RETRY_WAIT, or HELD behind the jobs it "
-                           "runs after) out of the queue: HELD until released, reserving no "
+                           "runs after), or one placed that its node has not started yet "
+                           "(SCHEDULED: its GPUs go back at once), out of the queue: HELD "
+                           "until released, reserving no "
                            "credits (what its hold on them kept goes back; what it spent stays "
                            "spent). A running job that checkpoints is stopped at a checkpoint "
                            "first, as a preemption stops it: PREEMPTING with its `hold` set "
                            "(202), then HELD, and released it resumes from that checkpoint; "
-                           "409 not_checkpointable for one that would start over, job_starting "
-                           "while it starts, job_cancelling. Holding a held job again changes "
+                           "409 not_checkpointable for one that would start over, "
+                           "job_cancelling. Holding a held job again changes "
                            "nothing.",
             "responses": {"200": answer("held", "Job"),
                           "202": answer("stopping at a checkpoint; HELD once it stopped",

@@ -21,7 +21,7 @@ from jobs.transitions import LostRace, transition
 CANCEL_BATCH = 500  # jobs one bulk cancel ends at most: a request stays short
 
 
-def _end_unstarted(attempt: Attempt) -> None:
+def end_unstarted(attempt: Attempt) -> None:
     """An attempt its node has not started yet ends here; its late start is then refused."""
     now = timezone.now()
     ended = Attempt.objects.filter(pk=attempt.pk, status=AttemptStatus.SCHEDULED).update(
@@ -73,7 +73,7 @@ def _cancel_once(job: Job, reason: str) -> Job:
         if job.state in (JobState.HELD, JobState.QUEUED, JobState.RETRY_WAIT,
                          JobState.SCHEDULED):
             if attempt is not None:
-                _end_unstarted(attempt)
+                end_unstarted(attempt)
             transition(job, JobState.CANCELLED, attempt=attempt, reason=reason,
                        finished_at=timezone.now(), error_code="cancelled")
             transaction.on_commit(request_tick)

@@ -1,8 +1,9 @@
 """Hold a job out of the queue, and release it, as Slurm's `scontrol hold` / `release` do:
 a client pauses work it may still want (a batch whose inputs turned out wrong, a retry it
 wants to look at first, a training run whose GPUs and credits it wants back for a while),
-an operator stops a job without ending it. A running job that checkpoints is first stopped
-at a checkpoint, as a preemption stops it, and resumes from there once released.
+an operator stops a job without ending it. A job placed whose node has not started it yet
+gives its GPUs back at once, as a cancel does; a running job that checkpoints is first
+stopped at a checkpoint, as a preemption stops it, and resumes from there once released.
 
 A held job is HELD: the scheduler never sees it, a start deadline still ends it, and it
 reserves no credits: what its hold on them kept goes back to the organization's wallets (what
@@ -29,7 +30,7 @@ from credits.errors import BudgetExceeded, InsufficientCredits
 from credits.services.holds import free_held_job, hold_released_job
 from jobs.models import Attempt, Job, Organization
 from jobs.scheduler.trigger import request_tick
-from jobs.services.cancellation import CANCEL_BATCH
+from jobs.services.cancellation import CANCEL_BATCH, end_unstarted
 from jobs.services.dependencies import held_reason, still_waiting
 from jobs.services.errors import Conflict, Forbidden, ServiceError, ValidationFailed
 from jobs.services.labels import with_labels
@@ -40,7 +41,8 @@ from jobs.states import LIVE, TERMINAL, JobState
 from jobs.transitions import LostRace, rehold, transition
 
 CLIENT, OPERATOR = "client", "operator"
-HOLDABLE = (JobState.QUEUED, JobState.RETRY_WAIT, JobState.HELD)
+# held at once: a SCHEDULED job's node has not started it, so it loses nothing
+HOLDABLE = (JobState.QUEUED, JobState.RETRY_WAIT, JobState.HELD, JobState.SCHEDULED)
 STOPPABLE = (JobState.RUNNING, JobState.PREEMPTING)  # held once stopped at a checkpoint
 _RANK = {"": 0, CLIENT: 1, OPERATOR: 2}  # an operator's hold outranks the client's
 
@@ -59,26 +61,29 @@ def _reason(by: str, note: str) -> str:
 
 
 def job_hold(*, job: Job, by: str = CLIENT, note: str = "") -> Job:
-    """Hold `job` for `by`: a waiting one (QUEUED, RETRY_WAIT or already HELD) at once, a
-    running one that checkpoints once it stopped at a checkpoint (`_hold_running`). Holding
-    a job held already keeps the stronger hold; one that ended is a conflict."""
+    """Hold `job` for `by`: a waiting one (QUEUED, RETRY_WAIT or already HELD) or one its
+    node has not started (SCHEDULED) at once, a running one that checkpoints once it
+    stopped at a checkpoint (`_hold_running`). Holding a job held already keeps the
+    stronger hold; one that ended is a conflict."""
     def hold(job: Job) -> Job:
         if job.state in TERMINAL:
             raise Conflict(f"job {job.pk} already ended {job.state}", code="job_finished")
         if _RANK[job.hold] >= _RANK[by]:
             return job
         reason = _reason(by, note)
-        if job.state in LIVE:
+        if job.state in STOPPABLE:
             return _hold_running(job, by, reason)
         with transaction.atomic():
             if job.state == JobState.HELD:
                 rehold(job, reason=f"held by {by}", data={"hold": by}, hold=by,
                        pending_reason=reason)
             else:
-                transition(job, JobState.HELD, reason=f"held by {by}", data={"hold": by},
-                           hold=by, pending_code="hold", pending_reason=reason,
-                           pending_what_if="", estimated_start=None, retry_at=None,
-                           nominated_node=None, nominated_gpus=[], nominated_peers=[])
+                attempt = _unstarted_attempt(job)
+                transition(job, JobState.HELD, attempt=attempt, reason=f"held by {by}",
+                           data={"hold": by}, hold=by, pending_code="hold",
+                           pending_reason=reason, pending_what_if="", estimated_start=None,
+                           retry_at=None, nominated_node=None, nominated_gpus=[],
+                           nominated_peers=[])
             free_held_job(job)  # after the move: a job that lost its race keeps its credits
         return job
     return on_fresh_job(hold, job)
@@ -89,10 +94,7 @@ def _hold_running(job: Job, by: str, reason: str) -> Job:
     PREEMPTING, its `hold` set, until its attempt reports, then HELD (`settle_stopped_hold`).
     Kueue suspends a workload so; Slurm's `scontrol requeuehold` does it for any job. A job
     that cannot resume would start over when released: holding it is refused, as for one
-    still starting (it has no checkpoint to stop at yet) or one being cancelled."""
-    if job.state == JobState.SCHEDULED:
-        raise Conflict(f"job {job.pk} is starting on its GPUs: hold it once it runs, or "
-                       f"cancel it", code="job_starting")
+    being cancelled."""
     if not job.checkpointable:
         raise Conflict(f"job {job.pk} does not checkpoint: stopped, it would start over; "
                        f"cancel it, or let it run", code="not_checkpointable")
@@ -107,6 +109,17 @@ def _hold_running(job: Job, by: str, reason: str) -> Job:
                                     pending_code="hold", pending_reason=reason):
         raise LostRace(f"job {job.pk} moved on from {job.state}")
     return Job.objects.get(pk=job.pk)
+
+
+def _unstarted_attempt(job: Job) -> Attempt | None:
+    """A SCHEDULED job's attempt, ended before its node starts it (its late start is
+    refused, as after a cancel) and its GPUs freed; LostRace if the node started it first.
+    None for a job with no attempt live."""
+    attempt = Attempt.objects.filter(job=job, ended_at__isnull=True).first()
+    if job.state != JobState.SCHEDULED or attempt is None:
+        return attempt
+    end_unstarted(attempt)
+    return attempt
 
 
 def _live_attempt(job: Job) -> Attempt:

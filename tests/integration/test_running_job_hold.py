@@ -1,10 +1,11 @@
 """A running job that checkpoints is held as Kueue suspends a workload: stopped at a
 checkpoint, as a preemption stops it, then HELD, reserving no credits, and released it
-resumes from there. Attacked: a job that would start over, one still starting or being
-cancelled, a hold on a job the scheduler is preempting, a release before it stopped, a job
-that finishes, fails or loses its node as it stops, an operator's hold, and holds racing the
-attempt's end and the rounds (invariant: a job carries a hold only while HELD or stopping
-to be held, and one held as it ran never queues before its release)."""
+resumes from there; one placed whose node has not started it is held at once. Attacked: a
+job that would start over, one being cancelled, a hold racing its node's start, a hold on a
+job the scheduler is preempting, a release before it stopped, a job that finishes, fails or
+loses its node as it stops, an operator's hold, and holds racing the attempt's end and the
+rounds (invariant: a job carries a hold only while HELD or stopping to be held, and one held
+as it ran never queues before its release)."""
 
 from datetime import timedelta
 from functools import partial
@@ -18,6 +19,8 @@ from credits.services.grants import credits_grant
 from credits.services.holds import job_credits
 from jobs.models import Attempt, GpuBinding, Job
 from jobs.scheduler.tick import scheduler_tick_run
+from jobs.services.cancellation import job_cancel
+from jobs.services.errors import Conflict
 from jobs.services.job_hold import OPERATOR, job_hold, job_release
 from jobs.services.release import release_attempt
 from jobs.services.requeue import job_requeue
@@ -28,6 +31,7 @@ from tests.support.race import hold_and_release_each, race
 from workers.agent.outcome import EXIT_CHECKPOINTED
 from workers.services.attempts import (
     AttemptResult,
+    StaleAttempt,
     attempt_finish,
     attempt_heartbeat,
     attempt_start,
@@ -83,22 +87,73 @@ def test_a_running_job_stops_at_a_checkpoint_is_held_and_resumes_once_released(a
         ("PREEMPTING", "HELD"), ("HELD", "QUEUED"), ("QUEUED", "SCHEDULED")]
 
 
-def test_a_job_that_would_start_over_or_is_starting_or_cancelled_is_not_held(api, alice):
+def test_a_job_that_would_start_over_or_is_being_cancelled_is_not_held(api, alice):
     make_node(gpus=4)
     plain, plain_attempt = _running(alice, checkpointable=False)
     refused = api.post(f"/api/v1/jobs/{plain.pk}/hold")
     assert (refused.status_code, refused.json()["error"]["code"]) == (409,
                                                                       "not_checkpointable")
     assert Attempt.objects.get(pk=plain_attempt.pk).stop_requested == ""
-    starting = job_submit(organization=alice, spec=JobSpec(prompt="x", checkpointable=True))
-    scheduler_tick_run()
-    answer = api.post(f"/api/v1/jobs/{starting.pk}/hold")
-    assert answer.json()["error"]["code"] == "job_starting"
     cancelled, _ = _running(alice)
     api.post(f"/api/v1/jobs/{cancelled.pk}/cancel")
     answer = api.post(f"/api/v1/jobs/{cancelled.pk}/hold")
     assert answer.json()["error"]["code"] == "job_cancelling"
-    assert [_job(j.pk).hold for j in (plain, starting, cancelled)] == ["", "", ""]
+    assert [_job(j.pk).hold for j in (plain, cancelled)] == ["", ""]
+
+
+@pytest.mark.parametrize("checkpointable", [False, True])
+def test_a_job_its_node_has_not_started_is_held_at_once_and_never_starts(api, alice,
+                                                                         checkpointable):
+    make_node(gpus=2)
+    credits_grant(organization=alice, amount=10_000, memo="top-up")
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
+    job = job_submit(organization=alice, spec=JobSpec(prompt="x", gpus=2, time_limit_s=300,
+                                                      checkpointable=checkpointable))
+    scheduler_tick_run()
+    attempt = Attempt.objects.get(job=job)
+    answer = api.post(f"/api/v1/jobs/{job.pk}/hold")  # nothing ran: it loses nothing
+    assert (answer.status_code, answer.json()["state"]) == (200, "HELD")
+    assert not GpuBinding.objects.filter(released_at__isnull=True).exists()
+    assert job_credits(_job(job.pk))["held"] == 0
+    with pytest.raises(StaleAttempt):  # its node's late start is refused
+        attempt_start(attempt_id=attempt.pk, token=attempt.token)
+    scheduler_tick_run()
+    assert _job(job.pk).state == "HELD"
+    job_release(job=_job(job.pk))
+    scheduler_tick_run()
+    assert _job(job.pk).state == "SCHEDULED" and job_credits(_job(job.pk))["held"] == 600
+    assert _moves(job.pk)[1:] == [("QUEUED", "SCHEDULED"), ("SCHEDULED", "HELD"),
+                                  ("HELD", "QUEUED"), ("QUEUED", "SCHEDULED")]
+    assert_ledger_consistent()
+
+
+def test_a_hold_racing_its_nodes_start_either_holds_it_unstarted_or_runs_it(alice):
+    make_node(gpus=1)
+    for _ in range(6):
+        job = job_submit(organization=alice, spec=JobSpec(prompt="x", checkpointable=False))
+        scheduler_tick_run()
+        attempt = Attempt.objects.get(job=job)
+        refused: list[str] = []
+
+        def hold(job=job, refused=refused):
+            try:
+                job_hold(job=_job(job.pk))
+            except Conflict as exc:
+                refused.append(exc.code)
+
+        start = partial(attempt_start, attempt_id=attempt.pk, token=attempt.token)
+        assert race(hold, start) == []  # the loser's StaleAttempt is the race's to swallow
+        job, attempt = _job(job.pk), Attempt.objects.get(pk=attempt.pk)
+        if job.state == "HELD":  # held first: the binary never ran, its GPUs are free
+            assert attempt.started_at is None and attempt.ended_at is not None
+            assert not GpuBinding.objects.filter(released_at__isnull=True).exists()
+        else:  # started first: it would start over, so it runs on, not held
+            assert (job.state, job.hold, refused) == ("RUNNING", "", ["not_checkpointable"])
+            assert attempt.started_at is not None and attempt.ended_at is None
+        if attempt.ended_at is None:
+            _end(attempt, AttemptResult("SUCCEEDED", 0))
+        else:
+            job_cancel(job=job)
 
 
 def test_a_job_the_scheduler_preempts_is_held_once_it_stopped(alice):
@@ -199,7 +254,7 @@ def test_holds_releases_ends_and_rounds_racing_never_queue_a_held_job(alice):
     for _ in range(3):
         pairs = [_running(alice) for _ in range(2)]
         flip = partial(hold_and_release_each, [job.pk for job, _ in pairs], refusals={
-            "job_not_held", "held_by_operator", "busy", "job_finished", "job_starting"})
+            "job_not_held", "held_by_operator", "busy", "job_finished"})
         ends = [partial(_end, attempt) for _, attempt in pairs]
         assert race(partial(flip, by="client"), partial(flip, by=OPERATOR),
                     scheduler_tick_run, *ends) == []
