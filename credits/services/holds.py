@@ -47,6 +47,14 @@ def hold_for_job(job: Job, amount: int | None = None) -> list[Hold]:
     if amount == 0:
         return []
     check_budgets(job, amount)
+    return _draw(job, amount)
+
+
+def _draw(job: Job, amount: int) -> list[Hold]:
+    """Hold `amount` for `job` from its organization's wallets in their spending order, or
+    raise InsufficientCredits."""
+    if amount == 0:
+        return []
     wallets = spendable_wallets(job.organization_id)
     available = sum(max(0, w.available) for w in wallets)
     if available < amount:
@@ -149,6 +157,34 @@ def hold_longer_limit(job: Job, old_limit_s: int) -> list[Hold]:
         return []
     more = _most_it_may_cost(job) - cost(highest_price(job.gpu_types) * job.gpus, old_limit_s)
     return hold_for_job(job, amount=max(0, more))
+
+
+def release_beyond_limit(job: Job) -> int:
+    """Give back what a job's shorter time limit can no longer cost
+    (jobs/services/time_limits.py): its open holds are replaced by one that keeps its most
+    by the new limit, less what its tries spent (a hold is voided once, whole). The credits
+    given back; none where the wallets left unexpired cannot hold the rest anew, and the job
+    settles at its end as before. Its organization's row and its live attempt's are
+    locked, so no metering of it runs meanwhile."""
+    holds = list(Hold.objects.select_for_update(no_key=True)
+                 .filter(job=job, closed_at__isnull=True).order_by("pk"))
+    spent = sum(h.posted - h.refunded for h in Hold.objects.filter(job=job))
+    held, keep = sum(h.remaining for h in holds), max(0, _most_it_may_cost(job) - spent)
+    if held <= keep:
+        return 0
+    # the holds, then every wallet the new hold may draw on, lowest id first
+    lock_wallets(Account.objects.filter(kind=Account.Kind.WALLET,
+                                        organization_id=job.organization_id
+                                        ).values_list("pk", flat=True))
+    back = {h.account_id: 0 for h in holds}
+    for hold in holds:
+        back[hold.account_id] += hold.remaining
+    if sum(max(0, w.available + back.get(w.pk, 0))
+           for w in spendable_wallets(job.organization_id)) < keep:
+        return 0
+    _close_holds(job, refund=False, memo=f"time limit {job.time_limit_s} s")
+    _draw(job, keep)  # less than it held: no budget is passed by it
+    return held - keep
 
 
 def free_held_job(job: Job) -> None:

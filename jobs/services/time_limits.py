@@ -8,8 +8,8 @@ never started changes its limit with the rest of its request (services/amend.py)
 The limit is each try's, as at submission; its running try's node learns the new one at its
 next heartbeat (workers/agent/runner.py). A limit the running try has already reached is
 refused: that is a cancel. A longer limit holds what it may cost more, refused (402) as a
-submission is when the credits or a budget do not cover it; a shorter one gives nothing
-back before the job ends, when its holds settle.
+submission is when the credits or a budget do not cover it; a shorter one gives back at once
+what the job can no longer cost.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from credits.services.holds import hold_longer_limit
+from credits.services.holds import hold_longer_limit, release_beyond_limit
 from jobs.models import Attempt, Job
 from jobs.services.amend import job_amend
 from jobs.services.errors import Conflict, Forbidden, ValidationFailed
@@ -52,6 +52,8 @@ def job_set_time_limit(*, job: Job, time_limit_s: int, by: str, operator: bool =
                f"by {by}", data={"changed": {"time_limit_s": [old, time_limit_s]}, "by": by})
         if time_limit_s > old:
             hold_longer_limit(job, old)  # a refusal (402) rolls the change back
+        else:
+            release_beyond_limit(job)
     return job
 
 

@@ -9,12 +9,13 @@ from datetime import timedelta
 from functools import partial
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
 from credits.errors import InsufficientCredits
-from credits.models import GpuPrice
+from credits.models import Account, GpuPrice
 from credits.services.grants import credits_grant
-from credits.services.holds import job_credits
+from credits.services.holds import job_credits, meter_attempt
 from jobs.models import Attempt, Job
 from jobs.services.submission import JobSpec, job_submit
 from jobs.services.time_limits import job_set_time_limit
@@ -76,7 +77,31 @@ def test_a_longer_limit_holds_what_it_may_cost_more_or_changes_nothing(alice):
         job_set_time_limit(job=_job(job.pk), time_limit_s=1200, by="op", operator=True)
     assert _job(job.pk).time_limit_s == 900 and job_credits(_job(job.pk))["held"] == 900
     job_set_time_limit(job=_job(job.pk), time_limit_s=300, by="op", operator=True)
-    assert wallet_of(alice).available == 100  # a shorter one settles at the end
+    assert job_credits(_job(job.pk))["held"] == 300  # a shorter one gives back at once
+    assert wallet_of(alice).available == 700
+    assert_ledger_consistent()
+
+
+def test_a_shorter_limit_keeps_what_the_job_may_still_cost_beside_what_it_spent(alice):
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)  # 1 credit a second
+    credits_grant(organization=alice, amount=1000)
+    make_node(gpus=1)
+    job, attempt = _running(alice)  # holds 600
+    checkpointed = timezone.now() - timedelta(seconds=200)
+    Attempt.objects.filter(pk=attempt.pk).update(started_at=checkpointed - timedelta(
+        seconds=100))
+    with transaction.atomic():
+        meter_attempt(attempt.pk, until=checkpointed)  # 100 s kept: spent
+    job_set_time_limit(job=_job(job.pk), time_limit_s=400, by="client")
+    credits = job_credits(_job(job.pk))
+    assert (credits["spent"], credits["held"]) == (100, 300)  # never past its most, 400
+    assert wallet_of(alice).available == 600
+    finished = attempt_finish(attempt_id=attempt.pk, token=attempt.token,
+                              result=AttemptResult("SUCCEEDED", 0))
+    assert finished.state == "SUCCEEDED"
+    credits = job_credits(_job(job.pk))
+    assert credits["held"] == 0 and 300 <= credits["spent"] <= 305  # the 300 s it ran
+    assert wallet_of(alice).available == 1000 - credits["spent"]
     assert_ledger_consistent()
 
 
@@ -113,3 +138,16 @@ def test_a_change_racing_the_tries_end_never_fails_its_report(alice):
                               result=AttemptResult("SUCCEEDED", 0)))
         assert all(getattr(e, "code", "") == "job_finished" for e in errors), errors
         assert _job(job.pk).state == "SUCCEEDED"
+
+
+def test_a_shorter_limit_gives_nothing_back_where_only_an_expired_wallet_held_it(alice):
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
+    soon = timezone.now() + timedelta(minutes=5)
+    credits_grant(organization=alice, amount=600, promo=True, expires_at=soon)
+    make_node(gpus=1)
+    job, _ = _running(alice)  # its 600 held in the promotional bucket
+    Account.objects.filter(expires_at=soon).update(expires_at=timezone.now())
+    job_set_time_limit(job=_job(job.pk), time_limit_s=300, by="client")
+    assert _job(job.pk).time_limit_s == 300  # shorter still: the credits settle at the end
+    assert job_credits(_job(job.pk))["held"] == 600
+    assert_ledger_consistent()
