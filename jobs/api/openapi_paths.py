@@ -239,7 +239,8 @@ def paths() -> dict:
             "requestBody": {"required": True, "content": {"application/json": {
                 "schema": request_schema(LabelledQuery())}}},
             "responses": {"202": {"description": "the jobs cancelled now, those asked to stop "
-                                                 "on their nodes, and how many more match "
+                                                 "on their nodes (or still stopping), and how "
+                                                 "many more match that were not asked yet "
                                                  f"(at most {CANCEL_BATCH} a request)",
                                   "content": {"application/json": {"schema": obj({
                                       "cancelled": {"type": "array", "items": INT},

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from jobs.models import Attempt, AttemptStatus, Job, Organization
@@ -41,7 +42,7 @@ def job_cancel(*, job: Job, reason: str = "cancelled by the client") -> Job:
 class Cancelled:
     cancelled: list[int]  # ended CANCELLED now (or before)
     stopping: list[int]  # running: asked to stop, CANCELLED when their nodes report
-    left: int  # jobs that match beyond this batch: ask again
+    left: int  # jobs that match and were not asked yet: ask again
 
 
 def jobs_cancel_labelled(*, organization: Organization, labels: list[str]) -> Cancelled:
@@ -51,16 +52,19 @@ def jobs_cancel_labelled(*, organization: Organization, labels: list[str]) -> Ca
     if not labels:
         raise ValidationFailed("name at least one label: a bulk cancel never takes every job",
                                code="invalid_labels", field="label")
+    # those asked to stop already go last: a batch of them still stopping never keeps the
+    # rest from their cancel, and they are not `left`
     matching = with_labels(Job.objects.filter(organization=organization), labels).exclude(
-        state__in=TERMINAL).order_by("pk")
+        state__in=TERMINAL).annotate(stopping=Exists(Attempt.objects.filter(
+            job=OuterRef("pk"), ended_at__isnull=True, stop_requested="cancel")))
     cancelled, stopping = [], []
-    for job in matching[:CANCEL_BATCH]:
+    for job in matching.order_by("stopping", "pk")[:CANCEL_BATCH]:
         try:
             job = job_cancel(job=job, reason="cancelled by the client, by its labels")
         except Conflict:  # it ended meanwhile, or keeps changing: not ours to force
             continue
         (cancelled if job.state == JobState.CANCELLED else stopping).append(job.pk)
-    return Cancelled(cancelled, stopping, left=max(0, matching.count() - len(stopping)))
+    return Cancelled(cancelled, stopping, left=matching.filter(stopping=False).count())
 
 
 def _cancel_once(job: Job, reason: str) -> Job:

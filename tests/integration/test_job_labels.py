@@ -141,6 +141,24 @@ def test_a_bulk_cancel_goes_a_batch_at_a_time_and_says_how_many_are_left(api, mo
     assert last == {"cancelled": jobs[4:], "stopping": [], "left": 0}
 
 
+def test_jobs_still_stopping_never_keep_a_bulk_cancel_from_the_rest(api, monkeypatch):
+    from jobs.services import cancellation
+    from tests.support.factories import make_node, start_placed
+
+    monkeypatch.setattr(cancellation, "CANCEL_BATCH", 2)
+    make_node(gpus=2)
+    running = [_submit(api, {"batch": "b1"}).json()["id"] for _ in range(2)]
+    for job in Job.objects.filter(pk__in=running):
+        start_placed(job)
+    waiting = [_submit(api, {"batch": "b1"}).json()["id"] for _ in range(2)]
+    first = api.post("/api/v1/jobs/cancel", {"label": ["batch"]}, format="json").json()
+    assert first == {"cancelled": [], "stopping": running, "left": 2}
+    second = api.post("/api/v1/jobs/cancel", {"label": ["batch"]}, format="json").json()
+    assert second == {"cancelled": waiting, "stopping": [], "left": 0}
+    third = api.post("/api/v1/jobs/cancel", {"label": ["batch"]}, format="json").json()
+    assert third == {"cancelled": [], "stopping": running, "left": 0}  # told again, once
+
+
 @pytest.mark.parametrize("body", [{}, {"label": []}, {"label": ["bad key"]}, {"label": "b"},
                                   {"label": [":v"]}])
 def test_a_bulk_cancel_names_its_labels_or_cancels_nothing(api, body):
