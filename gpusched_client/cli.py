@@ -6,6 +6,7 @@ ended by `--timeout`.
     export GPUSCHED_URL=https://gpusched.example GPUSCHED_API_KEY=gs_…
     gpusched submit "a red fox in the snow" --gpus 2 --param expected_duration_s=90 --wait
     gpusched list --state QUEUED --label campaign:winter
+    gpusched cancel --label campaign:winter
     gpusched output 42 fox.mp4
 """
 
@@ -59,7 +60,18 @@ def _batch(client: Client, args: argparse.Namespace) -> int:
 
 
 def _act(client: Client, args: argparse.Namespace) -> int:
-    _print(getattr(client, args.act)(args.job))
+    labels = getattr(args, "label", None)
+    if labels and args.job is not None or not labels and args.job is None:
+        raise ValueError("name a job, or its labels with --label KEY:VALUE, not both")
+    if not labels:
+        _print(getattr(client, args.act)(args.job))
+        return 0
+    answer = getattr(client, f"{args.act}_labelled")(labels)
+    _print(answer)
+    refused = answer.get("refused")
+    if refused:  # the rest stay held: the credits or a budget no longer cover them
+        print(f"error: 402 {refused['code']}: {refused['message']}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -201,10 +213,16 @@ def _parser() -> argparse.ArgumentParser:
     batch.add_argument("--idempotency-key", help="the same key again makes only what is missing")
     batch.set_defaults(run=_batch)
 
-    for name, what in (("job", "show a job"), ("cancel", "cancel a job"),
-                       ("hold", "hold a job"), ("release", "release a held job")):
-        act = commands.add_parser("show" if name == "job" else name, help=what)
-        act.add_argument("job", type=int)
+    act = commands.add_parser("show", help="show a job")
+    act.add_argument("job", type=int)
+    act.set_defaults(run=_act, act="job")
+    for name, what in (("cancel", "cancel a job, or every job with --label"),
+                       ("hold", "hold a job, or every job with --label"),
+                       ("release", "release a held job, or every job with --label")):
+        act = commands.add_parser(name, help=what)
+        act.add_argument("job", type=int, nargs="?")
+        act.add_argument("--label", action="append", metavar="KEY:VALUE",
+                         help="instead of a job, those that carry each label")
         act.set_defaults(run=_act, act=name)
 
     amend = commands.add_parser("amend", help="change what a waiting job asks for")

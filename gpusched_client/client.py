@@ -182,6 +182,43 @@ class Client:
     def release(self, job_id: int) -> Json:
         return self._act(job_id, "release", done_if="job_not_held")
 
+    def cancel_labelled(self, labels: Sequence[str]) -> Json:
+        """Cancel every job not ended that carries each of `labels` ("key:value" or "key"),
+        as many requests as it takes: `{cancelled, stopping, left}`, the ids cancelled now,
+        those asked to stop on their nodes, and how many still match that no request took
+        (0 unless they kept changing)."""
+        return self._labelled("cancel", labels, ("cancelled", "stopping"))
+
+    def hold_labelled(self, labels: Sequence[str]) -> Json:
+        """Hold every waiting job that carries each of `labels`, and stop those running that
+        checkpoint to hold them: `{held, stopping, left}`."""
+        return self._labelled("hold", labels, ("held", "stopping"))
+
+    def release_labelled(self, labels: Sequence[str]) -> Json:
+        """Release the client's hold on every job that carries each of `labels`:
+        `{released, left, refused}`; `refused` (else None) is the release the credits or a
+        budget no longer covered, which stopped it there, the rest still held."""
+        return self._labelled("release", labels, ("released",))
+
+    def _labelled(self, act: str, labels: Sequence[str], lists: Sequence[str]) -> Json:
+        """POST /api/v1/jobs/{act} for `labels` until nothing matching is left, or a round
+        takes none (every job it found had moved on meanwhile), or one is refused. Each
+        request is safe to repeat: a job it took is not taken again."""
+        if not labels:
+            raise ValueError("name at least one label: a bulk change never takes every job")
+        done: Json = {name: [] for name in lists}
+        while True:
+            answer = self._call("POST", f"/api/v1/jobs/{act}", body={"label": list(labels)},
+                                safe=True)
+            took = [pk for name in lists for pk in answer.get(name, [])]
+            for name in lists:
+                done[name] += [pk for pk in answer.get(name, []) if pk not in done[name]]
+            done["left"], refused = answer["left"], answer.get("refused")
+            if act == "release":
+                done["refused"] = refused
+            if not answer["left"] or refused or not took:
+                return done
+
     def output(self, job_id: int, path: str | Path) -> Path:
         """Saves the job's output file at `path`; nothing is left there when it cannot (a
         410 `output_expired`, say)."""

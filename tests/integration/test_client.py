@@ -97,6 +97,24 @@ def test_acts_whose_answers_were_lost_answer_the_job_they_made(gs, proxy):
     assert refused.value.code == "job_not_held" and not refused.value.after_lost_answer
 
 
+def test_a_bulk_cancel_asks_until_none_is_left_and_a_lost_answer_cancels_once(
+        gs, proxy, monkeypatch):
+    from jobs.services import cancellation
+
+    monkeypatch.setattr(cancellation, "CANCEL_BATCH", 2)
+    made = [gs.submit("a fox", labels={"run": "7"})["id"] for _ in range(5)]
+    kept = gs.submit("a hare", labels={"run": "8"})["id"]
+    proxy.faults = ["drop"]  # the first batch is cancelled; its retry takes the next
+    answer = gs.cancel_labelled(["run:7"])
+    assert answer["left"] == 0 and set(answer["cancelled"]) == set(made[2:])
+    assert set(Job.objects.filter(pk__in=made).values_list("state", flat=True)) == {
+        "CANCELLED"}
+    assert Job.objects.get(pk=kept).state == "QUEUED"
+    assert len([s for s in proxy.seen if s[1] == "/api/v1/jobs/cancel"]) == 3
+    with pytest.raises(ValueError):
+        gs.cancel_labelled([])
+
+
 def test_busy_is_waited_out_and_a_wait_longer_than_allowed_is_the_answer(gs, proxy, alice,
                                                                          waits):
     proxy.faults = ["busy", "busy"]

@@ -103,6 +103,30 @@ def test_a_file_of_jobs_is_submitted_and_again_makes_none(shell, tmp_path):
     assert shell("batch", str(lines))[0] == 2 and Job.objects.count() == 3
 
 
+def test_jobs_are_held_released_and_cancelled_by_their_labels(shell, alice):
+    from credits.models import GpuPrice
+    from credits.services.grants import credits_grant
+
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)  # 1 credit a second
+    credits_grant(organization=alice, amount=1200)
+    batch = [_queued(shell, "--label", "batch:b7", "--time-limit", "600") for _ in range(2)]
+    status, out, _ = shell("hold", "--label", "batch:b7")
+    assert status == 0 and json.loads(out) == {"held": batch, "stopping": [], "left": 0}
+    other = _queued(shell, "--time-limit", "1200")  # takes the credits the batch gave back
+    status, out, err = shell("release", "--label", "batch:b7")
+    answer = json.loads(out)
+    assert (status, answer["released"], answer["refused"]["code"]) == (
+        2, [], "insufficient_credits")
+    assert "402 insufficient_credits" in err
+    assert set(Job.objects.filter(pk__in=batch).values_list("state", flat=True)) == {"HELD"}
+    shell("cancel", str(other))
+    status, out, _ = shell("release", "--label", "batch:b7")
+    assert status == 0 and json.loads(out) == {"released": batch, "left": 0, "refused": None}
+    status, out, _ = shell("cancel", "--label", "batch:b7")
+    assert status == 0 and json.loads(out)["cancelled"] == batch
+    assert shell("cancel")[0] == 2 and shell("cancel", str(other), "--label", "b")[0] == 2
+
+
 def test_a_waiting_job_takes_the_relaxation_it_is_offered(shell):
     make_node("h", gpus=4)
     make_node("a", gpus=8, gpu_type="A100")
