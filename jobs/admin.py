@@ -5,6 +5,7 @@ from credits.admin import HoldInline
 from credits.admin_actions import grant_credits
 from gpusched.admin_base import ChangedFieldsOnly, ReadOnly
 from jobs.admin_actions import (
+    cancel,
     change_time_limit,
     hold,
     release,
@@ -137,7 +138,7 @@ class JobAdmin(admin.ModelAdmin):
     list_filter = ["state", "hold", "organization__tier", "gpus"]
     search_fields = ["id", "prompt", "organization__slug"]
     inlines = [AttemptInline, HoldInline, JobEventInline]
-    actions = [run_again, requeue, hold, release, change_time_limit]
+    actions = [cancel, run_again, requeue, hold, release, change_time_limit]
 
     def get_readonly_fields(self, request, obj=None):
         """Every field but the request's, which change only while it waits, never having

@@ -1,7 +1,7 @@
 """Operators' acts from admin's lists: an organization's suspension and resumption
-(jobs/services/suspension.py), and a job's hold and release (jobs/services/job_hold.py),
-requeue (jobs/services/requeue.py), run again (jobs/services/redrive.py) and time limit
-(jobs/services/time_limits.py)."""
+(jobs/services/suspension.py), and a job's cancel (jobs/services/cancellation.py), hold and
+release (jobs/services/job_hold.py), requeue (jobs/services/requeue.py), run again
+(jobs/services/redrive.py) and time limit (jobs/services/time_limits.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 
 from gpusched.admin_base import action_form
+from jobs.services.cancellation import job_cancel
 from jobs.services.errors import ServiceError
 from jobs.services.job_hold import OPERATOR, job_hold, job_release
 from jobs.services.redrive import job_redrive
@@ -83,6 +84,29 @@ def run_again(modeladmin, request, queryset):
     _each_job(request, queryset.select_related("organization__tier", "project",
                                                "submitted_by"),
               lambda job: job_redrive(job=job, by=by), "New jobs queued")
+
+
+class CancelForm(forms.Form):
+    note = forms.CharField(max_length=150, required=False,
+                           help_text="Why: kept in the job's history and its error, which "
+                                     "its client reads.")
+
+
+@admin.action(description="Cancel (running jobs stop on their nodes)")
+def cancel(modeladmin, request, queryset):
+    form = action_form(modeladmin, request, queryset, CancelForm, action="cancel", noun="job",
+                       intro="Cancel", button="Cancel",
+                       explained="A waiting job ends CANCELLED now and its credits held go "
+                                 "back; a running one is stopped by its node (SIGTERM, then "
+                                 "SIGKILL after the kill grace) and ends CANCELLED when it "
+                                 "reports, paying for the GPU time it ran. Jobs that ended "
+                                 "are left as they are.")
+    if isinstance(form, TemplateResponse):
+        return form
+    note = form.cleaned_data["note"]
+    reason = f"cancelled by an operator{': ' + note if note else ''}"
+    _each_job(request, queryset, lambda job: job_cancel(job=job, reason=reason), "Cancelled")
+    return None
 
 
 class HoldForm(forms.Form):

@@ -95,6 +95,17 @@ def retime(job: Job, *, time_limit_s: int, reason: str, data: dict) -> Job:
     return job
 
 
+def mark(job: Job, *, reason: str, data: dict) -> Job:
+    """Record what was asked of a job that does not move it, e.g. a cancel its node carries
+    out later (services/cancellation.py): the same compare-and-set and an event from its
+    state to itself, nothing else changed."""
+    if job.state in TERMINAL:
+        raise IllegalTransition(f"job {job.pk}: nothing to record in {job.state}")
+    with transaction.atomic():
+        _compare_and_set(job, JobState(job.state), reason, None, data, {})
+    return job
+
+
 def rehold(job: Job, *, reason: str, data: dict, hold: str, pending_reason: str) -> Job:
     """Change who holds a HELD job (`hold`, "" for none: it waits for the jobs it runs after
     alone), or a PREEMPTING one (it goes HELD, or QUEUED without one, once it stopped),

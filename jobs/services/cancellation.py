@@ -17,7 +17,7 @@ from jobs.services.labels import with_labels
 from jobs.services.races import on_fresh_job
 from jobs.services.release import release_attempt
 from jobs.states import TERMINAL, JobState
-from jobs.transitions import LostRace, transition
+from jobs.transitions import LostRace, mark, transition
 
 CANCEL_BATCH = 500  # jobs one bulk cancel ends at most: a request stays short
 
@@ -79,12 +79,25 @@ def _cancel_once(job: Job, reason: str) -> Job:
             if attempt is not None:
                 end_unstarted(attempt)
             transition(job, JobState.CANCELLED, attempt=attempt, reason=reason,
-                       finished_at=timezone.now(), error_code="cancelled")
+                       finished_at=timezone.now(), error_code="cancelled", error=reason)
             transaction.on_commit(request_tick)
         elif attempt is not None:
-            # RUNNING or PREEMPTING: the next heartbeat answers "cancel" and the agent stops
-            # the binary; the job becomes CANCELLED when the agent reports.
-            deadline = timezone.now() + timedelta(seconds=settings.GPUSCHED_KILL_GRACE_S)
-            Attempt.objects.filter(pk=attempt.pk, ended_at__isnull=True).update(
-                stop_requested="cancel", stop_deadline=deadline)
+            _stop_running(job, attempt, reason)
     return job
+
+
+def _stop_running(job: Job, attempt: Attempt, reason: str) -> None:
+    """RUNNING or PREEMPTING: the next heartbeat answers "cancel" and the agent stops the
+    binary; the job becomes CANCELLED when the agent reports. Who asked is recorded on the
+    job now (its end says only how the binary ended). The attempt's row is locked before
+    the job's, as its end locks them: the end sees the ask, or this finds it ended."""
+    locked = Attempt.objects.select_for_update(no_key=True).filter(
+        pk=attempt.pk, ended_at__isnull=True).first()
+    if locked is None:
+        raise LostRace(f"attempt {attempt.pk} ended meanwhile")
+    if locked.stop_requested == "cancel":
+        return  # asked already: once is enough
+    deadline = timezone.now() + timedelta(seconds=settings.GPUSCHED_KILL_GRACE_S)
+    Attempt.objects.filter(pk=attempt.pk).update(stop_requested="cancel",
+                                                 stop_deadline=deadline)
+    mark(job, reason=f"{reason}; stopping on its node", data={"stop": "cancel"})
