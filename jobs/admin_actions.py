@@ -94,19 +94,16 @@ class CancelForm(forms.Form):
 
 @admin.action(description="Cancel (running jobs stop on their nodes)")
 def cancel(modeladmin, request, queryset):
-    form = action_form(modeladmin, request, queryset, CancelForm, action="cancel", noun="job",
-                       intro="Cancel", button="Cancel",
-                       explained="A waiting job ends CANCELLED now and its credits held go "
-                                 "back; a running one is stopped by its node (SIGTERM, then "
-                                 "SIGKILL after the kill grace) and ends CANCELLED when it "
-                                 "reports, paying for the GPU time it ran. Jobs that ended "
-                                 "are left as they are.")
-    if isinstance(form, TemplateResponse):
-        return form
-    note = form.cleaned_data["note"]
-    reason = f"cancelled by an operator{': ' + note if note else ''}"
-    _each_job(request, queryset, lambda job: job_cancel(job=job, reason=reason), "Cancelled")
-    return None
+    def act(job, asked: dict):
+        note = asked["note"]
+        return job_cancel(job=job, reason=f"cancelled by an operator{': ' + note if note else ''}")
+    return _ask_then_each(modeladmin, request, queryset, CancelForm, action="cancel",
+                          verb="Cancel", done="Cancelled", act=act,
+                          explained="A waiting job ends CANCELLED now and its credits held go "
+                                    "back; a running one is stopped by its node (SIGTERM, then "
+                                    "SIGKILL after the kill grace) and ends CANCELLED when it "
+                                    "reports, paying for the GPU time it ran. Jobs that ended "
+                                    "are left as they are.")
 
 
 class HoldForm(forms.Form):
@@ -116,19 +113,14 @@ class HoldForm(forms.Form):
 
 @admin.action(description="Hold out of the queue (the client cannot release it)")
 def hold(modeladmin, request, queryset):
-    form = action_form(modeladmin, request, queryset, HoldForm, action="hold", noun="job",
-                       intro="Hold", button="Hold",
-                       explained="Each waiting job stays HELD, out of the queue, reserving "
-                                 "no credits, until an operator releases it; a running job "
-                                 "that checkpoints is stopped at a checkpoint first and "
-                                 "resumes from it once released; one that would start over "
-                                 "is not held.")
-    if isinstance(form, TemplateResponse):
-        return form
-    note = form.cleaned_data["note"]
-    _each_job(request, queryset, lambda job: job_hold(job=job, by=OPERATOR, note=note),
-              "Held")
-    return None
+    return _ask_then_each(modeladmin, request, queryset, HoldForm, action="hold", verb="Hold",
+                          done="Held", act=lambda job, asked: job_hold(
+                              job=job, by=OPERATOR, note=asked["note"]),
+                          explained="Each waiting job stays HELD, out of the queue, reserving "
+                                    "no credits, until an operator releases it; a running job "
+                                    "that checkpoints is stopped at a checkpoint first and "
+                                    "resumes from it once released; one that would start over "
+                                    "is not held.")
 
 
 @admin.action(description="Release holds (the client's or an operator's)")
@@ -143,15 +135,26 @@ class TimeLimitForm(forms.Form):
 
 @admin.action(description="Change the time limit (running jobs too: longer or shorter)")
 def change_time_limit(modeladmin, request, queryset):
-    form = action_form(modeladmin, request, queryset, TimeLimitForm, action="change_time_limit",
-                       noun="job", intro="Change the time limit of", button="Change",
-                       explained="A running job's node learns its new limit at its next "
-                                 "heartbeat; a longer limit holds what it may cost more of the "
-                                 "organization's credits, or is refused. A limit a running try "
-                                 "has reached already is refused: cancel it instead.")
+    by = request.user.get_username()
+    return _ask_then_each(
+        modeladmin, request, queryset, TimeLimitForm, action="change_time_limit",
+        verb="Change the time limit of", button="Change", done="Time limit changed",
+        act=lambda job, asked: job_set_time_limit(
+            job=job, time_limit_s=round(asked["hours"] * 3600), by=by, operator=True),
+        explained="A running job's node learns its new limit at its next heartbeat; a longer "
+                  "limit holds what it may cost more of the organization's credits, or is "
+                  "refused, and a shorter one gives back what it can no longer cost. A limit "
+                  "a running try has reached already is refused: cancel it instead.")
+
+
+def _ask_then_each(modeladmin, request, queryset, form_class: type[forms.Form], *,
+                   action: str, verb: str, done: str, act: Callable, explained: str,
+                   button: str = ""):
+    """A job action that asks first (action_form), then does `act(job, the form's data)` to
+    each job selected (`_each_job`)."""
+    form = action_form(modeladmin, request, queryset, form_class, action=action, noun="job",
+                       intro=verb, button=button or verb, explained=explained)
     if isinstance(form, TemplateResponse):
         return form
-    seconds, by = round(form.cleaned_data["hours"] * 3600), request.user.get_username()
-    _each_job(request, queryset, lambda job: job_set_time_limit(
-        job=job, time_limit_s=seconds, by=by, operator=True), "Time limit changed")
+    _each_job(request, queryset, lambda job: act(job, form.cleaned_data), done)
     return None
