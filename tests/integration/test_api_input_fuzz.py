@@ -131,3 +131,52 @@ def test_any_log_question_or_bulk_cancel_is_answered_or_refused_with_a_code(api,
     if response.status_code == 400:
         assert response.json()["error"]["code"]
         assert Job.objects.filter(state="CANCELLED").count() == 0
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.one_of(values, bodies), started=st.booleans())
+def test_any_change_of_a_job_is_made_or_refused_with_a_code_and_a_refusal_changes_nothing(
+        api, alice, body, started):
+    from jobs.services.cancellation import job_cancel
+    from tests.support.factories import make_job, make_node, start_placed
+
+    job = make_job(alice)
+    if started:  # its time limit alone may change then
+        make_node(f"n{job.pk}", gpus=1)
+        start_placed(job)
+    version = Job.objects.get(pk=job.pk).version
+    response = api.patch(f"/api/v1/jobs/{job.pk}", json.dumps(body),
+                         content_type="application/json")
+    assert response.status_code in (200, 400, 402, 403, 409), response.content[:300]
+    if response.status_code != 200:
+        assert response.json()["error"]["code"]
+        assert Job.objects.get(pk=job.pk).version == version
+    job_cancel(job=Job.objects.get(pk=job.pk))  # no round places it on the next one's node
+
+
+@settings(max_examples=100, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(query=st.dictionaries(st.sampled_from(["label", "project", "month", "x"]), query_values,
+                             max_size=3),
+       body=st.one_of(values, st.fixed_dictionaries({"label": st.one_of(
+           st.lists(text, max_size=3), values)})))
+def test_any_summary_usage_or_bulk_hold_is_answered_or_refused_with_a_code(api, alice, query,
+                                                                          body):
+    from urllib.parse import urlencode
+
+    from jobs.services.submission import JobSpec, job_submit
+
+    job_submit(organization=alice, spec=JobSpec(prompt="x", labels={"batch": "b7"}))
+    for path in ("/api/v1/jobs/summary", "/api/v1/credits/usage"):
+        response = api.get(f"{path}?" + urlencode(query, errors="surrogatepass"))
+        assert response.status_code in (200, 400, 404), (path, response.content[:300])
+        assert response.status_code == 200 or response.json()["error"]["code"]
+    for act in ("hold", "release"):
+        held = set(Job.objects.filter(hold="client").values_list("pk", flat=True))
+        response = api.post(f"/api/v1/jobs/{act}", json.dumps(body),
+                            content_type="application/json")
+        assert response.status_code in (200, 400), response.content[:300]
+        if response.status_code == 400:  # refused: no job held or released
+            assert response.json()["error"]["code"]
+            assert set(Job.objects.filter(hold="client").values_list("pk", flat=True)) == held
