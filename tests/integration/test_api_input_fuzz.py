@@ -1,5 +1,7 @@
-"""Any body a client can send to the submit endpoint gets a 202 or a 4xx with a code, never a
-500, and only a 202 leaves a job behind (invariant 1, and bad input is the client's error)."""
+"""Any body or query a client can send (a submission, a job's change, a list, a summary, a
+webhook, a log question, a bulk cancel, hold or release) gets its answer or a 4xx with a
+code, never a 500; only an accepted submission leaves a job behind, and a refused change
+leaves the job as it was (invariant 1, and bad input is the client's error)."""
 
 import json
 
