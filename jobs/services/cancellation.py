@@ -89,8 +89,9 @@ def _cancel_once(job: Job, reason: str) -> Job:
 def _stop_running(job: Job, attempt: Attempt, reason: str) -> None:
     """RUNNING or PREEMPTING: the next heartbeat answers "cancel" and the agent stops the
     binary; the job becomes CANCELLED when the agent reports. Who asked is recorded on the
-    job now (its end says only how the binary ended). The attempt's row is locked before
-    the job's, as its end locks them: the end sees the ask, or this finds it ended."""
+    job now, and its end puts it in the job's `error` (workers/services/attempts.py). The
+    attempt's row is locked before the job's, as its end locks them: the end sees the ask,
+    or this finds it ended."""
     locked = Attempt.objects.select_for_update(no_key=True).filter(
         pk=attempt.pk, ended_at__isnull=True).first()
     if locked is None:
@@ -100,4 +101,5 @@ def _stop_running(job: Job, attempt: Attempt, reason: str) -> None:
     deadline = timezone.now() + timedelta(seconds=settings.GPUSCHED_KILL_GRACE_S)
     Attempt.objects.filter(pk=attempt.pk).update(stop_requested="cancel",
                                                  stop_deadline=deadline)
-    mark(job, reason=f"{reason}; stopping on its node", data={"stop": "cancel"})
+    mark(job, reason=f"{reason}; stopping on its node", data={"stop": "cancel",
+                                                              "reason": reason})

@@ -52,8 +52,10 @@ def test_an_operator_cancels_a_waiting_and_a_running_job_with_a_note(operator, a
         "RUNNING", "RUNNING", "cancelled by an operator: abuse report 118; stopping on its node")
     verdict = attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token)
     assert verdict.action == "cancel"
-    ended = attempt_finish(attempt_id=attempt.pk, token=attempt.token, result=STOPPED)
-    assert ended.state == "CANCELLED"
+    ended = attempt_finish(attempt_id=attempt.pk, token=attempt.token,
+                           result=AttemptResult("CANCELLED", -15, stderr_tail="step 40\n"))
+    assert (ended.state, ended.error) == (
+        "CANCELLED", "cancelled by an operator: abuse report 118\nstep 40\n")
 
 
 def test_a_cancel_asked_twice_of_a_running_job_is_recorded_once(api, alice):

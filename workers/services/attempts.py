@@ -290,7 +290,17 @@ def _job_fields(job: Job, attempt: Attempt, result: AttemptResult) -> dict:
     elif result.outcome != Outcome.SUCCEEDED:
         fields["error_code"] = result.error_code or result.outcome.lower()
         fields["error"] = storable(result.stderr_tail[-2000:])  # a binary prints anything
+        if result.outcome == Outcome.CANCELLED:  # who asked first, as for a waiting job
+            fields["error"] = "\n".join(filter(None, [_cancelled_by(job), fields["error"]]))
     return fields
+
+
+def _cancelled_by(job: Job) -> str:
+    """Who asked for the running job's cancel, as its history recorded it when asked
+    (jobs/services/cancellation.py); "" for a stop no one asked of it."""
+    asked = job.events.filter(data__stop="cancel").order_by("-pk").values_list(
+        "data", flat=True).first()
+    return (asked or {}).get("reason", "")
 
 
 def attempt_finish(*, attempt_id: int, token: int, result: AttemptResult) -> Job:
