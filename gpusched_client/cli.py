@@ -256,6 +256,12 @@ def _parser() -> argparse.ArgumentParser:
     summary.add_argument("--label", action="append", default=[], metavar="KEY:VALUE")
     summary.set_defaults(run=_summary)
 
+    usage = commands.add_parser("usage", help="a month's credits and GPU-hours, by project "
+                                              "and GPU type")
+    usage.add_argument("--month", metavar="YYYY-MM", help="this month by default")
+    usage.add_argument("--label", action="append", default=[], metavar="KEY:VALUE")
+    usage.set_defaults(run=_usage)
+
     for name, what in (("queue", "your waiting jobs, first in line first"),
                        ("credits", "credits available and held, budgets, transfers"),
                        ("projects", "projects: weights, caps, GPUs held, budgets"),
@@ -290,6 +296,11 @@ def _parser() -> argparse.ArgumentParser:
     log.add_argument("--attempt", type=int)
     log.set_defaults(run=_log)
     return parser
+
+
+def _usage(client: Client, args: argparse.Namespace) -> int:
+    _print(client.usage(month=args.month, labels=args.label))
+    return 0
 
 
 def _summary(client: Client, args: argparse.Namespace) -> int:

@@ -247,6 +247,13 @@ class Client:
         """Available and held credits, this month's budgets, the latest transfers."""
         return self._call("GET", "/api/v1/credits", safe=True)
 
+    def usage(self, *, month: str | None = None, labels: Sequence[str] = ()) -> Json:
+        """A month's (YYYY-MM, UTC; this one by default) credits spent and refunded and
+        GPU-hours run, in all, by project and by GPU type, of the organization's jobs or of
+        those with each label: an experiment's or a customer's bill."""
+        query = [("label", label) for label in labels] + ([("month", month)] if month else [])
+        return self._call("GET", "/api/v1/credits/usage", query=query, safe=True)
+
     def queue(self, *, limit: int = 100) -> Json:
         """The organization's waiting jobs in the scheduler's last line, first in line first."""
         return self._call("GET", "/api/v1/queue", query=[("limit", str(limit))], safe=True)

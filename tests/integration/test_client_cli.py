@@ -37,6 +37,10 @@ def test_a_job_is_submitted_found_held_released_and_cancelled(shell):
     status, out, _ = shell("list", "--label", "run:7")
     assert status == 0 and [j["id"] for j in json.loads(out)] == [job.pk]
     assert json.loads(shell("summary", "--label", "run:7")[1])["states"] == {"QUEUED": 1}
+    usage = json.loads(shell("usage", "--label", "run:7")[1])
+    assert (usage["spent"], usage["gpu_hours"]) == (0, 0)  # it has not run yet
+    status, _, err = shell("usage", "--month", "26-13")
+    assert status == 2 and "400 " in err
     status, out, _ = shell("submit", "stitch", "--after", str(job.pk), "--after-end")
     stitch = Job.objects.get(pk=json.loads(out)["id"])
     assert (stitch.state, stitch.after_mode) == ("HELD", "ended")
