@@ -256,6 +256,10 @@ def _parser() -> argparse.ArgumentParser:
     summary.add_argument("--label", action="append", default=[], metavar="KEY:VALUE")
     summary.set_defaults(run=_summary)
 
+    history = commands.add_parser("history", help="a job's moves and changes, newest first")
+    history.add_argument("job", type=int)
+    history.set_defaults(run=_history)
+
     usage = commands.add_parser("usage", help="a month's credits and GPU-hours, by project "
                                               "and GPU type")
     usage.add_argument("--month", metavar="YYYY-MM", help="this month by default")
@@ -296,6 +300,11 @@ def _parser() -> argparse.ArgumentParser:
     log.add_argument("--attempt", type=int)
     log.set_defaults(run=_log)
     return parser
+
+
+def _history(client: Client, args: argparse.Namespace) -> int:
+    _print(list(client.history(args.job)))
+    return 0
 
 
 def _usage(client: Client, args: argparse.Namespace) -> int:

@@ -92,6 +92,11 @@ class Client:
         last use, expiry, revocation, and whether each is `live`."""
         return self._pages("/api/v1/keys", [("limit", "500")])
 
+    def history(self, job_id: int) -> Iterator[Json]:
+        """The job's history, newest first: each move of its state, change of its request or
+        time limit, hold, and cancel asked of it while it ran, with who and why (`reason`)."""
+        return self._pages(f"/api/v1/jobs/{job_id}/events", [("limit", "100")])
+
     def _pages(self, path: str, query: list[tuple[str, str]]) -> Iterator[Json]:
         """Every row of a paged listing, page after page as it is read."""
         page = self._call("GET", path, query=query, safe=True)

@@ -53,6 +53,10 @@ def test_a_job_is_submitted_found_held_released_and_cancelled(shell):
     assert [k["name"] for k in json.loads(shell("keys")[1])] == ["ci"]
     status, out, _ = shell("cancel", str(job.pk))
     assert status == 0 and json.loads(out)["state"] == "CANCELLED"
+    moves = [(e["from_state"], e["to_state"]) for e in json.loads(shell("history",
+                                                                        str(job.pk))[1])]
+    assert moves == [("QUEUED", "CANCELLED"), ("HELD", "QUEUED"), ("QUEUED", "HELD"),
+                     ("", "QUEUED")]  # newest first
     status, out, _ = shell("wait", str(job.pk))  # ended, but not as it was asked to
     assert status == 1 and json.loads(out)["state"] == "CANCELLED"
 
