@@ -80,12 +80,19 @@ urls = st.one_of(values, st.sampled_from([
     "https://93.184.216.34/" + "a" * 600, "https://93.184.216.34/\ud800"]))
 _EVENTS = ["job.running", "job.dead", "job.queued", "", "\x00"]
 query_values = st.one_of(text, numbers.map(str), st.sampled_from(["QUEUED", "1", "500", ""]))
+# a bulk cancel, hold or release: a list of labels, or anything else
+label_bodies = st.one_of(values, st.fixed_dictionaries({"label": st.one_of(
+    st.lists(text, max_size=3), values)}))
+
+
+def queries(*keys: str) -> st.SearchStrategy:
+    """Up to three of `keys` (and one no endpoint knows), each with any value."""
+    return st.dictionaries(st.sampled_from([*keys, "x"]), query_values, max_size=3)
 
 
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(query=st.dictionaries(st.sampled_from(["state", "limit", "before", "label", "x"]),
-                             query_values, max_size=3))
+@given(query=queries("state", "limit", "before", "label"))
 def test_any_list_query_is_a_page_or_a_400(api, query):
     from urllib.parse import urlencode
 
@@ -114,10 +121,7 @@ def test_any_webhook_body_is_made_or_refused_with_a_code(api, body):
 
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(query=st.dictionaries(st.sampled_from(["stream", "rank", "tail", "x"]), query_values,
-                             max_size=3),
-       body=st.one_of(values, st.fixed_dictionaries({"label": st.one_of(
-           st.lists(text, max_size=3), values)})))
+@given(query=queries("stream", "rank", "tail"), body=label_bodies)
 def test_any_log_question_or_bulk_cancel_is_answered_or_refused_with_a_code(api, alice, query,
                                                                            body):
     from urllib.parse import urlencode
@@ -159,10 +163,7 @@ def test_any_change_of_a_job_is_made_or_refused_with_a_code_and_a_refusal_change
 
 @settings(max_examples=100, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(query=st.dictionaries(st.sampled_from(["label", "project", "month", "x"]), query_values,
-                             max_size=3),
-       body=st.one_of(values, st.fixed_dictionaries({"label": st.one_of(
-           st.lists(text, max_size=3), values)})))
+@given(query=queries("label", "project", "month"), body=label_bodies)
 def test_any_summary_usage_or_bulk_hold_is_answered_or_refused_with_a_code(api, alice, query,
                                                                           body):
     from urllib.parse import urlencode
