@@ -153,6 +153,12 @@ PROGRESS = {**nullable(obj({
                       "it, never past its time limit; null before 5%, and for a try that "
                       "resumed part-way"}})),
     "description": "while its binary runs; null otherwise"}
+STOPPING = {**nullable(obj({
+    "for": {"type": "string", "enum": ["cancel", "preempt", "hold"]},
+    "deadline": {**nullable(TIME), "description": "when its node kills the binary if it has "
+                 "not stopped by then"}})),
+    "description": "while its node stops it, asked by a cancel, a preemption (or an "
+    "operator's requeue or a node's evacuation) or a hold; null otherwise"}
 JOB = obj({
     "id": INT, "organization": STR, "project": STR,
     "state": STATE,
@@ -176,8 +182,9 @@ JOB = obj({
     "retry_at": {**nullable(TIME), "description": "While RETRY_WAIT: when it waits in the "
                  "queue again."},
     "pending": PENDING,
-    "placement": PLACEMENT, "progress": PROGRESS, "checkpoint": CHECKPOINT,
-    "result": ANY_OBJECT, "output_url": nullable(STR), "error_code": STR, "error": STR})
+    "placement": PLACEMENT, "progress": PROGRESS, "stopping": STOPPING,
+    "checkpoint": CHECKPOINT, "result": ANY_OBJECT, "output_url": nullable(STR),
+    "error_code": STR, "error": STR})
 JOB_CREDITS = obj({"held": INT, "spent": INT, "refunded": INT})
 JOB_DETAIL = {**JOB, "properties": {**JOB["properties"], "credits": JOB_CREDITS},
               "required": [*JOB["required"], "credits"]}

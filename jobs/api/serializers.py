@@ -27,6 +27,7 @@ from jobs.services.outputs import output_path
 from jobs.services.placements import placements_of
 from jobs.services.progress import progress_of
 from jobs.services.relaxations import relaxation
+from jobs.services.stops import stops_of
 from jobs.services.submission import JobSpec
 from jobs.states import LIVE, JobState
 from workers.services.checkpoint_cuts import resume_point
@@ -212,6 +213,7 @@ class JobSerializer(serializers.ModelSerializer):
     after = serializers.SerializerMethodField()
     hold = serializers.SerializerMethodField()
     progress = serializers.SerializerMethodField()
+    stopping = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
@@ -221,8 +223,8 @@ class JobSerializer(serializers.ModelSerializer):
             "time_limit_s", "checkpointable", "preemptible", "created_at", "started_at",
             "finished_at", "start_by", "urgency_s", "after", "after_mode", "preemptions",
             "retries",
-            "max_retries", "retry_at", "pending", "placement", "progress", "checkpoint", "result",
-            "output_url", "error_code", "error",
+            "max_retries", "retry_at", "pending", "placement", "progress", "stopping",
+            "checkpoint", "result", "output_url", "error_code", "error",
         ]
 
     def get_hold(self, job: Job) -> str | None:
@@ -270,6 +272,18 @@ class JobSerializer(serializers.ModelSerializer):
         if progress is None:
             progress = progress_of([job], timezone.now())
         return progress.get(job.pk)
+
+    def get_stopping(self, job: Job) -> dict | None:
+        """While its node stops it: `{for, deadline}` (cancel, preempt or hold; when the
+        binary is killed if it has not stopped by then)."""
+        if job.state not in LIVE:
+            return None
+        stops = self.context.get("stops")  # a page's, read at once
+        stop = (stops_of([job.pk]) if stops is None else stops).get(job.pk)
+        if stop is None:
+            return None
+        deadline = None if stop[1] is None else _TIME.to_representation(stop[1])
+        return {"for": stop[0], "deadline": deadline}
 
     def get_checkpoint(self, job: Job) -> dict | None:
         """What a retry of the job would resume from now (checkpoint_cuts.resume_points)."""

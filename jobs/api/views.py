@@ -41,6 +41,7 @@ from jobs.services.outputs import output_expired, output_response
 from jobs.services.placements import placements_of
 from jobs.services.preview import job_submit_preview
 from jobs.services.progress import progress_of
+from jobs.services.stops import stops_of
 from jobs.services.submission import job_submit_once
 from jobs.services.summaries import jobs_summary
 from jobs.services.time_limits import job_set_time_limit
@@ -123,6 +124,7 @@ class JobListCreate(APIView):
         ran = [job.pk for job in page if may_resume(job)]
         serialized = JobSerializer(page, many=True, context={
             "positions": places_of(page), "placements": placements_of(live),
+            "stops": stops_of(live),
             "progress": progress_of(page, timezone.now()),
             "checkpoints": resume_points(ran)})
         return Response({"results": serialized.data, "next": following})

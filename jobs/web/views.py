@@ -27,6 +27,7 @@ from jobs.services.labels import with_labels
 from jobs.services.outputs import output_response
 from jobs.services.progress import progress_of
 from jobs.services.relaxations import relaxation
+from jobs.services.stops import stops_of
 from jobs.services.summaries import jobs_summary
 from jobs.states import LIVE, TERMINAL, JobState
 from jobs.web.access import organizations_with_projects, project_targets
@@ -109,10 +110,13 @@ def _job_of_user(request: HttpRequest, job_id: int) -> Job:
 @login_required
 def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     job = _with_positions([_job_of_user(request, job_id)])[0]
+    stopping = stops_of([job.pk]).get(job.pk)
     return render(request, "dashboard/job_detail.html",
                   {"job": job, "events": job.events.all(),
                    "attempts": job.attempts.prefetch_related("ranks__node"),
-                   "cancellable": job.state not in TERMINAL, "credits": job_credits(job),
+                   "stopping": stopping, "credits": job_credits(job),
+                   # asked once is enough: its node is stopping it
+                   "cancellable": job.state not in TERMINAL and (stopping or ("",))[0] != "cancel",
                    "holdable": holdable(job),
                    "resumes_from": resume_point(job), "after": job.after.order_by("pk"),
                    "relaxation": _relaxation_words(job),

@@ -125,6 +125,17 @@ def test_a_member_cancels_a_waiting_job_and_not_another_organizations(member, al
     assert theirs.state == "QUEUED"
 
 
+def test_a_running_job_cancelled_says_its_node_is_stopping_it_and_asks_no_more(member,
+                                                                               alice):
+    make_node(gpus=1)
+    job = make_job(alice)
+    start_placed(job)
+    page = member.post(f"/dashboard/jobs/{job.pk}/cancel", follow=True).content.decode()
+    assert "Its node is stopping it to cancel it; the binary is killed at" in page
+    assert "cancelled by ann; stopping on its node" in page  # its history says who asked
+    assert "Cancel this job" not in page and Job.objects.get(pk=job.pk).state == "RUNNING"
+
+
 def test_a_member_sees_the_credits_and_what_a_job_holds(member, alice):
     from credits.models import GpuPrice
     from credits.services.grants import credits_grant

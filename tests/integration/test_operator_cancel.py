@@ -63,7 +63,10 @@ def test_a_cancel_asked_twice_of_a_running_job_is_recorded_once(api, alice):
     job = make_job(alice)
     start_placed(job)
     for _ in range(2):
-        assert api.post(f"/api/v1/jobs/{job.pk}/cancel").json()["state"] == "RUNNING"
+        answer = api.post(f"/api/v1/jobs/{job.pk}/cancel").json()
+        assert answer["state"] == "RUNNING" and answer["stopping"]["for"] == "cancel"
+    listed = api.get("/api/v1/jobs").json()["results"]
+    assert [(j["id"], j["stopping"]["for"]) for j in listed] == [(job.pk, "cancel")]
     marks = _job(job.pk).events.filter(from_state="RUNNING", to_state="RUNNING")
     assert [e.reason for e in marks] == ["cancelled by the client; stopping on its node"]
 

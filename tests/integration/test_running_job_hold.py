@@ -67,6 +67,7 @@ def test_a_running_job_stops_at_a_checkpoint_is_held_and_resumes_once_released(a
     asked = api.post(f"/api/v1/jobs/{job.pk}/hold")
     assert asked.status_code == 202
     assert (asked.json()["state"], asked.json()["hold"]) == ("PREEMPTING", "client")
+    assert asked.json()["stopping"]["for"] == "hold" and asked.json()["stopping"]["deadline"]
     # its binary is told to stop as for a preemption: at a checkpoint, to resume
     verdict = attempt_heartbeat(attempt_id=attempt.pk, token=attempt.token)
     assert verdict.action == "preempt" and verdict.deadline_s > 0
@@ -80,6 +81,7 @@ def test_a_running_job_stops_at_a_checkpoint_is_held_and_resumes_once_released(a
     assert _job(job.pk).state == "HELD"
     released = api.post(f"/api/v1/jobs/{job.pk}/release")
     assert (released.status_code, released.json()["state"]) == (200, "QUEUED")
+    assert released.json()["stopping"] is None
     scheduler_tick_run()
     assert _job(job.pk).state == "SCHEDULED"
     assert _moves(job.pk)[1:] == [
