@@ -8,6 +8,7 @@ from jobs.admin_actions import (
     cancel,
     change_time_limit,
     hold,
+    refund,
     release,
     requeue,
     resume,
@@ -138,7 +139,7 @@ class JobAdmin(admin.ModelAdmin):
     list_filter = ["state", "hold", "organization__tier", "gpus"]
     search_fields = ["id", "prompt", "organization__slug"]
     inlines = [AttemptInline, HoldInline, JobEventInline]
-    actions = [cancel, run_again, requeue, hold, release, change_time_limit]
+    actions = [cancel, run_again, requeue, hold, release, change_time_limit, refund]
 
     def get_readonly_fields(self, request, obj=None):
         """Every field but the request's, which change only while it waits, never having

@@ -1,7 +1,8 @@
 """Operators' acts from admin's lists: an organization's suspension and resumption
 (jobs/services/suspension.py), and a job's cancel (jobs/services/cancellation.py), hold and
 release (jobs/services/job_hold.py), requeue (jobs/services/requeue.py), run again
-(jobs/services/redrive.py) and time limit (jobs/services/time_limits.py)."""
+(jobs/services/redrive.py), time limit (jobs/services/time_limits.py) and refund
+(credits/services/refunds.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 
+from credits.services.refunds import job_refund
 from gpusched.admin_base import action_form
 from jobs.services.cancellation import job_cancel
 from jobs.services.errors import ServiceError
@@ -104,6 +106,25 @@ def cancel(modeladmin, request, queryset):
                                     "SIGKILL after the kill grace) and ends CANCELLED when it "
                                     "reports, paying for the GPU time it ran. Jobs that ended "
                                     "are left as they are.")
+
+
+class RefundForm(forms.Form):
+    note = forms.CharField(max_length=150, required=False,
+                           help_text="Why: in each transfer's memo and the organization's "
+                                     "audit trail, which its members read.")
+
+
+@admin.action(description="Refund what they spent (ended jobs)")
+def refund(modeladmin, request, queryset):
+    def act(job, asked: dict):
+        job_refund(job=job, by=request.user, note=asked["note"])
+        return job
+    return _ask_then_each(modeladmin, request, queryset, RefundForm, action="refund",
+                          verb="Refund", done="Refunded", act=act,
+                          explained="What each ended job spent and was not refunded yet goes "
+                                    "back to the wallets it came from; a job refunded already "
+                                    "gets nothing more. Jobs still waiting or running are "
+                                    "refused: cancel them first.")
 
 
 class HoldForm(forms.Form):
