@@ -88,10 +88,10 @@ def run_again(modeladmin, request, queryset):
               lambda job: job_redrive(job=job, by=by), "New jobs queued")
 
 
-class CancelForm(forms.Form):
+class NoteForm(forms.Form):
     note = forms.CharField(max_length=150, required=False,
-                           help_text="Why: kept in the job's history and its error, which "
-                                     "its client reads.")
+                           help_text="Why: the organization reads it where the text above "
+                                     "says.")
 
 
 @admin.action(description="Cancel (running jobs stop on their nodes)")
@@ -99,19 +99,14 @@ def cancel(modeladmin, request, queryset):
     def act(job, asked: dict):
         note = asked["note"]
         return job_cancel(job=job, reason=f"cancelled by an operator{': ' + note if note else ''}")
-    return _ask_then_each(modeladmin, request, queryset, CancelForm, action="cancel",
+    return _ask_then_each(modeladmin, request, queryset, NoteForm, action="cancel",
                           verb="Cancel", done="Cancelled", act=act,
                           explained="A waiting job ends CANCELLED now and its credits held go "
                                     "back; a running one is stopped by its node (SIGTERM, then "
                                     "SIGKILL after the kill grace) and ends CANCELLED when it "
                                     "reports, paying for the GPU time it ran. Jobs that ended "
-                                    "are left as they are.")
-
-
-class RefundForm(forms.Form):
-    note = forms.CharField(max_length=150, required=False,
-                           help_text="Why: in each transfer's memo and the organization's "
-                                     "audit trail, which its members read.")
+                                    "are left as they are. The note is in each job's history "
+                                    "and its error.")
 
 
 @admin.action(description="Refund what they spent (ended jobs)")
@@ -119,29 +114,25 @@ def refund(modeladmin, request, queryset):
     def act(job, asked: dict):
         job_refund(job=job, by=request.user, note=asked["note"])
         return job
-    return _ask_then_each(modeladmin, request, queryset, RefundForm, action="refund",
+    return _ask_then_each(modeladmin, request, queryset, NoteForm, action="refund",
                           verb="Refund", done="Refunded", act=act,
                           explained="What each ended job spent and was not refunded yet goes "
                                     "back to the wallets it came from; a job refunded already "
                                     "gets nothing more. Jobs still waiting or running are "
-                                    "refused: cancel them first.")
-
-
-class HoldForm(forms.Form):
-    note = forms.CharField(max_length=200, required=False,
-                           help_text="Shown to the client in the job's pending reason.")
+                                    "refused: cancel them first. The note is in each "
+                                    "transfer's memo and the organization's audit trail.")
 
 
 @admin.action(description="Hold out of the queue (the client cannot release it)")
 def hold(modeladmin, request, queryset):
-    return _ask_then_each(modeladmin, request, queryset, HoldForm, action="hold", verb="Hold",
+    return _ask_then_each(modeladmin, request, queryset, NoteForm, action="hold", verb="Hold",
                           done="Held", act=lambda job, asked: job_hold(
                               job=job, by=OPERATOR, note=asked["note"]),
                           explained="Each waiting job stays HELD, out of the queue, reserving "
                                     "no credits, until an operator releases it; a running job "
                                     "that checkpoints is stopped at a checkpoint first and "
                                     "resumes from it once released; one that would start over "
-                                    "is not held.")
+                                    "is not held. The note is in each job's pending reason.")
 
 
 @admin.action(description="Release holds (the client's or an operator's)")
