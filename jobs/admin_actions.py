@@ -109,18 +109,25 @@ def cancel(modeladmin, request, queryset):
                                     "and its error.")
 
 
+class RefundForm(NoteForm):
+    credits = forms.IntegerField(min_value=1, required=False,
+                                 help_text="At most this many for each job; empty: all it "
+                                           "spent.")
+
+
 @admin.action(description="Refund what they spent (ended jobs)")
 def refund(modeladmin, request, queryset):
     def act(job, asked: dict):
-        job_refund(job=job, by=request.user, note=asked["note"])
+        job_refund(job=job, by=request.user, note=asked["note"], amount=asked["credits"])
         return job
-    return _ask_then_each(modeladmin, request, queryset, NoteForm, action="refund",
+    return _ask_then_each(modeladmin, request, queryset, RefundForm, action="refund",
                           verb="Refund", done="Refunded", act=act,
-                          explained="What each ended job spent and was not refunded yet goes "
-                                    "back to the wallets it came from; a job refunded already "
-                                    "gets nothing more. Jobs still waiting or running are "
-                                    "refused: cancel them first. The note is in each "
-                                    "transfer's memo and the organization's audit trail.")
+                          explained="What each ended job spent and was not refunded yet (or "
+                                    "the credits given, at most) goes back to the wallets it "
+                                    "came from; a refund never passes what the job spent. Jobs "
+                                    "still waiting or running are refused: cancel them first. "
+                                    "The note is in each transfer's memo and the "
+                                    "organization's audit trail.")
 
 
 @admin.action(description="Hold out of the queue (the client cannot release it)")

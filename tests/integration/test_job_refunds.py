@@ -11,12 +11,12 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from credits.models import GpuPrice, Transfer
+from credits.models import Account, GpuPrice, Transfer
 from credits.services.grants import credits_grant
 from credits.services.holds import job_credits
 from credits.services.refunds import job_refund
 from jobs.models import Attempt, Job, OrganizationEvent
-from jobs.services.errors import Conflict
+from jobs.services.errors import Conflict, ValidationFailed
 from jobs.services.submission import JobSpec, job_submit
 from tests.support.factories import make_job, make_node, start_placed
 from tests.support.ledger import assert_ledger_consistent, wallet_of
@@ -65,6 +65,23 @@ def test_an_ended_job_is_refunded_once_and_the_audit_trail_says_so(priced, opera
     assert_ledger_consistent()
 
 
+def test_a_part_is_refunded_from_the_wallet_drawn_last_and_never_past_what_it_spent(
+        priced, operator):
+    credits_grant(organization=priced, amount=60, promo=True)  # spent first
+    job = _ran(priced)
+    spent = job_credits(job)["spent"]
+    promo = Account.objects.get(organization=priced, bucket="promo")
+    assert promo.available == 0  # the job drew on it first, then on the paid wallet
+    assert job_refund(job=job, by=operator, amount=30) == 30
+    assert Account.objects.get(pk=promo.pk).available == 0  # the paid wallet's back first
+    assert job_refund(job=job, by=operator, amount=10**6) == spent - 30  # the rest, no more
+    assert Account.objects.get(pk=promo.pk).available == 60
+    assert job_refund(job=job, by=operator, amount=1) == 0
+    with pytest.raises(ValidationFailed):
+        job_refund(job=job, by=operator, amount=0)
+    assert_ledger_consistent()
+
+
 def test_a_job_not_ended_is_refused_and_one_refunded_already_gets_nothing(priced, operator):
     running = make_job(priced)
     start_placed(running)
@@ -94,6 +111,9 @@ def test_an_operator_refunds_from_admin(client, priced, operator):
     client.force_login(operator)
     job = _ran(priced)
     spent = job_credits(job)["spent"]
+    client.post("/admin/jobs/job/", {"action": "refund", "apply": "Refund", "note": "bad clip",
+                                     "credits": "40", "_selected_action": [job.pk]})
+    assert job_credits(job) == {"held": 0, "spent": spent - 40, "refunded": 40}
     client.post("/admin/jobs/job/", {"action": "refund", "apply": "Refund", "note": "bad clip",
                                      "_selected_action": [job.pk]})
     assert job_credits(job) == {"held": 0, "spent": 0, "refunded": spent}
