@@ -94,57 +94,10 @@ class NoteForm(forms.Form):
                                      "says.")
 
 
-@admin.action(description="Cancel (running jobs stop on their nodes)")
-def cancel(modeladmin, request, queryset):
-    def act(job, asked: dict):
-        note = asked["note"]
-        return job_cancel(job=job, reason=f"cancelled by an operator{': ' + note if note else ''}")
-    return _ask_then_each(modeladmin, request, queryset, NoteForm, action="cancel",
-                          verb="Cancel", done="Cancelled", act=act,
-                          explained="A waiting job ends CANCELLED now and its credits held go "
-                                    "back; a running one is stopped by its node (SIGTERM, then "
-                                    "SIGKILL after the kill grace) and ends CANCELLED when it "
-                                    "reports, paying for the GPU time it ran. Jobs that ended "
-                                    "are left as they are. The note is in each job's history "
-                                    "and its error.")
-
-
 class RefundForm(NoteForm):
     credits = forms.IntegerField(min_value=1, required=False,
                                  help_text="At most this many for each job; empty: all it "
                                            "spent.")
-
-
-@admin.action(description="Refund what they spent (ended jobs)")
-def refund(modeladmin, request, queryset):
-    def act(job, asked: dict):
-        job_refund(job=job, by=request.user, note=asked["note"], amount=asked["credits"])
-        return job
-    return _ask_then_each(modeladmin, request, queryset, RefundForm, action="refund",
-                          verb="Refund", done="Refunded", act=act,
-                          explained="What each ended job spent and was not refunded yet (or "
-                                    "the credits given, at most) goes back to the wallets it "
-                                    "came from; a refund never passes what the job spent. Jobs "
-                                    "still waiting or running are refused: cancel them first. "
-                                    "The note is in each transfer's memo and the "
-                                    "organization's audit trail.")
-
-
-@admin.action(description="Hold out of the queue (the client cannot release it)")
-def hold(modeladmin, request, queryset):
-    return _ask_then_each(modeladmin, request, queryset, NoteForm, action="hold", verb="Hold",
-                          done="Held", act=lambda job, asked: job_hold(
-                              job=job, by=OPERATOR, note=asked["note"]),
-                          explained="Each waiting job stays HELD, out of the queue, reserving "
-                                    "no credits, until an operator releases it; a running job "
-                                    "that checkpoints is stopped at a checkpoint first and "
-                                    "resumes from it once released; one that would start over "
-                                    "is not held. The note is in each job's pending reason.")
-
-
-@admin.action(description="Release holds (the client's or an operator's)")
-def release(modeladmin, request, queryset):
-    _each_job(request, queryset, lambda job: job_release(job=job, by=OPERATOR), "Released")
 
 
 class TimeLimitForm(forms.Form):
@@ -152,28 +105,66 @@ class TimeLimitForm(forms.Form):
                                                         "from its start, in hours.")
 
 
-@admin.action(description="Change the time limit (running jobs too: longer or shorter)")
-def change_time_limit(modeladmin, request, queryset):
-    by = request.user.get_username()
-    return _ask_then_each(
-        modeladmin, request, queryset, TimeLimitForm, action="change_time_limit",
-        verb="Change the time limit of", button="Change", done="Time limit changed",
-        act=lambda job, asked: job_set_time_limit(
-            job=job, time_limit_s=round(asked["hours"] * 3600), by=by, operator=True),
-        explained="A running job's node learns its new limit at its next heartbeat; a longer "
-                  "limit holds what it may cost more of the organization's credits, or is "
-                  "refused, and a shorter one gives back what it can no longer cost. A limit "
-                  "a running try has reached already is refused: cancel it instead.")
+def _asking(name: str, description: str, form_class: type[forms.Form], *, verb: str,
+            done: str, explained: str, act: Callable, button: str = "") -> Callable:
+    """A job list's action `name` that asks first (action_form), then does
+    `act(request, job, the form's data)` to each job selected (`_each_job`)."""
+    @admin.action(description=description)
+    def action(modeladmin, request, queryset):
+        form = action_form(modeladmin, request, queryset, form_class, action=name,
+                           noun="job", intro=verb, button=button or verb, explained=explained)
+        if isinstance(form, TemplateResponse):
+            return form
+        _each_job(request, queryset, lambda job: act(request, job, form.cleaned_data), done)
+        return None
+    action.__name__ = name  # admin posts and finds an action by its function's name
+    return action
 
 
-def _ask_then_each(modeladmin, request, queryset, form_class: type[forms.Form], *,
-                   action: str, verb: str, done: str, act: Callable, explained: str,
-                   button: str = ""):
-    """A job action that asks first (action_form), then does `act(job, the form's data)` to
-    each job selected (`_each_job`)."""
-    form = action_form(modeladmin, request, queryset, form_class, action=action, noun="job",
-                       intro=verb, button=button or verb, explained=explained)
-    if isinstance(form, TemplateResponse):
-        return form
-    _each_job(request, queryset, lambda job: act(job, form.cleaned_data), done)
-    return None
+def _cancel(request, job, asked: dict):
+    note = asked["note"]
+    return job_cancel(job=job, reason=f"cancelled by an operator{': ' + note if note else ''}")
+
+
+def _refund(request, job, asked: dict):
+    job_refund(job=job, by=request.user, note=asked["note"], amount=asked["credits"])
+    return job
+
+
+cancel = _asking(
+    "cancel", "Cancel (running jobs stop on their nodes)", NoteForm, verb="Cancel",
+    done="Cancelled", act=_cancel,
+    explained="A waiting job ends CANCELLED now and its credits held go back; a running one is "
+              "stopped by its node (SIGTERM, then SIGKILL after the kill grace) and ends "
+              "CANCELLED when it reports, paying for the GPU time it ran. Jobs that ended are "
+              "left as they are. The note is in each job's history and its error.")
+refund = _asking(
+    "refund", "Refund what they spent (ended jobs)", RefundForm, verb="Refund",
+    done="Refunded", act=_refund,
+    explained="What each ended job spent and was not refunded yet (or the credits given, at "
+              "most) goes back to the wallets it came from; a refund never passes what the "
+              "job spent. Jobs still waiting or running are refused: cancel them first. The "
+              "note is in each transfer's memo and the organization's audit trail.")
+hold = _asking(
+    "hold", "Hold out of the queue (the client cannot release it)", NoteForm, verb="Hold",
+    done="Held", act=lambda request, job, asked: job_hold(job=job, by=OPERATOR,
+                                                          note=asked["note"]),
+    explained="Each waiting job stays HELD, out of the queue, reserving no credits, until an "
+              "operator releases it; a running job that checkpoints is stopped at a "
+              "checkpoint first and resumes from it once released; one that would start over "
+              "is not held. The note is in each job's pending reason.")
+change_time_limit = _asking(
+    "change_time_limit", "Change the time limit (running jobs too: longer or shorter)",
+    TimeLimitForm, verb="Change the time limit of", button="Change", done="Time limit changed",
+    act=lambda request, job, asked: job_set_time_limit(
+        job=job, time_limit_s=round(asked["hours"] * 3600), by=request.user.get_username(),
+        operator=True),
+    explained="A running job's node learns its new limit at its next heartbeat; a longer "
+              "limit holds what it may cost more of the organization's credits, or is "
+              "refused, and a shorter one gives back what it can no longer cost. A limit a "
+              "running try has reached already is refused: cancel it instead.")
+
+
+@admin.action(description="Release holds (the client's or an operator's)")
+def release(modeladmin, request, queryset):
+    _each_job(request, queryset, lambda job: job_release(job=job, by=OPERATOR), "Released")
