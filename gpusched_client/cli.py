@@ -273,6 +273,8 @@ def _parser() -> argparse.ArgumentParser:
         commands.add_parser(name, help=what).set_defaults(run=_read, read=name)
     commands.add_parser("keys", help="API keys: scope, user, last use, expiry, live or not"
                         ).set_defaults(run=_read, read="api_keys")
+    commands.add_parser("audit", help="what people and operators changed, newest first"
+                        ).set_defaults(run=_read, read="audit_trail")
 
     for name, what in (("make-project", "make a project"), ("set-project", "set a project"),
                        ("set-member", "set a member's share, cap and budget")):

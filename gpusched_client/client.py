@@ -97,6 +97,12 @@ class Client:
         time limit, hold, and cancel asked of it while it ran, with who and why (`reason`)."""
         return self._pages(f"/api/v1/jobs/{job_id}/events", [("limit", "100")])
 
+    def audit_trail(self) -> Iterator[Json]:
+        """What the organization's people and operators changed in it, newest first: keys,
+        webhooks, projects, budgets, members, a suspension, a refund (`action`, `by`,
+        `detail`)."""
+        return self._pages("/api/v1/events", [("limit", "100")])
+
     def _pages(self, path: str, query: list[tuple[str, str]]) -> Iterator[Json]:
         """Every row of a paged listing, page after page as it is read."""
         page = self._call("GET", path, query=query, safe=True)

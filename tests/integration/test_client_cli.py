@@ -51,6 +51,7 @@ def test_a_job_is_submitted_found_held_released_and_cancelled(shell):
     assert json.loads(shell("queue")[1])["waiting"] == 1
     assert json.loads(shell("credits")[1])["held"] == 0
     assert [k["name"] for k in json.loads(shell("keys")[1])] == ["ci"]
+    assert json.loads(shell("audit")[1]) == []  # nothing changed in the organization yet
     status, out, _ = shell("cancel", str(job.pk))
     assert status == 0 and json.loads(out)["state"] == "CANCELLED"
     moves = [(e["from_state"], e["to_state"]) for e in json.loads(shell("history",
@@ -166,6 +167,8 @@ def test_projects_and_members_are_made_set_and_taken_out(shell, alice):
     assert status == 0 and json.loads(out)["keys_revoked"] == 0
     status, _, err = shell("remove-member", "mia")
     assert status == 2 and "404 not_found" in err
+    actions = [e["action"] for e in json.loads(shell("audit")[1])]
+    assert actions[0] == "member.removed" and "project.made" in actions  # newest first
 
 
 def test_a_wait_on_several_jobs_exits_by_the_worst_of_them(shell):
