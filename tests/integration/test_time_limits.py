@@ -1,9 +1,9 @@
 """A started job's time limit changes as Slurm's `scontrol update TimeLimit=` changes it: an
 operator lengthens or shortens it, its client only shortens it, and its running try's nodes
 learn the new limit at their next heartbeat. Attacked: a client lengthening it, a limit the
-try has passed, one the credits do not cover, an ended job, and a change racing the try's
-end (invariant: the limit changes with its credits or not at all, and never fails a try's
-report)."""
+try has passed, one the credits do not cover, an ended job, a wallet expired under its
+holds, and changes racing the try's metering and end (invariant: the limit changes with its
+credits or not at all, never fails a try's report, and the job pays what it ran, once)."""
 
 from datetime import timedelta
 from functools import partial
@@ -151,3 +151,25 @@ def test_a_shorter_limit_gives_nothing_back_where_only_an_expired_wallet_held_it
     assert _job(job.pk).time_limit_s == 300  # shorter still: the credits settle at the end
     assert job_credits(_job(job.pk))["held"] == 600
     assert_ledger_consistent()
+
+
+def test_shortenings_racing_metering_and_the_end_keep_the_ledger_and_the_most(alice):
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)  # 1 credit a second
+    credits_grant(organization=alice, amount=100_000)
+    make_node(gpus=2)
+    for shorter in (400, 350, 300, 250):
+        job, attempt = _running(alice)  # holds 600
+        Attempt.objects.filter(pk=attempt.pk).update(
+            started_at=timezone.now() - timedelta(seconds=200))
+        beat = partial(attempt_heartbeat, attempt_id=attempt.pk, token=attempt.token,
+                       checkpointed=True)
+        shorten = partial(job_set_time_limit, job=job, time_limit_s=shorter, by="client")
+        end = partial(attempt_finish, attempt_id=attempt.pk, token=attempt.token,
+                      result=AttemptResult("SUCCEEDED", 0))
+        errors = race(shorten, beat, beat, end)
+        assert all(getattr(e, "code", "") == "job_finished" for e in errors), errors
+        job = _job(job.pk)
+        credits = job_credits(job)
+        assert job.state == "SUCCEEDED" and credits["held"] == 0
+        assert 200 <= credits["spent"] <= 205  # what it ran, once, whoever went first
+        assert_ledger_consistent()
