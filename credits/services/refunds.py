@@ -1,8 +1,8 @@
 """An operator's refund of an ended job, as support makes good a video that came out wrong:
 what the job spent (or a part of it) goes back to the wallets it came from, one REFUND
 transfer a hold, tied to the job, so its credits, the usage reports and the ledger all say
-it was refunded. Jobs that end FAILED or DEAD are refunded on their own (services/holds.py);
-this is for the rest.
+it was refunded, and the webhooks subscribed to credits.refunded are told. Jobs that end
+FAILED or DEAD are refunded on their own (services/holds.py); this is for the rest.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from credits.services.ledger import USAGE, lock_wallets, record, system_account
 from jobs.models import Job
 from jobs.services.audit import audit
 from jobs.services.errors import Conflict, ValidationFailed
+from jobs.services.webhooks import notify_organization
 from jobs.states import TERMINAL
 
 
@@ -49,5 +50,8 @@ def job_refund(*, job: Job, by, note: str = "", amount: int | None = None) -> in
         if refunded:
             audit(job.organization, "job.refunded", user=by, job=job.pk, credits=refunded,
                   note=note)
+            notify_organization(job.organization_id, "credits.refunded", {
+                "organization": job.organization.slug, "job": job.pk,
+                "credits": {"refunded": refunded}, "note": note})
             watch_low_credits(job.organization_id)
     return refunded

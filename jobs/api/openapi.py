@@ -57,6 +57,9 @@ def openapi_document() -> dict:
             "jobMoved": _notice("A job moved into one of the endpoint's events", "Notice"),
             "creditsLow": _notice("The organization's available credits fell below its "
                                   "low_credits_threshold (once per fall)", "CreditsNotice"),
+            "creditsRefunded": _notice("An operator gave back what one of the "
+                                       "organization's jobs spent, or a part of it",
+                                       "RefundNotice"),
             "ping": _notice("A test notice its owner asked for (POST "
                             "/api/v1/webhooks/{hook_id}/ping)", "PingNotice"),
             "organizationSuspended": _notice("An operator suspended the organization "

@@ -309,6 +309,10 @@ PING_NOTICE = obj({
 CREDITS_NOTICE = obj({
     "event": {"enum": ["credits.low"]}, "delivery": INT, "organization": STR,
     "credits": obj({"available": INT, "threshold": INT})})
+REFUND_NOTICE = obj({
+    "event": {"enum": ["credits.refunded"]}, "delivery": INT, "organization": STR,
+    "job": INT, "credits": obj({"refunded": INT}),
+    "note": {**STR, "description": "the operator's, as they gave it; may be empty"}})
 
 
 def component_schemas() -> dict:
@@ -321,7 +325,8 @@ def component_schemas() -> dict:
             "WebhookRotated": WEBHOOK_ROTATED, "Delivery": DELIVERY, "Credits": CREDITS,
             "Usage": USAGE, "Organization": ORGANIZATION, "Preview": PREVIEW,
             "Notice": NOTICE,
-            "CreditsNotice": CREDITS_NOTICE, "PingNotice": PING_NOTICE,
+            "CreditsNotice": CREDITS_NOTICE, "RefundNotice": REFUND_NOTICE,
+            "PingNotice": PING_NOTICE,
             "OrganizationNotice": ORGANIZATION_NOTICE, "Project": PROJECT,
             "ProjectCreate": _project_create(), "ProjectChange": _project_change(),
             "Member": MEMBER, "MemberChange": _member_change(), "ApiKey": API_KEY,

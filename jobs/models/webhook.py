@@ -19,7 +19,8 @@ ENDED_EVENTS = ("job.succeeded", "job.failed", "job.timed_out", "job.cancelled",
 # job.held: someone holds it out of the queue (a job HELD behind others is submitted so)
 JOB_EVENTS = (*ENDED_EVENTS, "job.running", "job.preempting", "job.retry_wait", "job.held")
 ORGANIZATION_EVENTS = ("organization.suspended", "organization.resumed")
-EVENTS = (*JOB_EVENTS, "credits.low", *ORGANIZATION_EVENTS)
+# credits.refunded: an operator gave back what a job spent (credits/services/refunds.py)
+EVENTS = (*JOB_EVENTS, "credits.low", "credits.refunded", *ORGANIZATION_EVENTS)
 
 
 def _ended_events() -> list[str]:

@@ -1,9 +1,10 @@
 """An operator refunds an ended job, as support makes good a video that came out wrong: what
 it spent goes back to the wallets it came from, tied to the job, and the organization's
-audit trail says so. Attacked: a job still running, a refund repeated, two refunds racing,
-and one of a job that the ledger already refunded (invariant 5: every credit moves once,
-by a double-entry transfer)."""
+audit trail and its webhooks say so. Attacked: a job still running, a refund repeated, a
+part then the rest and more, three refunds racing, and a job that paid nothing (invariant
+5: every credit moves once, by a double-entry transfer; the webhooks are told once)."""
 
+import json
 from datetime import timedelta
 from functools import partial
 
@@ -15,12 +16,16 @@ from credits.models import Account, GpuPrice, Transfer
 from credits.services.grants import credits_grant
 from credits.services.holds import job_credits
 from credits.services.refunds import job_refund
-from jobs.models import Attempt, Job, OrganizationEvent
+from jobs.api.openapi import openapi_document
+from jobs.models import Attempt, Job, OrganizationEvent, WebhookDelivery, WebhookEndpoint
 from jobs.services.errors import Conflict, ValidationFailed
 from jobs.services.submission import JobSpec, job_submit
+from jobs.services.webhooks import webhook_deliver
 from tests.support.factories import make_job, make_node, start_placed
 from tests.support.ledger import assert_ledger_consistent, wallet_of
+from tests.support.openapi import conforms
 from tests.support.race import race
+from tests.support.receiver import Receiver
 from workers.services.attempts import AttemptResult, attempt_finish
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -49,7 +54,19 @@ def _ran(org, outcome: str = "SUCCEEDED") -> Job:
                           result=AttemptResult(outcome, 0 if outcome == "SUCCEEDED" else 1))
 
 
-def test_an_ended_job_is_refunded_once_and_the_audit_trail_says_so(priced, operator):
+def test_an_ended_job_is_refunded_once_and_the_audit_trail_says_so(priced, operator,
+                                                                   settings):
+    settings.GPUSCHED_WEBHOOK_ALLOW_PRIVATE = True  # the receiver listens on loopback
+    receiver = Receiver()
+    try:
+        WebhookEndpoint.objects.create(organization=priced, url=receiver.url,
+                                       events=["credits.refunded"])
+        _refunded_once(priced, operator, receiver)
+    finally:
+        receiver.close()
+
+
+def _refunded_once(priced, operator, receiver) -> None:
     job = _ran(priced)
     spent = job_credits(job)["spent"]
     assert 100 <= spent <= 102
@@ -62,6 +79,14 @@ def test_an_ended_job_is_refunded_once_and_the_audit_trail_says_so(priced, opera
     assert refund.memo == f"job {job.pk} refunded by op: ticket 4471"
     event = OrganizationEvent.objects.get(action="job.refunded")
     assert event.detail == {"job": job.pk, "credits": spent, "note": "ticket 4471"}
+    delivery = WebhookDelivery.objects.get(event="credits.refunded")  # one: the second gave 0
+    webhook_deliver(delivery.pk)  # if it was not sent as the refund committed
+    (headers, body), = receiver.posts
+    notice = json.loads(body)
+    assert (notice["job"], notice["credits"], notice["note"]) == (
+        job.pk, {"refunded": spent}, "ticket 4471")
+    assert conforms(notice, {"$ref": "#/components/schemas/RefundNotice"},
+                    openapi_document()) == []
     assert_ledger_consistent()
 
 
