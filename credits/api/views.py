@@ -14,7 +14,7 @@ from credits.services.budgets import budget_report
 from credits.services.statements import organization_balance, recent_transfers, transfers_of
 from credits.services.usage import monthly_usage
 from jobs.api.paging import PageQuery, page_of
-from jobs.api.serializers import label_filter
+from jobs.api.queries import label_filter
 
 
 class TransferSerializer(serializers.ModelSerializer):

@@ -9,6 +9,14 @@ from rest_framework import serializers
 from credits.api.views import TransferListQuery, UsageQuery
 from jobs.api.openapi_schemas import ATTEMPT, JOB_EVENT, TRANSFER
 from jobs.api.paging import PageQuery
+from jobs.api.queries import (
+    DeliveryQuery,
+    JobListQuery,
+    LabelledQuery,
+    LineQuery,
+    LogQuery,
+    SummaryQuery,
+)
 from jobs.api.schema_fields import (
     ANY_OBJECT,
     INT,
@@ -19,15 +27,7 @@ from jobs.api.schema_fields import (
     obj,
     request_schema,
 )
-from jobs.api.serializers import (
-    DeliveryQuery,
-    JobListQuery,
-    LabelledQuery,
-    LineQuery,
-    LogQuery,
-    SummaryQuery,
-    WebhookEndpointSerializer,
-)
+from jobs.api.serializers import WebhookEndpointSerializer
 from jobs.services.batches import MAX_BATCH
 from jobs.services.cancellation import CANCEL_BATCH
 

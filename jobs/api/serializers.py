@@ -7,7 +7,6 @@ from django.core.validators import URLValidator
 from django.utils import timezone
 from rest_framework import serializers
 
-from jobs.api.paging import PageQuery
 from jobs.models import (
     ApiKey,
     Attempt,
@@ -31,7 +30,6 @@ from jobs.services.stops import stops_of
 from jobs.services.submission import JobSpec
 from jobs.states import LIVE, JobState
 from workers.services.checkpoint_cuts import resume_point
-from workers.services.logs import STREAMS
 from workers.services.retries import retry_budget
 
 
@@ -160,45 +158,6 @@ class OrganizationSettingsSerializer(serializers.Serializer):
     low_credits_threshold = serializers.IntegerField(
         required=False, help_text="Tell the webhooks (credits.low) when the available "
                                   "credits fall below this; 0: never.")
-
-
-class LineQuery(serializers.Serializer):
-    limit = serializers.IntegerField(min_value=1, max_value=500, default=100)
-
-
-class LogQuery(serializers.Serializer):
-    stream = serializers.ChoiceField(choices=STREAMS, default="stdout")
-    rank = serializers.IntegerField(min_value=0, default=0,
-                                    help_text="The node of a gang spanning nodes (0: its first).")
-    tail = serializers.IntegerField(min_value=1, required=False,
-                                    help_text="Only the last this many bytes.")
-
-
-def label_filter(**kwargs) -> serializers.ListField:
-    return serializers.ListField(
-        child=serializers.CharField(max_length=64 + MAX_VALUE), max_length=MAX_LABELS,
-        help_text="key:value, or key for any value; repeat for all of several.", **kwargs)
-
-
-MAX_LISTED_IDS = 100  # ids a listing names: a client waiting on a batch asks once for all
-
-
-class JobListQuery(PageQuery):
-    id = serializers.ListField(
-        child=serializers.IntegerField(min_value=1), max_length=MAX_LISTED_IDS, required=False,
-        help_text="Only these jobs (repeat: id=1&id=2); another organization's are absent.")
-    state = serializers.ChoiceField(choices=JobState.values, required=False)
-    project = serializers.SlugField(max_length=60, required=False)
-    label = label_filter(required=False)
-
-
-class LabelledQuery(serializers.Serializer):
-    label = label_filter(min_length=1)
-
-
-class SummaryQuery(serializers.Serializer):
-    project = serializers.SlugField(max_length=60, required=False)
-    label = label_filter(required=False)
 
 
 class JobSerializer(serializers.ModelSerializer):
@@ -388,10 +347,6 @@ class OrganizationEventSerializer(serializers.ModelSerializer):
     class Meta:
         model = OrganizationEvent
         fields = ["id", "at", "by", "action", "detail"]
-
-
-class DeliveryQuery(PageQuery):
-    status = serializers.ChoiceField(choices=WebhookDelivery.Status.values, required=False)
 
 
 class WebhookDeliverySerializer(serializers.ModelSerializer):

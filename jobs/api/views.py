@@ -14,17 +14,13 @@ from credits.services.holds import job_credits
 from jobs.api.errors import gone, not_found
 from jobs.api.openapi import openapi_document
 from jobs.api.paging import PageQuery, page_of
+from jobs.api.queries import JobListQuery, LabelledQuery, LineQuery, LogQuery, SummaryQuery
 from jobs.api.serializers import (
     AttemptSerializer,
     JobBatchSerializer,
     JobEventSerializer,
-    JobListQuery,
     JobSerializer,
     JobSubmitSerializer,
-    LabelledQuery,
-    LineQuery,
-    LogQuery,
-    SummaryQuery,
     position_body,
 )
 from jobs.models import ApiKey, Job

@@ -8,8 +8,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs.api.paging import page_of
+from jobs.api.queries import DeliveryQuery
 from jobs.api.serializers import (
-    DeliveryQuery,
     WebhookDeliverySerializer,
     WebhookEndpointSerializer,
 )
