@@ -218,12 +218,14 @@ class Client:
         if not labels:
             raise ValueError("name at least one label: a bulk change never takes every job")
         done: Json = {name: [] for name in lists}
+        seen: set[int] = set()  # a job still stopping is named again by the next request
         while True:
             answer = self._call("POST", f"/api/v1/jobs/{act}", body={"label": list(labels)},
                                 safe=True)
             took = [pk for name in lists for pk in answer.get(name, [])]
             for name in lists:
-                done[name] += [pk for pk in answer.get(name, []) if pk not in done[name]]
+                done[name] += [pk for pk in answer.get(name, []) if pk not in seen]
+                seen.update(answer.get(name, []))
             done["left"], refused = answer["left"], answer.get("refused")
             if act == "release":
                 done["refused"] = refused

@@ -116,7 +116,8 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
                    "attempts": job.attempts.prefetch_related("ranks__node"),
                    "stopping": stopping, "credits": job_credits(job),
                    # asked once is enough: its node is stopping it
-                   "cancellable": job.state not in TERMINAL and (stopping or ("",))[0] != "cancel",
+                   "cancellable": job.state not in TERMINAL and not (
+                       stopping and stopping[0] == "cancel"),
                    "holdable": holdable(job),
                    "resumes_from": resume_point(job), "after": job.after.order_by("pk"),
                    "relaxation": _relaxation_words(job),
