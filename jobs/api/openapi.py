@@ -12,7 +12,8 @@ import re
 
 from django.urls import resolve
 
-from jobs.api.openapi_paths import answer, paths, ref
+from jobs.api.openapi_org_paths import organization_paths
+from jobs.api.openapi_paths import answer, job_paths, ref
 from jobs.api.openapi_schemas import component_schemas
 from jobs.api.scopes import needed_scope
 
@@ -52,7 +53,7 @@ def openapi_document() -> dict:
                                 "RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset "
                                 "(seconds)."},
         "security": [{"apiKey": []}],
-        "paths": _with_scopes(paths()),
+        "paths": _with_scopes({**job_paths(), **organization_paths()}),
         "webhooks": {
             "jobMoved": _notice("A job moved into one of the endpoint's events", "Notice"),
             "creditsLow": _notice("The organization's available credits fell below its "

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from credits.api.views import TransferListQuery, UsageQuery
-from jobs.api.openapi_schemas import ATTEMPT, JOB_EVENT, TRANSFER
+from jobs.api.openapi_schemas import ATTEMPT, JOB_EVENT
 from jobs.api.paging import PageQuery
 from jobs.api.queries import (
-    DeliveryQuery,
     JobListQuery,
     LabelledQuery,
     LineQuery,
@@ -18,16 +16,13 @@ from jobs.api.queries import (
     SummaryQuery,
 )
 from jobs.api.schema_fields import (
-    ANY_OBJECT,
     INT,
     STR,
-    TIME,
     field_schema,
     nullable,
     obj,
     request_schema,
 )
-from jobs.api.serializers import WebhookEndpointSerializer
 from jobs.services.batches import MAX_BATCH
 from jobs.services.cancellation import CANCEL_BATCH
 
@@ -43,7 +38,7 @@ def answer(description: str, schema: str | None = None) -> dict:
             "content": {"application/json": {"schema": ref(schema)}}}
 
 
-def _errors(*statuses: int) -> dict:
+def errors(*statuses: int) -> dict:
     meaning = {400: "invalid request", 401: "no or a bad API key", 402: "not enough credits, "
                "or past a budget", 404: "no such object in this organization", 409: "conflict",
                410: "gone: the output was deleted past its retention",
@@ -51,17 +46,13 @@ def _errors(*statuses: int) -> dict:
     return {str(s): answer(meaning[s], "Error") for s in (*statuses, 401)}
 
 
-def _query(serializer: serializers.Serializer) -> list[dict]:
+def query_params(serializer: serializers.Serializer) -> list[dict]:
     return [{"name": name, "in": "query", "required": field.required,
              "schema": field_schema(field)} for name, field in serializer.fields.items()]
 
 
 JOB_ID = {"name": "job_id", "in": "path", "required": True, "schema": INT}
-HOOK_ID = {"name": "hook_id", "in": "path", "required": True, "schema": INT}
-DELIVERY_ID = {"name": "delivery_id", "in": "path", "required": True, "schema": INT}
 ATTEMPT_ID = {"name": "attempt_id", "in": "path", "required": True, "schema": INT}
-PROJECT_NAME = {"name": "name", "in": "path", "required": True, "schema": STR}
-USERNAME = {"name": "username", "in": "path", "required": True, "schema": STR}
 LOG_TEXT = {
     "description": "what the try's binary printed to the stream, its last "
                    "GPUSCHED_LOG_MAX_BYTES at most (empty if nothing was kept); X-Attempt-Id "
@@ -94,42 +85,10 @@ def _labelled_batch(operation: str, done: str, description: str, **more: dict) -
             "responses": {"200": {"description": f"{description} (at most {CANCEL_BATCH} a "
                                                  f"request)", "content": {"application/json": {
                 "schema": obj({done: {"type": "array", "items": INT}, "left": INT, **more})}}},
-                **_errors(400, 429)}}
+                **errors(400, 429)}}
 
 
-def _page(operation: str, description: str, item: dict) -> dict:
-    """A GET answering the organization's rows newest first, a page at a time."""
-    return {"operationId": operation, "parameters": _query(PageQuery()), "responses": {
-        "200": {"description": f"{description}, newest first, a page at a time", "content": {
-            "application/json": {"schema": obj({"results": {"type": "array", "items": item},
-                                                "next": nullable(STR)})}}},
-        **_errors(400, 429)}}
-
-
-def _listing(operation: str, schema: str, description: str) -> dict:
-    """A GET answering all of the organization's projects or members."""
-    return {"operationId": operation, "responses": {
-        "200": {"description": description, "content": {"application/json": {"schema": obj(
-            {"results": {"type": "array", "items": ref(schema)}})}}},
-        **_errors(429)}}
-
-
-def _settled(noun: str, parameter: dict, more: str) -> dict:
-    """GET and PATCH of one of the organization's projects or members, by its name."""
-    schema = noun.capitalize()
-    return {
-        "get": {"operationId": f"get{schema}", "parameters": [parameter],
-                "responses": {"200": answer(f"the {noun}", schema), **_errors(404, 429)}},
-        "patch": {"operationId": f"change{schema}", "parameters": [parameter],
-                  "description": f"Set the {noun}'s settings sent, all or none (null: no "
-                                 f"cap, no budget); {more}",
-                  "requestBody": {"required": True, "content": {"application/json": {
-                      "schema": ref(f"{schema}Change")}}},
-                  "responses": {"200": answer(f"the {noun} as set", schema),
-                                **_errors(400, 404, 429)}}}
-
-
-def paths() -> dict:
+def job_paths() -> dict:
     return {
         "/api/v1/jobs": {
             "post": {"operationId": "submitJob", "parameters": [IDEMPOTENCY_KEY, DRY_RUN],
@@ -142,15 +101,15 @@ def paths() -> dict:
                                    "403": answer("insufficient_scope: the key's scope is "
                                                   "narrower than jobs; or "
                                                   "organization_suspended", "Error"),
-                                   **_errors(400, 402, 409, 413, 429)}},
-            "get": {"operationId": "listJobs", "parameters": _query(JobListQuery()),
+                                   **errors(400, 402, 409, 413, 429)}},
+            "get": {"operationId": "listJobs", "parameters": query_params(JobListQuery()),
                     "responses": {
                 "200": {"description": "the organization's jobs, newest first, a page at a "
                                        "time; `next` is the following page's URL", "content": {
                     "application/json": {"schema": obj(
                         {"results": {"type": "array", "items": ref("Job")},
                          "next": nullable(STR)})}}},
-                **_errors(400, 429)}}},
+                **errors(400, 429)}}},
         "/api/v1/jobs/batch": {"post": {
             "operationId": "submitJobs", "parameters": [IDEMPOTENCY_KEY],
             "description": "Submit 1 to 100 jobs at once, in order, each as POST /api/v1/jobs "
@@ -168,26 +127,26 @@ def paths() -> dict:
                     "backlog_s": nullable(INT)})}}},
                           "403": answer("insufficient_scope, or organization_suspended",
                                         "Error"),
-                          **_errors(400, 402, 409, 413, 429)}}},
+                          **errors(400, 402, 409, 413, 429)}}},
         "/api/v1/jobs/summary": {"get": {
-            "operationId": "summarizeJobs", "parameters": _query(SummaryQuery()),
+            "operationId": "summarizeJobs", "parameters": query_params(SummaryQuery()),
             "responses": {"200": answer(
                 "how many of the organization's jobs (with each label, of the project) are in "
                 "each state, the GPUs they hold, the GPU-hours they ran and their credits: a "
                 "batch's progress, an experiment's cost", "JobsSummary"),
-                **_errors(400, 429)}}},
+                **errors(400, 429)}}},
         "/api/v1/queue": {"get": {
-            "operationId": "getQueueLine", "parameters": _query(LineQuery()),
+            "operationId": "getQueueLine", "parameters": query_params(LineQuery()),
             "responses": {"200": answer(
                 "the organization's waiting jobs in the order of the scheduler's last line "
                 "(pending.position), first in line first: `of` jobs were in that line, drawn "
                 "`as_of`; `waiting` of the organization's jobs wait, `in_line` of them were "
                 "in it (those submitted since have no place yet)", "QueueLine"),
-                **_errors(400, 429)}}},
+                **errors(400, 429)}}},
         "/api/v1/jobs/{job_id}": {
             "get": {"operationId": "getJob", "parameters": [JOB_ID],
                     "responses": {"200": answer("the job", "JobDetail"),
-                                  **_errors(404, 429)}},
+                                  **errors(404, 429)}},
             "patch": {"operationId": "changeJob", "parameters": [JOB_ID],
                       "description": "Change what a waiting job that never started asks for "
                                      "(e.g. the relaxation its pending.what_if names); it keeps "
@@ -202,29 +161,29 @@ def paths() -> dict:
                       "responses": {"200": answer("the job as changed", "JobDetail"),
                                     "403": answer("time_limit_extension_not_allowed, or "
                                                   "insufficient_scope", "Error"),
-                                    **_errors(400, 402, 404, 409, 429)}}},
+                                    **errors(400, 402, 404, 409, 429)}}},
         "/api/v1/jobs/{job_id}/events": {"get": {
-            "operationId": "listJobEvents", "parameters": [JOB_ID, *_query(PageQuery())],
+            "operationId": "listJobEvents", "parameters": [JOB_ID, *query_params(PageQuery())],
             "responses": {"200": {"description": "the job's history, newest first: every "
                                                  "move of its state and change of its request",
                                   "content": {"application/json": {"schema": obj(
                                       {"results": {"type": "array", "items": JOB_EVENT},
                                        "next": nullable(STR)})}}},
-                          **_errors(400, 404, 429)}}},
+                          **errors(400, 404, 429)}}},
         "/api/v1/jobs/{job_id}/attempts": {"get": {
             "operationId": "listJobAttempts", "parameters": [JOB_ID],
             "responses": {"200": {"description": "the job's tries, newest first: where each "
                                                  "ran, how it ended, the end of its stderr",
                                   "content": {"application/json": {"schema": obj(
                                       {"results": {"type": "array", "items": ATTEMPT}})}}},
-                          **_errors(404, 429)}}},
+                          **errors(404, 429)}}},
         "/api/v1/jobs/{job_id}/log": {"get": {
-            "operationId": "getJobLog", "parameters": [JOB_ID, *_query(LogQuery())],
-            "responses": {"200": LOG_TEXT, **_errors(400, 404, 410, 429)}}},
+            "operationId": "getJobLog", "parameters": [JOB_ID, *query_params(LogQuery())],
+            "responses": {"200": LOG_TEXT, **errors(400, 404, 410, 429)}}},
         "/api/v1/jobs/{job_id}/attempts/{attempt_id}/log": {"get": {
             "operationId": "getAttemptLog", "parameters": [JOB_ID, ATTEMPT_ID,
-                                                           *_query(LogQuery())],
-            "responses": {"200": LOG_TEXT, **_errors(400, 404, 410, 429)}}},
+                                                           *query_params(LogQuery())],
+            "responses": {"200": LOG_TEXT, **errors(400, 404, 410, 429)}}},
         "/api/v1/jobs/{job_id}/output": {"get": {
             "operationId": "getJobOutput", "parameters": [JOB_ID, *BYTE_RANGE],
             "responses": {"200": {"description": "the output file, as an attachment",
@@ -233,7 +192,7 @@ def paths() -> dict:
                                   "content": {"application/octet-stream": {"schema": FILE}}},
                           "416": answer("range_not_satisfiable: it starts past the end",
                                         "Error"),
-                          **_errors(404, 410, 429)}}},
+                          **errors(404, 410, 429)}}},
         "/api/v1/jobs/cancel": {"post": {
             "operationId": "cancelJobsByLabel",
             "requestBody": {"required": True, "content": {"application/json": {
@@ -246,7 +205,7 @@ def paths() -> dict:
                                       "cancelled": {"type": "array", "items": INT},
                                       "stopping": {"type": "array", "items": INT},
                                       "left": INT})}}},
-                          **_errors(400, 429)}}},
+                          **errors(400, 429)}}},
         "/api/v1/jobs/hold": {"post": _labelled_batch(
             "holdJobsByLabel", "held", "the jobs held now (those held already are left out), "
             "those running that stop at a checkpoint to be held (`stopping`; running jobs "
@@ -263,7 +222,7 @@ def paths() -> dict:
         "/api/v1/jobs/{job_id}/cancel": {"post": {
             "operationId": "cancelJob", "parameters": [JOB_ID],
             "responses": {"202": answer("cancelled, or stopping on its node", "Job"),
-                          **_errors(404, 409, 429)}}},
+                          **errors(404, 409, 429)}}},
         "/api/v1/jobs/{job_id}/hold": {"post": {
             "operationId": "holdJob", "parameters": [JOB_ID],
             "description": "Hold a waiting job (QUEUED, RETRY_WAIT, or HELD behind the jobs it "
@@ -280,7 +239,7 @@ def paths() -> dict:
             "responses": {"200": answer("held", "Job"),
                           "202": answer("stopping at a checkpoint; HELD once it stopped",
                                         "Job"),
-                          **_errors(404, 409, 429)}}},
+                          **errors(404, 409, 429)}}},
         "/api/v1/jobs/{job_id}/release": {"post": {
             "operationId": "releaseJob", "parameters": [JOB_ID],
             "description": "Release the client's hold: the job queues again, its wait counted "
@@ -293,132 +252,5 @@ def paths() -> dict:
                           "402": answer("insufficient_credits or budget_exceeded: still held",
                                         "Error"),
                           "403": answer("held_by_operator, or insufficient_scope", "Error"),
-                          **_errors(404, 409, 429)}}},
-        "/api/v1/projects": {
-            "get": _listing("listProjects", "Project", "the organization's projects: the "
-                            "names a job's `project` may take"),
-            "post": {"operationId": "createProject",
-                     "requestBody": {"required": True, "content": {"application/json": {
-                         "schema": ref("ProjectCreate")}}},
-                     "responses": {"201": answer("made, as set", "Project"),
-                                   **_errors(400, 409, 429)}}},
-        "/api/v1/projects/{name}": _settled("project", PROJECT_NAME, "its name stays."),
-        "/api/v1/members": {"get": _listing("listMembers", "Member",
-                                            "the organization's members, by username")},
-        "/api/v1/members/{username}": {
-            **_settled("member", USERNAME, "a role is an owner's to change, on the "
-                                           "dashboard."),
-            "delete": {"operationId": "removeMember", "parameters": [USERNAME],
-                       "description": "Take the member out: their dashboard access ends and "
-                                      "the organization's keys issued to them are revoked; "
-                                      "the jobs they sent stay. An owner is taken out by "
-                                      "owners, on the dashboard (403 owner_only).",
-                       "responses": {"200": {"description": "taken out", "content": {
-                           "application/json": {"schema": obj(
-                               {"username": STR, "keys_revoked": INT})}}},
-                                     "403": answer("owner_only, or insufficient_scope",
-                                                   "Error"),
-                                     **_errors(404, 409, 429)}}},
-        "/api/v1/gpu-types": {"get": {
-            "operationId": "listGpuTypes",
-            "responses": {"200": {"description": "each GPU type of the fleet: what a job's "
-                                                 "gpu_types, min_gpu_memory_mb and region may "
-                                                 "name, and its price", "content": {
-                "application/json": {"schema": obj({"results": {"type": "array", "items": obj({
-                    "gpu_type": STR, "gpus": INT,
-                    "schedulable_gpus": {**INT, "description": "on nodes taking work now"},
-                    "most_on_one_node": {**INT, "description": "the largest gang one node "
-                                         "holds; larger ones span nodes of one island"},
-                    "gpu_memory_mb": INT, "regions": {"type": "array", "items": STR},
-                    "credits_per_gpu_hour": {**nullable(INT),
-                                             "description": "null: it costs nothing"}})}})}}},
-                **_errors(429)}}},
-        "/api/v1/organization": {
-            "get": {"operationId": "getOrganization",
-                    "responses": {"200": answer("the caller's organization, its tier, the "
-                                                 "key in use, each limit beside what it uses "
-                                                 "of it now, and its settings",
-                                                 "Organization"),
-                                  **_errors(429)}},
-            "patch": {"operationId": "changeOrganization",
-                      "description": "Set what the organization sets for itself, those sent, "
-                                     "all or none: its monthly budget and its low-credits "
-                                     "threshold (one set above the credits available now "
-                                     "sends credits.low at once).",
-                      "requestBody": {"required": True, "content": {"application/json": {
-                          "schema": ref("OrganizationChange")}}},
-                      "responses": {"200": answer("the organization as set",
-                                                   "Organization"),
-                                    **_errors(400, 429)}}},
-        "/api/v1/events": {"get": _page(
-            "listOrganizationEvents", "what the organization's people changed in it, and "
-            "who", obj({"id": INT, "at": TIME,
-                        "by": {**STR, "description": "a member's username, or 'key gs_…' "
-                               "for a client's key"},
-                        "action": {**STR, "description": "e.g. api_key.made, budget.set, "
-                                   "webhook.removed, member.changed"},
-                        "detail": ANY_OBJECT}))},
-        "/api/v1/keys": {"get": _page(
-            "listKeys", "the organization's API keys, never their secrets", ref("ApiKey"))},
-        "/api/v1/webhooks": {
-            "get": {"operationId": "listWebhooks", "responses": {
-                "200": {"description": "the organization's endpoints", "content": {
-                    "application/json": {"schema": obj(
-                        {"results": {"type": "array", "items": ref("Webhook")}})}}},
-                **_errors(429)}},
-            "post": {"operationId": "createWebhook",
-                     "requestBody": {"required": True, "content": {"application/json": {
-                         "schema": request_schema(WebhookEndpointSerializer())}}},
-                     "responses": {"201": answer("created; the secret is shown this once",
-                                                  "WebhookCreated"),
-                                   **_errors(400, 409, 429)}}},
-        "/api/v1/webhooks/{hook_id}": {"delete": {
-            "operationId": "deleteWebhook", "parameters": [HOOK_ID],
-            "responses": {"204": answer("removed"), **_errors(404, 429)}}},
-        "/api/v1/webhooks/{hook_id}/rotate-secret": {"post": {
-            "operationId": "rotateWebhookSecret", "parameters": [HOOK_ID],
-            "description": "A new secret, shown this once. For a day the one before signs "
-                           "each notice too (a second sha256= in X-Gpusched-Signature), so "
-                           "the receiver moves to the new one without refusing any.",
-            "responses": {"200": answer("rotated: the new secret", "WebhookRotated"),
-                          **_errors(404, 429)}}},
-        "/api/v1/webhooks/{hook_id}/ping": {"post": {
-            "operationId": "pingWebhook", "parameters": [HOOK_ID],
-            "description": "Send the endpoint a signed test notice (event ping) now, "
-                           "whatever its events, retried and read back as any delivery.",
-            "responses": {"202": answer("sent (pending)", "Delivery"),
-                          **_errors(404, 429)}}},
-        "/api/v1/webhooks/{hook_id}/deliveries": {"get": {
-            "operationId": "listWebhookDeliveries",
-            "parameters": [HOOK_ID, *_query(DeliveryQuery())],
-            "responses": {"200": {"description": "what was sent to the endpoint, newest "
-                                                 "first, a page at a time", "content": {
-                "application/json": {"schema": obj(
-                    {"results": {"type": "array", "items": ref("Delivery")},
-                     "next": nullable(STR)})}}},
-                          **_errors(400, 404, 429)}}},
-        "/api/v1/webhooks/{hook_id}/deliveries/{delivery_id}/redeliver": {"post": {
-            "operationId": "redeliverWebhook", "parameters": [HOOK_ID, DELIVERY_ID],
-            "description": "Send a delivery that failed, or arrived, again now, with a fresh "
-                           "round of attempts; one still pending keeps its schedule.",
-            "responses": {"202": answer("sent again (pending)", "Delivery"),
-                          **_errors(404, 429)}}},
-        "/api/v1/credits/transfers": {"get": {
-            "operationId": "listCreditTransfers", "parameters": _query(TransferListQuery()),
-            "responses": {"200": {"description": "the organization's transfers, newest "
-                                                 "first, a page at a time", "content": {
-                "application/json": {"schema": obj(
-                    {"results": {"type": "array", "items": TRANSFER},
-                     "next": nullable(STR)})}}},
-                          **_errors(400, 429)}}},
-        "/api/v1/credits/usage": {"get": {
-            "operationId": "getCreditUsage", "parameters": _query(UsageQuery()),
-            "responses": {"200": answer("one month's credits spent and refunded and "
-                                         "GPU-hours run, in all, by project and GPU type",
-                                         "Usage"),
-                          **_errors(400, 429)}}},
-        "/api/v1/credits": {"get": {
-            "operationId": "getCredits",
-            "responses": {"200": answer("the organization's credits", "Credits"),
-                          **_errors(429)}}},
+                          **errors(404, 409, 429)}}},
     }
