@@ -25,6 +25,7 @@ from jobs.api.schema_fields import (
 )
 from jobs.services.batches import MAX_BATCH
 from jobs.services.cancellation import CANCEL_BATCH
+from jobs.services.erasure import ERASE_BATCH
 
 
 def ref(name: str) -> dict:
@@ -41,7 +42,8 @@ def answer(description: str, schema: str | None = None) -> dict:
 def errors(*statuses: int) -> dict:
     meaning = {400: "invalid request", 401: "no or a bad API key", 402: "not enough credits, "
                "or past a budget", 404: "no such object in this organization", 409: "conflict",
-               410: "gone: the output was deleted past its retention",
+               410: "gone: deleted past its retention (output_expired, log_expired), or the "
+                    "job was erased (job_erased)",
                413: "request too large", 429: "refused for now: see Retry-After"}
     return {str(s): answer(meaning[s], "Error") for s in (*statuses, 401)}
 
@@ -77,12 +79,13 @@ IDEMPOTENCY_KEY = {"name": "Idempotency-Key", "in": "header", "required": False,
                    "description": "A retry with the same key gets the same job."}
 
 
-def _labelled_batch(operation: str, done: str, description: str, **more: dict) -> dict:
+def _labelled_batch(operation: str, done: str, description: str, batch: int = CANCEL_BATCH,
+                    **more: dict) -> dict:
     """A call on the organization's jobs that carry each label, a batch at a time."""
     return {"operationId": operation,
             "requestBody": {"required": True, "content": {"application/json": {
                 "schema": request_schema(LabelledQuery())}}},
-            "responses": {"200": {"description": f"{description} (at most {CANCEL_BATCH} a "
+            "responses": {"200": {"description": f"{description} (at most {batch} a "
                                                  f"request)", "content": {"application/json": {
                 "schema": obj({done: {"type": "array", "items": INT}, "left": INT, **more})}}},
                 **errors(400, 429)}}
@@ -219,6 +222,23 @@ def job_paths() -> dict:
                 "type": ["object", "null"], "required": ["code", "message"],
                 "properties": {"code": STR, "message": STR},
                 "description": "with the figures of its refusal (`needed`, `available`, ...)"})},
+        "/api/v1/jobs/erase": {"post": _labelled_batch(
+            "eraseJobsByLabel", "erased", "the ended jobs erased now, as each one's own erase "
+            "would (a user's jobs, by the label their client gave them), how many more ended "
+            "ones match (`left`: ask again), and how many that match have not ended "
+            "(`not_ended`: cancel them, or wait, then ask again)", batch=ERASE_BATCH,
+            not_ended=INT)},
+        "/api/v1/jobs/{job_id}/erase": {"post": {
+            "operationId": "eraseJob", "parameters": [JOB_ID],
+            "description": "Erase an ended job's content at once: its prompt, params, output, "
+                           "every try's logs and stderr, its error text and its stored "
+                           "checkpoints; its state, labels, history and credits stay, so "
+                           "usage and statements still add up. Irreversible; erasing it again "
+                           "changes nothing. 409 job_not_finished for a job that has not "
+                           "ended (cancel it first); afterwards its output and logs answer "
+                           "410 job_erased, and a submission repeating its Idempotency-Key "
+                           "too.",
+            "responses": {"200": answer("erased", "JobDetail"), **errors(404, 409, 429)}}},
         "/api/v1/jobs/{job_id}/cancel": {"post": {
             "operationId": "cancelJob", "parameters": [JOB_ID],
             "responses": {"202": answer("cancelled, or stopping on its node", "Job"),

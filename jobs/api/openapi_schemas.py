@@ -184,7 +184,10 @@ JOB = obj({
     "pending": PENDING,
     "placement": PLACEMENT, "progress": PROGRESS, "stopping": STOPPING,
     "checkpoint": CHECKPOINT, "result": ANY_OBJECT, "output_url": nullable(STR),
-    "error_code": STR, "error": STR})
+    "error_code": STR, "error": STR,
+    "erased_at": {**nullable(TIME), "description": "When its prompt, params, output, logs "
+                  "and checkpoints were erased (POST /api/v1/jobs/{id}/erase); null until "
+                  "then."}})
 JOB_CREDITS = obj({"held": INT, "spent": INT, "refunded": INT})
 JOB_DETAIL = {**JOB, "properties": {**JOB["properties"], "credits": JOB_CREDITS},
               "required": [*JOB["required"], "credits"]}

@@ -183,7 +183,7 @@ class JobSerializer(serializers.ModelSerializer):
             "finished_at", "start_by", "urgency_s", "after", "after_mode", "preemptions",
             "retries",
             "max_retries", "retry_at", "pending", "placement", "progress", "stopping",
-            "checkpoint", "result", "output_url", "error_code", "error",
+            "checkpoint", "result", "output_url", "error_code", "error", "erased_at",
         ]
 
     def get_hold(self, job: Job) -> str | None:

@@ -30,6 +30,7 @@ from jobs.services.amend import job_amend
 from jobs.services.batches import jobs_submit_batch
 from jobs.services.cancellation import job_cancel, jobs_cancel_labelled
 from jobs.services.catalog import gpu_catalog
+from jobs.services.erasure import erased, job_erase, jobs_erase_labelled
 from jobs.services.errors import ValidationFailed
 from jobs.services.job_hold import job_hold, job_release, jobs_hold_labelled
 from jobs.services.labels import with_labels
@@ -175,6 +176,36 @@ class JobCancel(APIView):
             return not_found()
         job = job_cancel(job=job)
         return Response(JobSerializer(job).data, status=status.HTTP_202_ACCEPTED)
+
+
+class JobErase(APIView):
+    """POST: erase the ended job's prompt, params, output, logs and checkpoints; its row,
+    history and credits stay."""
+
+    write_scope = ApiKey.Scope.JOBS
+
+    def post(self, request, job_id: int):
+        job = _jobs_of(request).filter(pk=job_id).first()
+        if job is None:
+            return not_found()
+        job = job_erase(job=job, user=request.user.user, api_key=request.auth)
+        return Response({**JobSerializer(job).data, "credits": job_credits(job)})
+
+
+class JobsErase(APIView):
+    """POST {"label": ["key:value", ...]}: erase the organization's ended jobs that carry
+    each label, a batch at a time (`left`: how many more; `not_ended`: those still live)."""
+
+    write_scope = ApiKey.Scope.JOBS
+
+    def post(self, request):
+        body = LabelledQuery(data=request.data)
+        body.is_valid(raise_exception=True)
+        done = jobs_erase_labelled(organization=request.user.organization,
+                                   labels=body.validated_data["label"],
+                                   user=request.user.user, api_key=request.auth)
+        return Response({"erased": done.erased, "left": done.left,
+                         "not_ended": done.not_ended})
 
 
 class JobBatch(APIView):
@@ -337,6 +368,8 @@ class JobOutput(APIView):
 
     def get(self, request, job_id: int):
         job = _jobs_of(request).filter(pk=job_id).first()
+        if job is not None and (refusal := erased(job)):
+            raise refusal
         expired = output_expired(job) if job is not None else None
         if expired:
             return gone("output_expired", expired)

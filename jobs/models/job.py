@@ -75,6 +75,9 @@ class Job(models.Model):
     result = models.JSONField(default=dict, blank=True)
     error_code = models.CharField(max_length=40, blank=True)
     error = models.TextField(blank=True)
+    # when its prompt, params, output, logs and checkpoints were erased at its client's or an
+    # operator's request (jobs/services/erasure.py); its row, history and credits stay
+    erased_at = models.DateTimeField(null=True, blank=True)
     # why it waits (written by the scheduler tick)
     pending_code = models.CharField(max_length=40, blank=True)
     pending_reason = models.TextField(blank=True)
@@ -106,6 +109,11 @@ class Job(models.Model):
                 condition=models.Q(hold="")
                 | models.Q(state__in=[JobState.HELD, JobState.PREEMPTING]),
                 name="job_hold_only_while_held_or_stopping"),
+            # only an ended job is erased, and an erased one keeps none of its content
+            models.CheckConstraint(
+                condition=models.Q(erased_at__isnull=True)
+                | models.Q(state__in=sorted(TERMINAL), prompt="", output=""),
+                name="job_erased_only_ended_and_empty"),
             models.UniqueConstraint(fields=["organization", "idempotency_key"],
                                     condition=~models.Q(idempotency_key=""),
                                     name="job_idempotency_key_unique"),

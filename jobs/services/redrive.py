@@ -5,6 +5,7 @@ job never changes state); the new one's first event names it."""
 from __future__ import annotations
 
 from jobs.models import Job
+from jobs.services.erasure import erased
 from jobs.services.errors import Conflict
 from jobs.services.submission import job_submit, spec_of
 from jobs.states import JobState
@@ -17,6 +18,8 @@ def job_redrive(*, job: Job, by: str) -> Job:
     if job.state not in REDRIVABLE:
         raise Conflict(f"job {job.pk} is {job.state}: only a dead, failed or timed-out job "
                        f"runs again", code="not_redrivable")
+    if refusal := erased(job):
+        raise refusal
     spec = spec_of(job)
     return job_submit(organization=job.organization, spec=spec, user=job.submitted_by,
                       reason=f"run again from job {job.pk} ({job.state}) by {by}")

@@ -17,6 +17,7 @@ from jobs.models.job import MAX_START_WITHIN_S, MAX_URGENCY_S
 from jobs.scheduler.trigger import request_tick
 from jobs.services.admission import admit
 from jobs.services.dependencies import dependencies_of, held_reason
+from jobs.services.erasure import erased
 from jobs.services.errors import Conflict, ValidationFailed
 from jobs.services.labels import check_labels
 from jobs.services.storable import unstorable
@@ -139,6 +140,8 @@ def job_submit_once(*, organization: Organization, spec: JobSpec, user=None,
         if idempotency_key:
             earlier = Job.objects.filter(organization=org, idempotency_key=idempotency_key).first()
             if earlier is not None:
+                if refusal := erased(earlier):  # its request is forgotten: nothing to compare
+                    raise refusal
                 if earlier.request_fingerprint != fingerprint:
                     raise Conflict("this Idempotency-Key was used for another request",
                                    code="idempotency_key_reused")

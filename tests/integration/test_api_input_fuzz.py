@@ -1,5 +1,5 @@
 """Any body or query a client can send (a submission, a job's change, a list, a summary, a
-webhook, a log question, a bulk cancel, hold or release) gets its answer or a 4xx with a
+webhook, a log question, a bulk cancel, erase, hold or release) gets its answer or a 4xx with a
 code, never a 500; only an accepted submission leaves a job behind, and a refused change
 leaves the job as it was (invariant 1, and bad input is the client's error)."""
 
@@ -122,8 +122,8 @@ def test_any_webhook_body_is_made_or_refused_with_a_code(api, body):
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(query=queries("stream", "rank", "tail"), body=label_bodies)
-def test_any_log_question_or_bulk_cancel_is_answered_or_refused_with_a_code(api, alice, query,
-                                                                           body):
+def test_any_log_question_bulk_cancel_or_erase_is_answered_or_refused_with_a_code(
+        api, alice, query, body):
     from urllib.parse import urlencode
 
     from tests.support.factories import make_job
@@ -137,6 +137,12 @@ def test_any_log_question_or_bulk_cancel_is_answered_or_refused_with_a_code(api,
     if response.status_code == 400:
         assert response.json()["error"]["code"]
         assert Job.objects.filter(state="CANCELLED").count() == 0
+    erased = Job.objects.filter(erased_at__isnull=False).count()
+    response = api.post("/api/v1/jobs/erase", json.dumps(body), content_type="application/json")
+    assert response.status_code in (200, 400), response.content[:300]
+    if response.status_code == 400:  # refused: nothing erased
+        assert response.json()["error"]["code"]
+        assert Job.objects.filter(erased_at__isnull=False).count() == erased
 
 
 @settings(max_examples=150, deadline=None,

@@ -100,7 +100,8 @@ def test_the_document_names_the_scopes_the_views_ask():
         ("post", "/api/v1/jobs/cancel"), ("post", "/api/v1/jobs/{job_id}/cancel"),
         ("post", "/api/v1/jobs/{job_id}/hold"), ("post", "/api/v1/jobs/{job_id}/release"),
         ("post", "/api/v1/jobs/hold"), ("post", "/api/v1/jobs/release"),
-        ("post", "/api/v1/jobs/batch")}
+        ("post", "/api/v1/jobs/batch"), ("post", "/api/v1/jobs/{job_id}/erase"),
+        ("post", "/api/v1/jobs/erase")}
     assert all(v == "read" for (m, _), v in scopes.items() if m == "get")
     assert all(v == "full" for (m, p), v in scopes.items() if m != "get" and p.startswith(
         ("/api/v1/webhooks", "/api/v1/projects", "/api/v1/organization", "/api/v1/members")))

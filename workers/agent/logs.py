@@ -18,7 +18,7 @@ from typing import IO
 from django.conf import settings
 
 from workers.agent.progress import MAX_LINE
-from workers.services.logs import log_kept, log_name, log_store
+from workers.services.logs import log_kept, log_name, log_store, logs_delete
 
 log = logging.getLogger(__name__)
 
@@ -114,8 +114,12 @@ class LogPublisher:
             data = fh.read(self.cap)
         if stat.st_size > self.cap:
             data = last_lines(data, self.cap)
-        log_store(log_name(self.job_id, self.attempt_id, self.rank, stream), data)
+        name = log_name(self.job_id, self.attempt_id, self.rank, stream)
+        log_store(name, data)
         self._seen[stream] = seen
-        if not self._kept:
-            log_kept(self.attempt_id)
-            self._kept = True
+        # every time: a job erased as it ended (a gang's last rank, a lost node back) keeps
+        # no log, and this publish may come after the erasure deleted the others
+        if not log_kept(self.attempt_id, first=not self._kept):
+            logs_delete([name])
+            self.files = {}  # nothing more is published
+        self._kept = True

@@ -22,6 +22,7 @@ from django.core.files.storage import FileSystemStorage, default_storage
 from django.db import transaction
 
 from jobs.models import Attempt, AttemptRank, Job
+from jobs.services.erasure import erased
 from jobs.services.errors import NotFound, ServiceError
 
 log = logging.getLogger(__name__)
@@ -47,10 +48,14 @@ def log_store(name: str, data: bytes) -> None:
     default_storage.save(name, ContentFile(data))
 
 
-def log_kept(attempt_id: int) -> None:
-    """Mark the attempt as having a log in storage, for its readers and its expiry."""
-    Attempt.objects.filter(pk=attempt_id, log_kept=False, log_expired_at__isnull=True).update(
-        log_kept=True)
+def log_kept(attempt_id: int, *, first: bool = True) -> bool:
+    """Mark the attempt as having a log in storage (`first`: not marked yet by this caller),
+    for its readers and its expiry. False once its log was deleted (its job erased, or past
+    its retention): what the caller stored is then for it to delete."""
+    if first:
+        Attempt.objects.filter(pk=attempt_id, log_kept=False,
+                               log_expired_at__isnull=True).update(log_kept=True)
+    return not Attempt.objects.filter(pk=attempt_id, log_expired_at__isnull=False).exists()
 
 
 def log_read(name: str, tail: int | None = None) -> bytes | None:
@@ -80,6 +85,8 @@ def attempt_log(job: Job, *, attempt_id: int | None, rank: int = 0, stream: str 
                 tail: int | None = None) -> LogText:
     """What rank `rank` of the job's try `attempt_id` (its latest if None) printed to
     `stream`, its last `tail` bytes if given; refuses what does not exist or is gone."""
+    if refusal := erased(job):
+        raise refusal
     attempts = job.attempts.order_by("-pk")
     attempt = (attempts.filter(pk=attempt_id) if attempt_id else attempts).first()
     if attempt is None:
@@ -115,17 +122,21 @@ def expire_logs(*, now: datetime) -> int:
                 "rank", flat=True)]
             names = [log_name(job_id, attempt_id, rank, stream)
                      for rank in ranks for stream in STREAMS]
-            transaction.on_commit(lambda names=names: _delete(names))
+            transaction.on_commit(lambda names=names: logs_delete(names))
         expired += 1
     return expired
 
 
-def _delete(names: list[str]) -> None:
+def logs_delete(names: list[str]) -> None:
+    """Delete the logs `names` of one try (or of one job's tries) and their folders left
+    empty."""
+    if not names:
+        return
     for name in names:
         try:
             default_storage.delete(name)
         except OSError:
-            log.exception("deleting expired log %s", name)
+            log.exception("deleting log %s", name)
     if isinstance(default_storage, FileSystemStorage):  # the try's folders, the job's if empty
         folders = {Path(default_storage.path(name)).parent for name in names}
         for empty in [*folders, next(iter(folders)).parent]:
