@@ -7,6 +7,7 @@ from gpusched.admin_base import ChangedFieldsOnly, ReadOnly
 from jobs.admin_actions import (
     cancel,
     change_time_limit,
+    erase,
     hold,
     refund,
     release,
@@ -136,10 +137,11 @@ class AttemptInline(admin.TabularInline):
 class JobAdmin(admin.ModelAdmin):
     list_display = ["id", "organization", "project", "state", "hold", "gpus", "created_at",
                     "started_at", "finished_at", "pending_code"]
-    list_filter = ["state", "hold", "organization__tier", "gpus"]
+    list_filter = ["state", "hold", "organization__tier", "gpus",
+                   ("erased_at", admin.EmptyFieldListFilter)]
     search_fields = ["id", "prompt", "organization__slug"]
     inlines = [AttemptInline, HoldInline, JobEventInline]
-    actions = [cancel, run_again, requeue, hold, release, change_time_limit, refund]
+    actions = [cancel, run_again, requeue, hold, release, change_time_limit, refund, erase]
 
     def get_readonly_fields(self, request, obj=None):
         """Every field but the request's, which change only while it waits, never having

@@ -1,8 +1,8 @@
 """Operators' acts from admin's lists: an organization's suspension and resumption
 (jobs/services/suspension.py), and a job's cancel (jobs/services/cancellation.py), hold and
 release (jobs/services/job_hold.py), requeue (jobs/services/requeue.py), run again
-(jobs/services/redrive.py), time limit (jobs/services/time_limits.py) and refund
-(credits/services/refunds.py)."""
+(jobs/services/redrive.py), time limit (jobs/services/time_limits.py), refund
+(credits/services/refunds.py) and erasure (jobs/services/erasure.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from django.template.response import TemplateResponse
 from credits.services.refunds import job_refund
 from gpusched.admin_base import action_form
 from jobs.services.cancellation import job_cancel
+from jobs.services.erasure import job_erase
 from jobs.services.errors import ServiceError
 from jobs.services.job_hold import OPERATOR, job_hold, job_release
 from jobs.services.redrive import job_redrive
@@ -145,6 +146,15 @@ refund = _asking(
               "most) goes back to the wallets it came from; a refund never passes what the "
               "job spent. Jobs still waiting or running are refused: cancel them first. The "
               "note is in each transfer's memo and the organization's audit trail.")
+erase = _asking(
+    "erase", "Erase their prompts, outputs and logs (ended jobs)", NoteForm, verb="Erase",
+    done="Erased", act=lambda request, job, asked: job_erase(job=job, user=request.user,
+                                                             note=asked["note"]),
+    explained="Each ended job's prompt, params, output, logs, stderr, error text and stored "
+              "checkpoints are deleted for good, as a person whose data they are may ask; "
+              "its state, labels, history and credits stay. Jobs still waiting or running "
+              "are refused: cancel them first. The note is in the organization's audit "
+              "trail.")
 hold = _asking(
     "hold", "Hold out of the queue (the client cannot release it)", NoteForm, verb="Hold",
     done="Held", act=lambda request, job, asked: job_hold(job=job, by=OPERATOR,

@@ -197,7 +197,7 @@ def _form_from(request: HttpRequest) -> dict:
         return _blank()
     job = (Job.objects.filter(pk=int(earlier), organization__memberships__user=request.user)
            .select_related("organization", "project").first() if earlier.isdigit() else None)
-    if job is None:
-        raise Http404("no such job")
+    if job is None or job.erased_at:
+        raise Http404("no such job, or its request was erased")
     return _values_of(job)
 

@@ -12,6 +12,7 @@ urlpatterns = [
     path("jobs/<int:job_id>/cancel", views.job_cancel_view, name="dashboard-job-cancel"),
     path("jobs/<int:job_id>/relax", views.job_relax_view, name="dashboard-job-relax"),
     path("jobs/<int:job_id>/hold", views.job_hold_view, name="dashboard-job-hold"),
+    path("jobs/<int:job_id>/erase", views.job_erase_view, name="dashboard-job-erase"),
     path("jobs/<int:job_id>/output", views.job_output, name="dashboard-job-output"),
     path("jobs/<int:job_id>/attempts/<int:attempt_id>/log", views.job_log,
          name="dashboard-attempt-log"),

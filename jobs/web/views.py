@@ -21,6 +21,7 @@ from jobs.models import Job, Organization
 from jobs.scheduler.positions import places_of
 from jobs.services.amend import job_amend
 from jobs.services.cancellation import job_cancel, jobs_cancel_labelled
+from jobs.services.erasure import job_erase
 from jobs.services.errors import ServiceError
 from jobs.services.job_hold import holdable, job_hold, job_release, jobs_hold_labelled
 from jobs.services.labels import with_labels
@@ -119,6 +120,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
                    "cancellable": job.state not in TERMINAL and not (
                        stopping and stopping[0] == "cancel"),
                    "holdable": holdable(job),
+                   "erasable": job.state in TERMINAL and not job.erased_at,
                    "resumes_from": resume_point(job), "after": job.after.order_by("pk"),
                    "relaxation": _relaxation_words(job),
                    "transfers": job_transfers(job), "printed": _printed(job),
@@ -239,6 +241,24 @@ def job_cancel_view(request: HttpRequest, job_id: int) -> HttpResponse:
     else:
         messages.info(request, "Cancelled." if job.state == "CANCELLED" else
                       "Stopping: the job's node stops it at its next heartbeat.")
+    return redirect("dashboard-job", job_id=job.pk)
+
+
+@login_required
+@require_POST
+def job_erase_view(request: HttpRequest, job_id: int) -> HttpResponse:
+    """Erase the ended job's prompt, output and logs (services/erasure.py), once the member
+    said they mean it: nothing brings them back."""
+    job = _job_of_user(request, job_id)
+    if request.POST.get("sure") != "1":
+        messages.warning(request, "Nothing was erased: tick the box to say you mean it.")
+        return redirect("dashboard-job", job_id=job.pk)
+    try:
+        job_erase(job=job, user=request.user)
+    except ServiceError as exc:
+        messages.warning(request, exc.message)
+    else:
+        messages.info(request, "Erased: its prompt, params, output and logs are gone.")
     return redirect("dashboard-job", job_id=job.pk)
 
 

@@ -125,6 +125,27 @@ def test_a_member_cancels_a_waiting_job_and_not_another_organizations(member, al
     assert theirs.state == "QUEUED"
 
 
+def test_a_member_erases_an_ended_job_once_ticked_and_not_another_organizations(member,
+                                                                              alice, bob):
+    mine, theirs = make_job(alice), make_job(bob)
+    assert "Erase this job" not in member.get(f"/dashboard/jobs/{mine.pk}").content.decode()
+    member.post(f"/dashboard/jobs/{mine.pk}/cancel")
+    assert "Erase this job" in member.get(f"/dashboard/jobs/{mine.pk}").content.decode()
+    unticked = member.post(f"/dashboard/jobs/{mine.pk}/erase", follow=True).content.decode()
+    assert "Nothing was erased" in unticked and "a cat on a skateboard" in unticked
+    page = member.post(f"/dashboard/jobs/{mine.pk}/erase", {"sure": "1"},
+                       follow=True).content.decode()
+    assert "Erased:" in page and "a cat on a skateboard" not in page
+    assert "Erase this job" not in page and "Send it again" not in page
+    assert Job.objects.get(pk=mine.pk).erased_at is not None
+    assert member.get(f"/dashboard/jobs/new?from={mine.pk}").status_code == 404
+    assert "a cat" not in member.get("/dashboard/").content.decode()
+    theirs.state = "CANCELLED"
+    theirs.save()
+    assert member.post(f"/dashboard/jobs/{theirs.pk}/erase", {"sure": "1"}).status_code == 404
+    assert Job.objects.get(pk=theirs.pk).prompt == "a cat on a skateboard"
+
+
 def test_a_running_job_cancelled_says_its_node_is_stopping_it_and_asks_no_more(member,
                                                                                alice):
     make_node(gpus=1)

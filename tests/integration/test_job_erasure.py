@@ -159,3 +159,23 @@ def test_a_users_jobs_are_erased_by_their_label(alice, api):
     assert [prompts[j.pk] for j in (*ended, live, other)] == ["", "", "for u7", "for u8"]
     with pytest.raises(Conflict):
         job_erase(job=live)
+
+
+def test_an_operator_erases_ended_jobs_from_admin_and_not_live_ones(client, alice):
+    from django.contrib.auth import get_user_model
+
+    operator = get_user_model().objects.create_superuser("op", password="pw-op-1")
+    client.force_login(operator)
+    ended, live = make_job(alice), make_job(alice)
+    job_cancel(job=ended)
+    asked = client.post("/admin/jobs/job/", {"action": "erase", "_selected_action": [ended.pk]})
+    assert asked.status_code == 200 and b"for good" in asked.content  # it asks first
+    assert Job.objects.get(pk=ended.pk).erased_at is None
+    page = client.post("/admin/jobs/job/", {
+        "action": "erase", "apply": "Erase", "note": "request 881",
+        "_selected_action": [ended.pk, live.pk]}, follow=True).content.decode()
+    assert f"Erased: {ended.pk}." in page and "has not ended" in page
+    assert Job.objects.get(pk=ended.pk).prompt == "" and Job.objects.get(pk=live.pk).prompt
+    event = OrganizationEvent.objects.get(action="job.erased")
+    assert (event.user, event.detail["note"]) == (operator, "request 881")
+    assert client.get("/admin/jobs/job/?erased_at__isempty=0").status_code == 200
