@@ -7,6 +7,7 @@ ended by `--timeout`.
     gpusched submit "a red fox in the snow" --gpus 2 --param expected_duration_s=90 --wait
     gpusched list --state QUEUED --label campaign:winter
     gpusched cancel --label campaign:winter
+    gpusched erase --label user:u-1234 --yes
     gpusched output 42 fox.mp4
 """
 
@@ -63,6 +64,8 @@ def _act(client: Client, args: argparse.Namespace) -> int:
     labels = getattr(args, "label", None)
     if labels and args.job is not None or not labels and args.job is None:
         raise ValueError("name a job, or its labels with --label KEY:VALUE, not both")
+    if args.act == "erase" and not args.yes:
+        raise ValueError("an erasure is for good: say --yes")
     if not labels:
         _print(getattr(client, args.act)(args.job))
         return 0
@@ -218,12 +221,15 @@ def _parser() -> argparse.ArgumentParser:
     act.set_defaults(run=_act, act="job")
     for name, what in (("cancel", "cancel a job, or every job with --label"),
                        ("hold", "hold a job, or every job with --label"),
-                       ("release", "release a held job, or every job with --label")):
+                       ("release", "release a held job, or every job with --label"),
+                       ("erase", "erase an ended job's prompt, output and logs for good, or "
+                                 "every ended job's with --label (with --yes)")):
         act = commands.add_parser(name, help=what)
         act.add_argument("job", type=int, nargs="?")
         act.add_argument("--label", action="append", metavar="KEY:VALUE",
                          help="instead of a job, those that carry each label")
         act.set_defaults(run=_act, act=name)
+    act.add_argument("--yes", action="store_true", help="erase: nothing brings it back")
 
     amend = commands.add_parser("amend", help="change what a waiting job asks for")
     amend.add_argument("job", type=int)

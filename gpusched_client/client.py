@@ -193,6 +193,18 @@ class Client:
     def release(self, job_id: int) -> Json:
         return self._act(job_id, "release", done_if="job_not_held")
 
+    def erase(self, job_id: int) -> Json:
+        """Erase the ended job's prompt, params, output, logs and checkpoints, for good; its
+        state, labels, history and credits stay. Idempotent: an erased job answers as it is;
+        one not ended is refused (`job_not_finished`)."""
+        return self._act(job_id, "erase")
+
+    def erase_labelled(self, labels: Sequence[str]) -> Json:
+        """Erase every ended job that carries each of `labels` (a user's, by the label their
+        jobs were sent with), as many requests as it takes: `{erased, left, not_ended}`, the
+        ids erased now and how many that match have not ended (cancel them, or wait)."""
+        return self._labelled("erase", labels, ("erased",))
+
     def cancel_labelled(self, labels: Sequence[str]) -> Json:
         """Cancel every job not ended that carries each of `labels` ("key:value" or "key"),
         as many requests as it takes: `{cancelled, stopping, left}`, the ids cancelled now,
@@ -229,6 +241,8 @@ class Client:
             done["left"], refused = answer["left"], answer.get("refused")
             if act == "release":
                 done["refused"] = refused
+            if act == "erase":
+                done["not_ended"] = answer["not_ended"]
             if not answer["left"] or refused or not took:
                 return done
 
@@ -305,8 +319,9 @@ class Client:
                                 then=lambda: {"username": username, "keys_revoked": None})
 
     def _act(self, job_id: int, act: str, done_if: str | None = None) -> Json:
-        """A job's cancel, hold or release, each safe to repeat: after a lost answer the job
-        as it is now answers a retry refused as already done (a release's `job_not_held`)."""
+        """A job's cancel, hold, release or erasure, each safe to repeat: after a lost answer
+        the job as it is now answers a retry refused as already done (a release's
+        `job_not_held`)."""
         return self._repeatable("POST", f"/api/v1/jobs/{job_id}/{act}", done_if=done_if,
                                 then=lambda: self.job(job_id))
 

@@ -115,6 +115,28 @@ def test_a_bulk_cancel_asks_until_none_is_left_and_a_lost_answer_cancels_once(
         gs.cancel_labelled([])
 
 
+def test_a_users_jobs_are_erased_by_label_and_a_lost_answer_erases_once(gs, proxy,
+                                                                         monkeypatch):
+    from jobs.models import OrganizationEvent
+    from jobs.services import erasure
+
+    monkeypatch.setattr(erasure, "ERASE_BATCH", 2)
+    made = [gs.submit("a fox", labels={"user": "u1"})["id"] for _ in range(3)]
+    live = gs.submit("a hare", labels={"user": "u1"})["id"]
+    for pk in made:
+        gs.cancel(pk)
+    proxy.faults = ["drop"]  # the first batch is erased; its retry takes the next
+    answer = gs.erase_labelled(["user:u1"])
+    assert (answer["left"], answer["not_ended"], set(answer["erased"])) == (0, 1, {made[2]})
+    assert set(Job.objects.filter(pk__in=made).values_list("prompt", flat=True)) == {""}
+    assert OrganizationEvent.objects.filter(action="job.erased").count() == 3
+    proxy.faults = ["drop"]
+    assert gs.erase(made[0])["erased_at"]  # repeated after a lost answer: as it is
+    with pytest.raises(ApiError) as refused:
+        gs.erase(live)
+    assert (refused.value.status, refused.value.code) == (409, "job_not_finished")
+
+
 def test_busy_is_waited_out_and_a_wait_longer_than_allowed_is_the_answer(gs, proxy, alice,
                                                                          waits):
     proxy.faults = ["busy", "busy"]

@@ -112,7 +112,7 @@ def test_a_file_of_jobs_is_submitted_and_again_makes_none(shell, tmp_path):
     assert shell("batch", str(lines))[0] == 2 and Job.objects.count() == 3
 
 
-def test_jobs_are_held_released_and_cancelled_by_their_labels(shell, alice):
+def test_jobs_are_held_released_cancelled_and_erased_by_their_labels(shell, alice):
     from credits.models import GpuPrice
     from credits.services.grants import credits_grant
 
@@ -134,6 +134,12 @@ def test_jobs_are_held_released_and_cancelled_by_their_labels(shell, alice):
     status, out, _ = shell("cancel", "--label", "batch:b7")
     assert status == 0 and json.loads(out)["cancelled"] == batch
     assert shell("cancel")[0] == 2 and shell("cancel", str(other), "--label", "b")[0] == 2
+    status, _, err = shell("erase", "--label", "batch:b7")
+    assert status == 2 and "--yes" in err and Job.objects.get(pk=batch[0]).prompt
+    status, out, _ = shell("erase", "--label", "batch:b7", "--yes")
+    assert status == 0 and json.loads(out) == {"erased": batch, "left": 0, "not_ended": 0}
+    status, out, _ = shell("erase", str(other), "--yes")
+    assert status == 0 and json.loads(out)["erased_at"]
 
 
 def test_a_waiting_job_takes_the_relaxation_it_is_offered(shell):
