@@ -155,6 +155,14 @@ def test_real_answers_are_what_the_document_says(document, api, alice, settings)
            "/api/v1/webhooks/{hook_id}/deliveries/{delivery_id}/redeliver", "post", 404)
     _check(d, api.delete(f"/api/v1/webhooks/{hook.json()['id']}"), "/api/v1/webhooks/{hook_id}",
            "delete", 204)
+    _check(d, api.post(f"/api/v1/jobs/{job_id}/erase"), "/api/v1/jobs/{job_id}/erase",
+           "post", 200)
+    _check(d, api.get(f"/api/v1/jobs/{job_id}/output"), "/api/v1/jobs/{job_id}/output",
+           "get", 410)
+    _check(d, api.post("/api/v1/jobs/erase", {"label": ["a:b"]}, format="json"),
+           "/api/v1/jobs/erase", "post", 200)
+    _check(d, api.post(f"/api/v1/jobs/{make_job(alice).pk}/erase"),
+           "/api/v1/jobs/{job_id}/erase", "post", 409)
     GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
     credits_grant(organization=alice, amount=100)
     _check(d, api.post("/api/v1/jobs", {"prompt": "x"}, format="json"), "/api/v1/jobs", "post",
