@@ -253,6 +253,11 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 3600.0,
         "options": {"expires": 3600},
     },
+    "content-erasure": {
+        "task": "jobs.tasks.erase_due_content",
+        "schedule": 300.0,
+        "options": {"expires": 600},
+    },
     "webhooks-sweep": {
         "task": "jobs.tasks.sweep_webhooks",
         "schedule": 30.0,

@@ -56,7 +56,8 @@ class TierAdmin(ChangedFieldsOnly):
 @admin.register(Organization)
 class OrganizationAdmin(ChangedFieldsOnly):
     list_display = ["slug", "name", "tier", "weight", "running_gpu_cap",
-                    "low_credits_threshold", "suspended_at", "created_at"]
+                    "low_credits_threshold", "erase_after_hours", "suspended_at",
+                    "created_at"]
     list_filter = ["tier", ("suspended_at", admin.EmptyFieldListFilter)]
     search_fields = ["slug", "name"]
     readonly_fields = ["suspended_at", "suspended_reason"]

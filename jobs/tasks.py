@@ -6,6 +6,7 @@ from django.utils import timezone
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.audit import expire_events
 from jobs.services.outputs import expire_outputs as outputs_expire
+from jobs.services.retention import jobs_erase_due
 from jobs.services.webhooks import expire_deliveries, webhook_deliver, webhooks_sweep
 from workers.services.logs import expire_logs as logs_expire
 
@@ -37,3 +38,10 @@ def expire_outputs() -> int:
     now = timezone.now()
     return (outputs_expire(now=now) + logs_expire(now=now) + expire_deliveries(now=now)
             + expire_events(now=now))
+
+
+@shared_task(ignore_result=True)
+def erase_due_content() -> int:
+    """Run by beat every 5 minutes: erase the ended jobs past their organization's own
+    retention (jobs/services/retention.py)."""
+    return jobs_erase_due(now=timezone.now())

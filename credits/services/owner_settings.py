@@ -1,8 +1,8 @@
-"""What an organization sets for itself about its credits, without an operator: the budget of
-the whole organization (credits/services/budgets.py) and the threshold below which its
-webhooks are told `credits.low` (credits/services/alerts.py). Set by its owners on the
-dashboard's team page or by a client's key of scope `full`; each change audited by its
-member or key."""
+"""What an organization sets for itself, without an operator: the budget of the whole
+organization (credits/services/budgets.py), the threshold below which its webhooks are told
+`credits.low` (credits/services/alerts.py), and how long its jobs' content is kept
+(jobs/services/retention.py). Set by its owners on the dashboard's team page or by a
+client's key of scope `full`; each change audited by its member or key."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from credits.services.budgets import MAX_MONTHLY_LIMIT, budget_set
 from jobs.models import ApiKey, Organization
 from jobs.services.audit import audit
 from jobs.services.errors import ValidationFailed
+from jobs.services.retention import retention_set
 from jobs.services.tenancy import owner_or_key
 
-SETTINGS = ("monthly_limit", "low_credits_threshold")
+SETTINGS = ("monthly_limit", "low_credits_threshold", "erase_after_hours")
 MAX_THRESHOLD = MAX_MONTHLY_LIMIT  # credits: past any balance, inside the column
 
 
@@ -25,7 +26,7 @@ def organization_settle(*, organization: Organization, changes: dict, user=None,
     """Set any of `SETTINGS` named in `changes` (a monthly limit of None: no budget), all or
     none. A threshold set above what is available now tells the webhooks at once, as a
     fall below it would."""
-    owner_or_key(organization, user=user, api_key=api_key, manages="its credits")
+    owner_or_key(organization, user=user, api_key=api_key, manages="its settings")
     with transaction.atomic():
         org = Organization.objects.select_for_update(no_key=True).get(pk=organization.pk)
         if "low_credits_threshold" in changes:
@@ -33,6 +34,8 @@ def organization_settle(*, organization: Organization, changes: dict, user=None,
         if "monthly_limit" in changes:
             budget_set(organization=org, monthly_limit=changes["monthly_limit"], user=user,
                        api_key=api_key)
+        if "erase_after_hours" in changes:
+            retention_set(org, changes["erase_after_hours"], user=user, api_key=api_key)
     return org
 
 

@@ -27,6 +27,7 @@ from jobs.api.serializers import (
 from jobs.models import ApiKey, Membership, WebhookDelivery
 from jobs.models.webhook import EVENTS, JOB_EVENTS, ORGANIZATION_EVENTS
 from jobs.services.projects import MAX_CAP, MAX_WEIGHT, MIN_WEIGHT, SETTINGS
+from jobs.services.retention import MAX_ERASE_AFTER_HOURS
 from jobs.services.team import SETTINGS as MEMBER_SETTINGS
 from jobs.states import JobState
 from jobs.transitions import AMENDABLE
@@ -72,6 +73,7 @@ def _organization_change() -> dict:
     fields = schema["properties"]
     fields["monthly_limit"].update(minimum=0, maximum=MAX_MONTHLY_LIMIT)
     fields["low_credits_threshold"].update(minimum=0, maximum=MAX_THRESHOLD)
+    fields["erase_after_hours"].update(minimum=1, maximum=MAX_ERASE_AFTER_HOURS)
     return {**schema, "additionalProperties": False}
 
 
@@ -287,10 +289,13 @@ ORGANIZATION = obj({
                               "wait; waiting_jobs and backlog_s: past them a submission is "
                               "429 (queue_full, overloaded); requests_per_min: 429 "
                               "rate_limited; live_keys, webhooks: 409"},
-    "settings": {**obj({"monthly_limit": nullable(INT), "low_credits_threshold": INT}),
+    "settings": {**obj({"monthly_limit": nullable(INT), "low_credits_threshold": INT,
+                        "erase_after_hours": nullable(INT)}),
                  "description": "what the organization sets for itself (PATCH): its monthly "
-                                "budget (null: none) and the available credits below which "
-                                "its webhooks are told credits.low (0: never)"},
+                                "budget (null: none), the available credits below which "
+                                "its webhooks are told credits.low (0: never), and the hours "
+                                "after its end that each ended job's content is erased "
+                                "(null: never)"},
     "usage": {**obj({name: nullable(NUMBER) if name == "backlog_s" else INT
                      for name in _LIMITED}),
               "description": "what the organization uses now of each limit of that name; "

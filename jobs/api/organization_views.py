@@ -55,7 +55,8 @@ class OrganizationDetail(APIView):
                     "user": key.user.get_username() if key.user else None,
                     "expires_at": key.expires_at},
             "settings": {"monthly_limit": organization_budget(org),
-                         "low_credits_threshold": org.low_credits_threshold},
+                         "low_credits_threshold": org.low_credits_threshold,
+                         "erase_after_hours": org.erase_after_hours},
             **standing})
 
 

@@ -158,6 +158,10 @@ class OrganizationSettingsSerializer(serializers.Serializer):
     low_credits_threshold = serializers.IntegerField(
         required=False, help_text="Tell the webhooks (credits.low) when the available "
                                   "credits fall below this; 0: never.")
+    erase_after_hours = serializers.IntegerField(
+        required=False, allow_null=True, help_text="Erase each ended job's prompt, params, "
+                                                   "output and logs this many hours after "
+                                                   "it ends (1 to 8,784); null: never.")
 
 
 class JobSerializer(serializers.ModelSerializer):

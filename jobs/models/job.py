@@ -136,6 +136,10 @@ class Job(models.Model):
             models.Index(fields=["start_by"], name="job_start_by_idx",
                          condition=models.Q(state__in=[JobState.QUEUED, JobState.HELD],
                                             start_by__isnull=False)),
+            # the retention sweep reads an organization's ended jobs not erased, oldest first
+            models.Index(fields=["organization", "finished_at"], name="job_unerased_ended_idx",
+                         condition=models.Q(erased_at__isnull=True,
+                                            finished_at__isnull=False)),
             # every tick looks up the few queued jobs holding a nomination
             models.Index(fields=["nominated_node"], name="job_nominated_idx",
                          condition=models.Q(state=JobState.QUEUED,

@@ -69,6 +69,11 @@ class Organization(models.Model):
     low_credits_threshold = models.PositiveBigIntegerField(
         default=0, help_text="Tell the organization's webhooks (credits.low) when its "
                              "available credits fall below this; 0: never.")
+    # its own retention of its jobs' content: erased this many hours after each ends
+    # (jobs/services/retention.py); null: kept as the service keeps outputs and logs
+    erase_after_hours = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Erase each ended job's prompt, params, output and "
+                                         "logs this many hours after it ends; empty: never.")
     # set while below the threshold and told so: one notice per fall, not one per job
     low_credits_notified = models.BooleanField(default=False, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -43,17 +43,23 @@ def erased(job: Job) -> Erased | None:
                   "output and logs are gone")
 
 
-def job_erase(*, job: Job, user=None, api_key: ApiKey | None = None, note: str = "") -> Job:
-    """Erase `job`'s content for `user` (a member, an operator) or `api_key` (a client); the
-    job as it is now. Erasing it again changes nothing; a job that has not ended is refused
-    (`job_not_finished`): its binary still reads its prompt and writes its output."""
+def job_erase(*, job: Job, user=None, api_key: ApiKey | None = None, note: str = "",
+              audited: bool = True) -> Job:
+    """Erase `job`'s content for `user` (a member, an operator) or `api_key` (a client),
+    recorded in its organization's audit trail unless not `audited` (its retention's sweep
+    records its own); the job as it is now. Erasing it again changes nothing; a job that
+    has not ended is refused (`job_not_finished`): its binary still reads its prompt and
+    writes its output."""
     with transaction.atomic():
         locked = Job.objects.select_for_update().get(pk=job.pk)  # as it is, not as it was
         if locked.state not in TERMINAL:
             raise Conflict(f"job {job.pk} has not ended: cancel it first, or erase it once "
                            "it ends", code="job_not_finished")
         if locked.erased_at is None:
-            _erase(locked, user=user, api_key=api_key, note=note)
+            _erase(locked)
+            if audited:
+                audit(job.organization, "job.erased", user=user, api_key=api_key, job=job.pk,
+                      note=note)
     job.refresh_from_db()
     return job
 
@@ -81,7 +87,7 @@ def jobs_erase_labelled(*, organization: Organization, labels: list[str], user=N
                           not_ended=matching.exclude(state__in=sorted(TERMINAL)).count())
 
 
-def _erase(job: Job, *, user, api_key: ApiKey | None, note: str) -> None:
+def _erase(job: Job) -> None:
     now = timezone.now()
     files, logs = _stored_names(job)
     Job.objects.filter(pk=job.pk).update(
@@ -92,7 +98,6 @@ def _erase(job: Job, *, user, api_key: ApiKey | None, note: str) -> None:
     Attempt.objects.filter(job=job).update(stderr_tail="", log_kept=False)
     Attempt.objects.filter(job=job, log_expired_at__isnull=True).update(log_expired_at=now)
     StoredCheckpoint.objects.filter(job=job).delete()
-    audit(job.organization, "job.erased", user=user, api_key=api_key, job=job.pk, note=note)
     transaction.on_commit(lambda: _delete(files, logs))
 
 

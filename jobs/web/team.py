@@ -115,8 +115,10 @@ def organization_credits(request: HttpRequest, slug: str) -> HttpResponse:
         organization=org, user=request.user, changes={
             "monthly_limit": _limit(request.POST),
             "low_credits_threshold": _whole(request.POST, "low_credits_threshold", "credits",
-                                            "threshold_out_of_range") or 0}),
-        f"{org.slug}'s budget and low-credits notice are saved.")
+                                            "threshold_out_of_range") or 0,
+            "erase_after_hours": _whole(request.POST, "erase_after_hours", "hours",
+                                        "retention_out_of_range")}),
+        f"{org.slug}'s budget, low-credits notice and retention are saved.")
 
 
 @login_required

@@ -29,7 +29,8 @@ def test_a_key_sets_the_budget_and_threshold_and_admission_acts_on_them(api, pri
     answer = api.patch("/api/v1/organization", {"monthly_limit": 4_000,
                                                 "low_credits_threshold": 2_000}, format="json")
     assert answer.status_code == 200, answer.content
-    assert answer.json()["settings"] == {"monthly_limit": 4_000, "low_credits_threshold": 2_000}
+    assert answer.json()["settings"] == {"monthly_limit": 4_000, "low_credits_threshold": 2_000,
+                                         "erase_after_hours": None}
     assert api.get("/api/v1/organization").json()["settings"]["monthly_limit"] == 4_000
     job = {"prompt": "x", "time_limit_s": 3_000}  # holds 3,000 credits
     assert api.post("/api/v1/jobs", job, format="json").status_code == 202
