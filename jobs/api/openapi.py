@@ -55,7 +55,8 @@ def openapi_document() -> dict:
         "security": [{"apiKey": []}],
         "paths": _with_scopes({**job_paths(), **organization_paths()}),
         "webhooks": {
-            "jobMoved": _notice("A job moved into one of the endpoint's events", "Notice"),
+            "jobMoved": _notice("A job moved into one of the endpoint's events, or its "
+                                "content was erased (job.erased)", "Notice"),
             "creditsLow": _notice("The organization's available credits fell below its "
                                   "low_credits_threshold (once per fall)", "CreditsNotice"),
             "creditsRefunded": _notice("An operator gave back what one of the "

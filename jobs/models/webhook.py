@@ -17,7 +17,9 @@ def _new_secret() -> str:
 # QUEUED are not offered: they are the tick's hundreds of moves a round
 ENDED_EVENTS = ("job.succeeded", "job.failed", "job.timed_out", "job.cancelled", "job.dead")
 # job.held: someone holds it out of the queue (a job HELD behind others is submitted so)
-JOB_EVENTS = (*ENDED_EVENTS, "job.running", "job.preempting", "job.retry_wait", "job.held")
+# job.erased: its content was erased (jobs/services/erasure.py): copies elsewhere go too
+JOB_EVENTS = (*ENDED_EVENTS, "job.running", "job.preempting", "job.retry_wait", "job.held",
+              "job.erased")
 ORGANIZATION_EVENTS = ("organization.suspended", "organization.resumed")
 # credits.refunded: an operator gave back what a job spent (credits/services/refunds.py)
 EVENTS = (*JOB_EVENTS, "credits.low", "credits.refunded", *ORGANIZATION_EVENTS)

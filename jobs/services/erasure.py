@@ -24,6 +24,7 @@ from jobs.models import ApiKey, Attempt, AttemptRank, Job, Organization, StoredC
 from jobs.services.audit import audit
 from jobs.services.errors import Conflict, ValidationFailed
 from jobs.services.labels import with_labels
+from jobs.services.webhooks import notify_job_erased
 from jobs.states import TERMINAL
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,8 @@ def job_erase(*, job: Job, user=None, api_key: ApiKey | None = None, note: str =
                            "it ends", code="job_not_finished")
         if locked.erased_at is None:
             _erase(locked)
+            locked.refresh_from_db()
+            notify_job_erased(locked)
             if audited:
                 audit(job.organization, "job.erased", user=user, api_key=api_key, job=job.pk,
                       note=note)

@@ -53,6 +53,13 @@ def notify_job_moved(job: Job) -> None:
         _owe(job.organization_id, event, lambda: _payload(job, event), job=job)
 
 
+def notify_job_erased(job: Job) -> None:
+    """Owe the endpoints that subscribed to job.erased a notice that the job's content is
+    gone (jobs/services/erasure.py), inside the erasure's transaction: a receiver that kept
+    a copy of its output, a CDN, a user's mailbox, deletes it too."""
+    _owe(job.organization_id, "job.erased", lambda: _payload(job, "job.erased"), job=job)
+
+
 def notify_organization(organization_id: int, event: str, payload: dict) -> None:
     """Owe the organization's endpoints that subscribed to `event` a notice of it, sent once
     the current transaction commits (credits.low: credits/services/alerts.py)."""

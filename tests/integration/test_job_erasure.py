@@ -14,7 +14,15 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from credits.services.holds import job_credits
-from jobs.models import Attempt, Job, OrganizationEvent, StoredCheckpoint
+from jobs.api.openapi import openapi_document
+from jobs.models import (
+    Attempt,
+    Job,
+    OrganizationEvent,
+    StoredCheckpoint,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.cancellation import job_cancel
 from jobs.services.erasure import Erased, job_erase
@@ -23,6 +31,7 @@ from jobs.services.redrive import job_redrive
 from jobs.services.submission import JobSpec, job_submit
 from jobs.services.tenancy import api_key_issue
 from tests.support.factories import make_job, make_node
+from tests.support.openapi import conforms
 from tests.support.race import race
 from workers.agent.logs import LogPublisher
 from workers.agent.runner import run_attempt
@@ -127,13 +136,22 @@ def test_a_log_published_after_the_erasure_is_deleted_by_its_publisher(alice, ag
     assert _stored(job) == []
 
 
-def test_erasures_racing_erase_once(alice):
+def test_erasures_racing_erase_once_and_tell_the_webhooks_once(alice):
+    WebhookEndpoint.objects.create(organization=alice, url="https://93.184.216.34/hook",
+                                   events=["job.erased"])
     job = make_job(alice)
     job_cancel(job=job)
     errors = race(*[lambda: job_erase(job=Job.objects.get(pk=job.pk))] * 3)
     assert errors == []
     assert OrganizationEvent.objects.filter(action="job.erased").count() == 1
     assert Job.objects.get(pk=job.pk).prompt == ""
+    delivery = WebhookDelivery.objects.get()  # a receiver's copies go too
+    notice = {**delivery.payload, "delivery": delivery.pk}  # as it is sent
+    assert (notice["event"], notice["job"]["id"], notice["job"]["output_url"]) == (
+        "job.erased", job.pk, None)
+    document = openapi_document()
+    assert conforms(notice, document["webhooks"]["jobMoved"]["post"]["requestBody"][
+        "content"]["application/json"]["schema"], document) == []
 
 
 def test_a_users_jobs_are_erased_by_their_label(alice, api):
