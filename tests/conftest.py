@@ -84,6 +84,17 @@ def receiver(settings):
 
 
 @pytest.fixture
+def agent(settings, tmp_path):
+    """A node agent run in the test's process (`run_by_agent`): quick beats, its files and
+    the service's storage under the test's folder."""
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+    settings.GPUSCHED_WORK_ROOT = tmp_path / "work"
+    settings.GPUSCHED_HEARTBEAT_SECONDS = 0.1
+    settings.GPUSCHED_KILL_GRACE_S = 1
+    settings.GPUSCHED_LOG_PUBLISH_S = 0.2
+
+
+@pytest.fixture
 def processes():
     group = ProcessGroup()
     yield group

@@ -23,40 +23,20 @@ from jobs.models import (
     WebhookDelivery,
     WebhookEndpoint,
 )
-from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.cancellation import job_cancel
 from jobs.services.erasure import Erased, job_erase
 from jobs.services.errors import Conflict
 from jobs.services.redrive import job_redrive
 from jobs.services.submission import JobSpec, job_submit
 from jobs.services.tenancy import api_key_issue
-from tests.support.factories import make_job, make_node
+from tests.support.factories import make_job, run_by_agent
 from tests.support.openapi import conforms
 from tests.support.race import race
 from workers.agent.logs import LogPublisher
-from workers.agent.runner import run_attempt
 from workers.services.logs import log_name
 
 pytestmark = pytest.mark.django_db(transaction=True)
 QUICK = {"run_seconds": 1, "progress_interval": 0.1}
-
-
-@pytest.fixture
-def agent(settings, tmp_path):
-    settings.MEDIA_ROOT = str(tmp_path / "media")
-    settings.GPUSCHED_WORK_ROOT = tmp_path / "work"
-    settings.GPUSCHED_HEARTBEAT_SECONDS = 0.1
-    settings.GPUSCHED_LOG_PUBLISH_S = 0.2
-
-
-def _ran(org, **params) -> Job:
-    """A job its node ran to its end, with its output and logs stored."""
-    make_node("n1", gpus=1)
-    job = make_job(org, **QUICK, **params)
-    scheduler_tick_run()
-    attempt = Attempt.objects.get(job=job)
-    run_attempt(attempt.pk, attempt.token)
-    return Job.objects.get(pk=job.pk)
 
 
 def _stored(job: Job) -> list[str]:
@@ -67,7 +47,7 @@ def _stored(job: Job) -> list[str]:
 
 
 def test_an_ended_job_is_erased_at_once_and_its_history_and_credits_stay(alice, agent, api):
-    job = _ran(alice)
+    job = run_by_agent(alice, **QUICK)
     assert job.state == "SUCCEEDED" and job.output, job.error
     attempt = Attempt.objects.get(job=job)
     copy = default_storage.save(f"checkpoints/job-{job.pk}-a{attempt.pk}.tar",
@@ -126,7 +106,7 @@ def test_an_erased_job_is_neither_run_again_nor_replayed(alice, api):
 
 def test_a_log_published_after_the_erasure_is_deleted_by_its_publisher(alice, agent,
                                                                        tmp_path):
-    job = _ran(alice)
+    job = run_by_agent(alice, **QUICK)
     attempt = Attempt.objects.get(job=job)
     job_erase(job=job)
     late = tmp_path / "late.log"  # a gang's last rank, or a lost node back, publishing late

@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 
 from jobs.models import Attempt, Job
 from jobs.scheduler.tick import scheduler_tick_run
-from tests.support.factories import make_job, make_member, make_node
+from tests.support.factories import make_job, make_member, make_node, run_by_agent
 from tests.support.processes import wait_for
 from workers.agent.logs import BoundedCopy, last_lines
 from workers.agent.runner import run_attempt
@@ -22,24 +22,6 @@ from workers.services.reaper import reap_expired_attempts, release_due_retries
 
 pytestmark = pytest.mark.django_db(transaction=True)
 QUICK = {"run_seconds": 1, "progress_interval": 0.1}
-
-
-@pytest.fixture
-def agent(settings, tmp_path):
-    settings.MEDIA_ROOT = str(tmp_path / "media")
-    settings.GPUSCHED_WORK_ROOT = tmp_path / "work"
-    settings.GPUSCHED_HEARTBEAT_SECONDS = 0.1
-    settings.GPUSCHED_KILL_GRACE_S = 1
-    settings.GPUSCHED_LOG_PUBLISH_S = 0.2
-
-
-def _run(org, **params) -> Job:
-    make_node("n1", gpus=1)
-    job = make_job(org, **params)
-    scheduler_tick_run()
-    attempt = Attempt.objects.get(job=job)
-    run_attempt(attempt.pk, attempt.token)
-    return Job.objects.get(pk=job.pk)
 
 
 def _running(org, run_seconds: float) -> tuple[Job, Attempt, threading.Thread]:
@@ -60,7 +42,7 @@ def _running(org, run_seconds: float) -> tuple[Job, Attempt, threading.Thread]:
 
 
 def test_the_organization_reads_what_its_binary_printed(alice, agent, api):
-    job = _run(alice, **QUICK)
+    job = run_by_agent(alice, **QUICK)
     assert job.state == "SUCCEEDED", job.error
     answer = api.get(f"/api/v1/jobs/{job.pk}/log")
     assert answer.status_code == 200 and answer["Content-Type"].startswith("text/plain")
@@ -78,7 +60,7 @@ def test_the_organization_reads_what_its_binary_printed(alice, agent, api):
 
 
 def test_each_try_keeps_its_own_log_and_stderr_says_why_it_crashed(alice, agent, api):
-    job = _run(alice, **QUICK, fail="crash", fail_at=0.5)
+    job = run_by_agent(alice, **QUICK, fail="crash", fail_at=0.5)
     assert job.state == "RETRY_WAIT"
     crashed = Attempt.objects.get(job=job)
     stderr = api.get(f"/api/v1/jobs/{job.pk}/log", {"stream": "stderr"}).content.decode()
@@ -131,7 +113,7 @@ def test_a_fenced_off_try_keeps_what_it_printed_to_its_end(alice, agent, api, se
 
 def test_a_log_keeps_its_last_bytes_from_a_whole_line(alice, agent, api, settings):
     settings.GPUSCHED_LOG_MAX_BYTES = 1024
-    job = _run(alice, run_seconds=1, progress_interval=0.002)  # about 500 lines
+    job = run_by_agent(alice, run_seconds=1, progress_interval=0.002)  # about 500 lines
     text = api.get(f"/api/v1/jobs/{job.pk}/log").content
     assert len(text) <= 1024 + 100
     assert text.startswith(b"[gpusched: earlier lines dropped; a log keeps its last 1024 bytes]\n")
@@ -154,7 +136,7 @@ def test_the_node_keeps_a_bounded_copy_of_stdout(tmp_path):
 def test_nobody_else_reads_it_and_bad_questions_are_4xx(alice, bob, agent, api):
     from jobs.services.tenancy import api_key_issue
 
-    job = _run(alice, **QUICK)
+    job = run_by_agent(alice, **QUICK)
     other = APIClient()
     other.credentials(HTTP_AUTHORIZATION=f"Bearer {api_key_issue(organization=bob, name='k')[1]}")
     url = f"/api/v1/jobs/{job.pk}/log"
@@ -176,7 +158,7 @@ def test_a_store_that_fails_loses_the_log_and_never_the_job(alice, agent, settin
     blocker = Path(settings.MEDIA_ROOT) / "logs"
     blocker.parent.mkdir(parents=True)
     blocker.write_text("")  # a file where the logs' folder goes: every log's write fails
-    job = _run(alice, **QUICK)
+    job = run_by_agent(alice, **QUICK)
     assert job.state == "SUCCEEDED" and job.output
     attempt = Attempt.objects.get(job=job)
     assert not attempt.log_kept
@@ -185,7 +167,7 @@ def test_a_store_that_fails_loses_the_log_and_never_the_job(alice, agent, settin
 
 
 def test_a_log_past_its_retention_is_deleted_and_the_api_says_so(alice, agent, api, settings):
-    job = _run(alice, **QUICK, fail="crash", fail_at=0.5)
+    job = run_by_agent(alice, **QUICK, fail="crash", fail_at=0.5)
     attempt = Attempt.objects.get(job=job)
     names = [log_name(job.pk, attempt.pk, 0, s) for s in ("stdout", "stderr")]
     assert all(default_storage.exists(n) for n in names)
@@ -201,7 +183,7 @@ def test_a_log_past_its_retention_is_deleted_and_the_api_says_so(alice, agent, a
 
 
 def test_members_read_it_on_the_dashboard_and_others_do_not(alice, bob, agent, client):
-    job = _run(alice, **QUICK, fail="crash", fail_at=0.5)
+    job = run_by_agent(alice, **QUICK, fail="crash", fail_at=0.5)
     attempt = Attempt.objects.get(job=job)
     ann, ben = make_member(alice, "ann"), make_member(bob, "ben")
     client.force_login(ann)
@@ -216,7 +198,7 @@ def test_members_read_it_on_the_dashboard_and_others_do_not(alice, bob, agent, c
 
 
 def test_an_operator_reads_it_on_the_attempts_admin_page(alice, agent, admin_client):
-    job = _run(alice, **QUICK, fail="crash", fail_at=0.5)
+    job = run_by_agent(alice, **QUICK, fail="crash", fail_at=0.5)
     attempt = Attempt.objects.get(job=job)
     page = admin_client.get(f"/admin/jobs/attempt/{attempt.pk}/change/").content.decode()
     assert "SimulatedCrash" in page and "START CUDA_VISIBLE_DEVICES=" in page
@@ -236,7 +218,7 @@ def test_a_chatty_stderr_is_kept_bounded_and_its_end_says_why_it_failed(alice, a
         "w('the last words\\n'); sys.stderr.flush(); time.sleep(1); "
         f"open('{seen}', 'w').write(str(os.path.getsize(os.path.join(os.getcwd(), "
         "'stderr.log')))); sys.exit(3)\"")
-    job = _run(alice)
+    job = run_by_agent(alice)
     assert int(seen.read_text()) <= 2 * 1024 + 100  # not the 2 MB it printed
     attempt = Attempt.objects.get(job=job)
     assert attempt.exit_code == 3 and attempt.stderr_tail.endswith("the last words\n")

@@ -14,6 +14,21 @@ def make_node(name: str = "n1", gpus: int = 4, gpu_type: str = "H100", island: s
                          gpus=configured_gpus(name, gpus, 81920))
 
 
+def run_by_agent(org: Organization, **params) -> Job:
+    """A job of `org` on a node n1 of one GPU, placed by a round and run to its end by the
+    real node agent with the fake generator (`params`: its knobs); the job as it ended."""
+    from jobs.models import Attempt
+    from jobs.scheduler.tick import scheduler_tick_run
+    from workers.agent.runner import run_attempt
+
+    make_node("n1", gpus=1)
+    job = make_job(org, **params)
+    scheduler_tick_run()
+    attempt = Attempt.objects.get(job=job)
+    run_attempt(attempt.pk, attempt.token)
+    return Job.objects.get(pk=job.pk)
+
+
 def make_member(org: Organization, username: str):
     """A dashboard user who belongs to `org`."""
     from django.contrib.auth import get_user_model
