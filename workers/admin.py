@@ -6,7 +6,9 @@ from django.db.models import Count, Q
 from django.template.response import TemplateResponse
 
 from gpusched.admin_base import ChangedFieldsOnly, action_form
+from jobs.models import Organization
 from workers.models import Gpu, Node
+from workers.services.dedication import nodes_dedicate
 from workers.services.fleet import (
     gpu_return_to_service,
     gpu_take_out,
@@ -22,6 +24,15 @@ class MaintenanceForm(forms.Form):
     hours = forms.FloatField(required=False, min_value=0.01, max_value=24 * 365,
                              help_text="How long it lasts: then the node takes work again by "
                                        "itself. Empty: until you end it.")
+
+
+class DedicateForm(forms.Form):
+    organization = forms.ModelChoiceField(Organization.objects.order_by("slug"),
+                                          to_field_name="slug")
+    evacuate = forms.BooleanField(required=False, help_text="Ask other organizations' jobs "
+                                                            "running there to checkpoint "
+                                                            "and move now; else they finish "
+                                                            "there.")
 
 
 class GpuInline(admin.TabularInline):
@@ -44,16 +55,17 @@ class NodeAdmin(ChangedFieldsOnly):
     drain, return, end of maintenance)."""
 
     list_display = ["name", "state", "state_reason", "maintenance_at", "maintenance_until",
-                    "gpu_type", "gpu_count",
+                    "gpu_type", "gpu_count", "dedicated_to",
                     "live_attempts", "gpu_memory_mb", "region", "island", "last_heartbeat"]
-    list_filter = ["state", "gpu_type", "region", "island"]
+    list_filter = ["state", "gpu_type", "region", "island", "dedicated_to"]
     search_fields = ["name"]
     inlines = [GpuInline]
+    # a dedication moves by its actions: audited, and the next round is asked for at once
     readonly_fields = ["name", "gpu_type", "gpu_count", "gpu_memory_mb", "state",
-                       "state_reason", "last_heartbeat", "registered_at"]
+                       "state_reason", "last_heartbeat", "registered_at", "dedicated_to"]
 
     actions = ["cordon", "drain", "drain_and_evacuate", "return_to_service",
-               "schedule_maintenance", "end_maintenance"]
+               "schedule_maintenance", "end_maintenance", "dedicate", "share"]
 
     def has_add_permission(self, request) -> bool:
         return False  # a node's agent registers it
@@ -119,6 +131,28 @@ class NodeAdmin(ChangedFieldsOnly):
         messages.info(request, f"{queryset.count()} node(s) leave service at {at:%Y-%m-%d %H:%M} "
                                f"UTC{back}.")
         return None
+
+    @admin.action(description="Dedicate to an organization: only its jobs start there")
+    def dedicate(self, request, queryset):
+        form = action_form(self, request, queryset, DedicateForm, action="dedicate",
+                           noun="node", intro="Dedicate", button="Dedicate",
+                           explained="From the next scheduling round only the organization's "
+                                     "jobs start on these nodes, and they fill them before "
+                                     "shared ones; the nodes idle while it has no work. Its "
+                                     "caps and fair share count them as any GPUs.")
+        if isinstance(form, TemplateResponse):
+            return form
+        org = form.cleaned_data["organization"]
+        asked = nodes_dedicate(queryset, org, by=request.user,
+                               evacuate=form.cleaned_data["evacuate"])
+        moved = f"; {asked} running job(s) of others asked to move" if asked else ""
+        messages.info(request, f"{queryset.count()} node(s) dedicated to {org.slug}{moved}.")
+        return None
+
+    @admin.action(description="Share with every organization again")
+    def share(self, request, queryset):
+        nodes_dedicate(queryset, None, by=request.user)
+        messages.info(request, f"{queryset.count()} node(s) shared by every organization.")
 
     @admin.action(description="End maintenance: clear the window, return the node to service")
     def end_maintenance(self, request, queryset):

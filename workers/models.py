@@ -38,6 +38,12 @@ class Node(models.Model):
         help_text="When its maintenance ends and it takes work again by itself; empty: when "
                   "an operator ends it.")
     labels = models.JSONField(default=dict, blank=True)
+    # the organization it serves alone (workers/services/dedication.py): only its jobs start
+    # here, and they fill it before they take shared GPUs; empty: shared by every one
+    dedicated_to = models.ForeignKey(
+        "jobs.Organization", null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="dedicated_nodes",
+        help_text="Only this organization's jobs start here; empty: every organization's.")
     registered_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:

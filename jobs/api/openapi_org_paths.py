@@ -81,10 +81,14 @@ def organization_paths() -> dict:
             "operationId": "listGpuTypes",
             "responses": {"200": {"description": "each GPU type of the fleet: what a job's "
                                                  "gpu_types, min_gpu_memory_mb and region may "
-                                                 "name, and its price", "content": {
+                                                 "name, and its price; nodes dedicated to "
+                                                 "another organization are left out",
+                                  "content": {
                 "application/json": {"schema": obj({"results": {"type": "array", "items": obj({
                     "gpu_type": STR, "gpus": INT,
                     "schedulable_gpus": {**INT, "description": "on nodes taking work now"},
+                    "dedicated_gpus": {**INT, "description": "on nodes dedicated to the "
+                                       "organization: only its jobs start there"},
                     "most_on_one_node": {**INT, "description": "the largest gang one node "
                                          "holds; larger ones span nodes of one island"},
                     "gpu_memory_mb": INT, "regions": {"type": "array", "items": STR},

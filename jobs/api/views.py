@@ -146,7 +146,8 @@ class GpuTypes(APIView):
     node, memory, regions and price (null: free)."""
 
     def get(self, request):
-        return Response({"results": gpu_catalog(timezone.now())})
+        return Response({"results": gpu_catalog(timezone.now(),
+                                                [request.user.organization.pk])})
 
 
 class QueueLine(APIView):

@@ -72,6 +72,8 @@ def _eligible(job: QueuedJob, node: NodeView, now: float) -> bool:
         return False
     if job.region and node.region != job.region:
         return False
+    if node.owner and node.owner != job.org:
+        return False  # dedicated to another organization, as a Slurm reservation's nodes
     return node.gpu_memory_mb >= job.min_gpu_memory_mb
 
 
@@ -86,13 +88,15 @@ class Fleet:
     span_nodes: bool = True  # PolicyConfig.span_nodes
     now: float = 0.0
     windows: bool = False  # some node has a maintenance window (NodeView.until)
+    owned: bool = False  # some node is dedicated to an organization (NodeView.owner)
 
     @classmethod
     def of(cls, snapshot: Snapshot) -> Fleet:
         nodes = [n for n in snapshot.nodes if n.schedulable]
         return cls(nodes, {n.name: sorted(n.free_gpus) for n in nodes}, {},
                    span_nodes=snapshot.config.span_nodes, now=snapshot.now,
-                   windows=any(n.until is not None for n in nodes))
+                   windows=any(n.until is not None for n in nodes),
+                   owned=any(n.owner for n in nodes))
 
     def max_free(self) -> int:
         if self._max_free is None:
@@ -102,7 +106,7 @@ class Fleet:
     def groups(self, job: QueuedJob) -> list[list[NodeView]]:
         """Candidate node groups: single nodes if one can ever hold the job, else islands."""
         key = (job.gpus, job.gpu_types, job.min_gpu_memory_mb, job.region,
-               job.time_limit_s if self.windows else 0.0)
+               job.time_limit_s if self.windows else 0.0, job.org if self.owned else "")
         found = self._groups.get(key)
         if found is None:
             found = self._groups[key] = self._find_groups(job)

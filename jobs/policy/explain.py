@@ -28,7 +28,8 @@ def _other_types(index: FreeIndex, job: QueuedJob) -> list[Pool]:
         return []  # it accepts every type
     return [pool for pool in index.pools
             if pool.gpu_type not in job.gpu_types and pool.memory_mb >= job.min_gpu_memory_mb
-            and (not job.region or pool.region == job.region) and index.reaches(pool, job)]
+            and (not job.region or pool.region == job.region) and index.reaches(pool, job)
+            and (not pool.owner or pool.owner == job.org)]
 
 
 def what_if(index: FreeIndex, job: QueuedJob, groups: Pools, span: bool) -> str:
@@ -74,15 +75,27 @@ def _earliest_at(rnd: _Round, groups: Pools, k: int) -> float | None:
 def no_fit(rnd: _Round, job: QueuedJob, groups: Pools) -> PendingReason:
     """Why a job that no node can hold as asked waits, with the relaxation that would start
     it now: one object per job shape, so a flood of such jobs costs one look per shape."""
-    key = ("no_fit", job.gpus, job.min_gpus, job.gpu_types, job.min_gpu_memory_mb, job.region)
+    key = ("no_fit", job.gpus, job.min_gpus, job.gpu_types, job.min_gpu_memory_mb, job.region,
+           job.org if rnd.index.owned else "")
     reason = rnd.plain_reasons.get(key)
     if reason is None:
         relax = what_if(rnd.index, job, groups, rnd.cfg.span_nodes)
         held, back = out_of_service_could_hold(rnd.snap.nodes, job, rnd.cfg.span_nodes)
         reason = rnd.plain_reasons[key] = (
             reasons.out_of_service(job, back, rnd.now, relax) if held
+            else reasons.dedicated(job, relax) if _others_could_hold(rnd, job)
             else reasons.no_fit(job, relax))
     return reason
+
+
+def _others_could_hold(rnd: _Round, job: QueuedJob) -> bool:
+    """Whether nodes dedicated to other organizations could hold the job as asked."""
+    if not rnd.index.owned:
+        return False
+    theirs = [n for n in rnd.snap.nodes
+              if n.owner and n.owner != job.org and _could_use(n, job, owned_too=True)]
+    return any(n.total_gpus >= job.gpus for n in theirs) or (
+        rnd.cfg.span_nodes and sum(n.total_gpus for n in theirs) >= job.gpus)
 
 
 def out_of_service_could_hold(nodes: list[NodeView], job: QueuedJob, span: bool
@@ -106,10 +119,11 @@ def out_of_service_could_hold(nodes: list[NodeView], job: QueuedJob, span: bool
     return any(total >= job.gpus for total in gpus.values()), None
 
 
-def _could_use(node: NodeView, job: QueuedJob) -> bool:
+def _could_use(node: NodeView, job: QueuedJob, owned_too: bool = False) -> bool:
     return ((not job.gpu_types or node.gpu_type in job.gpu_types)
             and node.gpu_memory_mb >= job.min_gpu_memory_mb
-            and (not job.region or node.region == job.region))
+            and (not job.region or node.region == job.region)
+            and (owned_too or not node.owner or node.owner == job.org))
 
 
 def windows_in_way(rnd: _Round, job: QueuedJob) -> PendingReason:

@@ -15,6 +15,10 @@ A gang larger than a node takes free GPUs of one island (NVLink island / rack), 
 the most free GPUs first, so whole free nodes go first and the gang spans as few nodes as
 it can. A gang gets all its GPUs or nothing.
 
+A node dedicated to an organization (`NodeView.owner`) is a pool of its own that only that
+organization's jobs match, ahead of the shared pools of the same GPU type, so its own nodes
+fill before it takes shared GPUs from others.
+
 A node with a maintenance window (`NodeView.until`) is a pool of its own, which a job may use
 only when its time limit ends by then (`pool_key`, `matching`), or, for a job that
 checkpoints and that no other node holds now, when it can run a while first
@@ -49,6 +53,7 @@ class Pool:
     labeled: list[dict[int, dict[str, None]]] = field(default_factory=list)
     until: float | None = None  # its nodes leave service then (maintenance window)
     window: int = 1 << 30  # rank of `until` among the index's windows (none: past them all)
+    owner: str = ""  # the organization its nodes are dedicated to ("": shared)
 
 
 class FreeIndex:
@@ -64,14 +69,15 @@ class FreeIndex:
         self._match: dict[tuple, Pools] = {}
         self._largest: dict[int, int] = {}  # id of a matched pool list -> its largest node
         self.label: dict[str, int] = {}  # node -> highest tier level running on it, -1: none
-        by_key: dict[tuple[str, int, str, float | None], Pool] = {}
+        by_key: dict[tuple[str, int, str, float | None, str], Pool] = {}
         for n in nodes:
             if not n.schedulable or n.total_gpus <= 0:
                 continue
-            key = (n.gpu_type, n.gpu_memory_mb, n.region, n.until)
+            key = (n.gpu_type, n.gpu_memory_mb, n.region, n.until, n.owner)
             pool = by_key.get(key)
             if pool is None:
-                pool = by_key[key] = Pool(n.gpu_type, n.gpu_memory_mb, n.region, until=n.until)
+                pool = by_key[key] = Pool(n.gpu_type, n.gpu_memory_mb, n.region, until=n.until,
+                                          owner=n.owner)
                 self.pools.append(pool)
             pool.size = max(pool.size, n.total_gpus)
             pool.nodes.append(n.name)
@@ -80,6 +86,7 @@ class FreeIndex:
             self.free[n.name] = sorted(n.free_gpus)
         # when windowed nodes leave service, earliest first (usually none)
         self.windows = sorted({p.until for p in self.pools if p.until is not None})
+        self.owned = any(p.owner for p in self.pools)  # some node is dedicated (usually none)
         for pool in self.pools:
             if pool.until is not None:
                 pool.window = self.windows.index(pool.until)
@@ -96,11 +103,13 @@ class FreeIndex:
     # -- matching ---------------------------------------------------------------------------
 
     def pool_key(self, job: QueuedJob) -> tuple:
-        """What decides the pools a job may use: its GPU types, memory floor and region and,
+        """What decides the pools a job may use: its GPU types, memory floor and region;
         where nodes have maintenance windows, which windows its time limit ends before (the
-        rank of the first of them it does)."""
+        rank of the first of them it does); where nodes are dedicated, its organization."""
+        reach = bisect_left(self.windows, self.now + job.time_limit_s) if self.windows else 0
+        if self.owned:
+            return (job.gpu_types, job.min_gpu_memory_mb, job.region, reach, job.org)
         if self.windows:
-            reach = bisect_left(self.windows, self.now + job.time_limit_s)
             return (job.gpu_types, job.min_gpu_memory_mb, job.region, reach)
         return (job.gpu_types, job.min_gpu_memory_mb, job.region)
 
@@ -111,6 +120,8 @@ class FreeIndex:
 
     def matching_ever(self, job: QueuedJob) -> Pools:
         """Pools a job could use with no maintenance window in its way."""
+        if self.owned:
+            return self._matched((job.gpu_types, job.min_gpu_memory_mb, job.region, 0, job.org))
         return self._matched((job.gpu_types, job.min_gpu_memory_mb, job.region))
 
     def windows_to_run_in(self, job: QueuedJob, run_s: float) -> Pools:
@@ -139,12 +150,14 @@ class FreeIndex:
         return self._largest[id(groups)]
 
     def _compute_matching(self, types: tuple[str, ...], mem: int, region: str,
-                          reach: int = 0) -> Pools:
+                          reach: int = 0, org: str = "") -> Pools:
         ok = [p for p in self.pools if p.memory_mb >= mem and (not region or p.region == region)
-              and p.window >= reach]
-        if not types:  # any type: one group, best fit across all of them
-            return [ok] if ok else []
-        groups = [[p for p in ok if p.gpu_type == t] for t in types]
+              and p.window >= reach and (not p.owner or p.owner == org)]
+        # any type: one group, best fit across all of them; else a group a type, in order
+        groups = [ok] if not types else [[p for p in ok if p.gpu_type == t] for t in types]
+        if self.owned:  # the organization's own nodes of each group first
+            groups = [part for g in groups
+                      for part in ([p for p in g if p.owner], [p for p in g if not p.owner])]
         return [g for g in groups if g]
 
     # -- tier labels ------------------------------------------------------------------------

@@ -132,6 +132,11 @@ def no_fit(job: QueuedJob, what_if: str = "") -> PendingReason:
                          None, what_if)
 
 
+def dedicated(job: QueuedJob, what_if: str = "") -> PendingReason:
+    return PendingReason("dedicated", f"the only nodes that can hold {gpu_words(job)} are "
+                         "dedicated to other organizations", None, what_if)
+
+
 def out_of_service(job: QueuedJob, back_at: float | None, now: float,
                    what_if: str = "") -> PendingReason:
     return PendingReason(

@@ -45,6 +45,9 @@ class NodeView:
     # by then starts on it, and nothing reserves it or preempts on it (placement.py)
     until: float | None = None
     back_at: float | None = None  # when its maintenance ends (pending reasons only)
+    # the organization it is dedicated to ("": shared): only that one's jobs start on it,
+    # and they look at it before shared nodes (placement.py)
+    owner: str = ""
 
 
 @dataclass(slots=True)  # not frozen: RECORDS, above

@@ -78,9 +78,11 @@ def load_nodes(now: datetime, promised: Promised = frozenset()) -> list[P.NodeVi
     ).values_list("node_id", "index"):
         free[node_id].append(index)
     nodes = []
+    owners = dict(Organization.objects.filter(dedicated_nodes__isnull=False).values_list(
+        "pk", "slug").distinct())  # usually none
     for n in Node.objects.exclude(state=NodeState.DOWN).order_by("name").only(
         "name", "gpu_type", "gpu_memory_mb", "gpu_count", "region", "island", "state",
-        "last_heartbeat", "maintenance_at", "maintenance_until"
+        "last_heartbeat", "maintenance_at", "maintenance_until", "dedicated_to_id"
     ):
         indices = tuple(sorted(g for g in free[n.id] if (n.name, g) not in promised))
         nodes.append(P.NodeView(
@@ -88,6 +90,7 @@ def load_nodes(now: datetime, promised: Promised = frozenset()) -> list[P.NodeVi
             total_gpus=n.gpu_count, free_gpus=indices, region=n.region,
             island=island_of(n), schedulable=schedulable(n, now), until=window_end(n),
             back_at=n.maintenance_until.timestamp() if n.maintenance_until else None,
+            owner=owners.get(n.dedicated_to_id, ""),
         ))
     return nodes
 

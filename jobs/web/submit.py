@@ -83,7 +83,8 @@ def _blank() -> dict:
 
 def _page(request: HttpRequest, values: dict, errors: dict | None = None,
           status: int = 200, preview: Preview | None = None) -> HttpResponse:
-    catalog = [t for t in gpu_catalog(timezone.now()) if t["gpus"]]
+    mine = _organizations(request).values_list("pk", flat=True)
+    catalog = [t for t in gpu_catalog(timezone.now(), set(mine)) if t["gpus"]]
     gpu_types = [t["gpu_type"] for t in catalog]
     refusals = [(FIELD_NAMES.get(field, ""), message)
                 for field, message in (errors or {}).items()]

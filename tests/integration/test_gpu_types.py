@@ -23,7 +23,7 @@ def test_each_type_with_its_gpus_memory_regions_and_price(api):
     types = {t["gpu_type"]: t for t in api.get("/api/v1/gpu-types").json()["results"]}
     assert set(types) == {"A100", "B200", "H100"}  # a down node's type is not on offer
     assert types["H100"] == {"gpu_type": "H100", "gpus": 12, "schedulable_gpus": 8,
-                             "most_on_one_node": 8, "gpu_memory_mb": 81_920,
+                             "dedicated_gpus": 0, "most_on_one_node": 8, "gpu_memory_mb": 81_920,
                              "regions": ["eu", "us"], "credits_per_gpu_hour": 3_600}
     assert types["A100"]["credits_per_gpu_hour"] is None  # free
     assert (types["B200"]["gpus"], types["B200"]["regions"]) == (0, [])  # priced, none yet

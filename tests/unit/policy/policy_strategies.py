@@ -27,7 +27,8 @@ def snapshots(draw) -> Snapshot:
         nodes.append(node(f"n{i}", size, tuple(g for g in range(size) if g not in busy),
                           gpu_type=draw(st.sampled_from(["H100", "H100", "A100"])),
                           island=f"i{i // 3}", schedulable=draw(st.booleans()) or i < 4,
-                          until=draw(windows())))
+                          until=draw(windows()),
+                          owner=draw(st.sampled_from(["", "", "", "a", "b"]))))
         # busy GPUs belong to running attempts of one to all of them
         while busy:
             take = draw(st.integers(1, len(busy)))

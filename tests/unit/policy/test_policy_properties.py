@@ -110,6 +110,21 @@ def test_no_policy_starts_a_job_that_would_outlast_a_nodes_maintenance_window(
 
 
 @COMMON
+@given(snapshots())
+def test_no_policy_starts_or_reserves_a_job_on_a_node_dedicated_to_another_organization(
+        s: Snapshot) -> None:
+    """Nor on the GPUs its preemptions free there, nor in a reservation kept from before."""
+    org = {j.job_id: j.org for j in s.queued}
+    owner = {n.name: n.owner for n in s.nodes if n.owner}
+    for name, decide_with in POLICIES.items():
+        d = decide_with(s)
+        for job_id, allocations in [*((p.job_id, p.allocations) for p in d.placements),
+                                    *((r.job_id, r.allocations) for r in d.reservations)]:
+            for a in allocations:
+                assert owner.get(a.node, org[job_id]) == org[job_id], (name, job_id, a.node)
+
+
+@COMMON
 @given(st.one_of(snapshots(), contention()))
 def test_preemption_only_hits_lower_preemptible_attempts_under_their_cap(s: Snapshot) -> None:
     check_victims(s, decide(s))
