@@ -11,13 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from django.db import transaction
-from django.db.models import Q
 
-from jobs.models import Attempt, AttemptStatus, Organization
+from jobs.models import Organization
 from jobs.scheduler.trigger import request_tick
 from jobs.services.audit import audit
-from jobs.services.requeue import attempt_stop_and_requeue
 from workers.models import Node
+from workers.services import fleet
 
 
 def nodes_dedicate(nodes: Iterable[Node], organization: Organization | None, *, by=None,
@@ -38,7 +37,8 @@ def nodes_dedicate(nodes: Iterable[Node], organization: Organization | None, *, 
     transaction.on_commit(request_tick)
     if not evacuate or organization is None:
         return 0
-    return _evacuate_others(nodes, organization)
+    return fleet.evacuate_nodes([n.pk for n in nodes], "its node was dedicated to another "
+                          f"organization ({organization.slug})", sparing=organization)
 
 
 def _owners(nodes: list[Node]) -> dict[Organization, list[str]]:
@@ -48,13 +48,3 @@ def _owners(nodes: list[Node]) -> dict[Organization, list[str]]:
         owners.setdefault(node.dedicated_to, []).append(node.name)
     return owners
 
-
-def _evacuate_others(nodes: list[Node], organization: Organization) -> int:
-    ids = [n.pk for n in nodes]
-    # their own attempts, and the gangs spanning nodes that run a rank there
-    here = Q(node__in=ids) | Q(ranks__node__in=ids, ranks__ended_at__isnull=True)
-    running = Attempt.objects.filter(here, status=AttemptStatus.RUNNING, ended_at__isnull=True,
-                                     stop_requested="").exclude(
-        job__organization=organization).distinct()
-    reason = f"its node was dedicated to another organization ({organization.slug})"
-    return sum(attempt_stop_and_requeue(a, reason=reason) for a in running)

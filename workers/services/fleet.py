@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from jobs.models import Attempt, AttemptStatus
+from jobs.models import Attempt, AttemptStatus, Organization
 from jobs.scheduler.trigger import request_tick
 from jobs.services.errors import ValidationFailed
 from jobs.services.requeue import attempt_stop_and_requeue
@@ -75,7 +75,7 @@ def maintenance_due(now: datetime) -> int:
             state=NodeState.DRAINING, state_reason=MAINTENANCE)
     if not due:
         return 0
-    return _evacuate(due, "a node it runs on leaves service for maintenance", None)
+    return evacuate_nodes(due, "a node it runs on leaves service for maintenance", None)
 
 
 def _windows_now(now: datetime) -> tuple[list[int], list[int], list[int]]:
@@ -116,7 +116,7 @@ def node_drain(node: Node, *, evacuate: bool = False, grace_s: float | None = No
         state=NodeState.DRAINING, state_reason="")
     if not evacuate:
         return 0
-    return _evacuate([node.pk], f"node {node.name} drained by an operator", grace_s)
+    return evacuate_nodes([node.pk], f"node {node.name} drained by an operator", grace_s)
 
 
 def node_worker_stopping(name: str) -> int:
@@ -129,14 +129,19 @@ def node_worker_stopping(name: str) -> int:
         return 0
     Node.objects.filter(pk=node.pk, state=NodeState.ACTIVE).update(
         state=NodeState.DRAINING, state_reason=WORKER_STOPPING)
-    return _evacuate([node.pk], f"node {name}'s worker is stopping", None)
+    return evacuate_nodes([node.pk], f"node {name}'s worker is stopping", None)
 
 
-def _evacuate(nodes: Collection[int], reason: str, grace_s: float | None) -> int:
+def evacuate_nodes(nodes: Collection[int], reason: str, grace_s: float | None = None, *,
+             sparing: Organization | None = None) -> int:
+    """Ask the jobs running on `nodes` (but `sparing`'s) to checkpoint and stop within
+    `grace_s` (the kill grace by default), to resume elsewhere; returns how many were asked."""
     # their own attempts, and the gangs spanning nodes that run a rank there
     here = Q(node__in=nodes) | Q(ranks__node__in=nodes, ranks__ended_at__isnull=True)
     running = Attempt.objects.filter(here, status=AttemptStatus.RUNNING,
                                      ended_at__isnull=True, stop_requested="").distinct()
+    if sparing is not None:
+        running = running.exclude(job__organization=sparing)
     return sum(attempt_stop_and_requeue(a, reason=reason, grace_s=grace_s) for a in running)
 
 
