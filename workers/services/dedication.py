@@ -37,8 +37,8 @@ def nodes_dedicate(nodes: Iterable[Node], organization: Organization | None, *, 
     transaction.on_commit(request_tick)
     if not evacuate or organization is None:
         return 0
-    return fleet.evacuate_nodes([n.pk for n in nodes], "its node was dedicated to another "
-                          f"organization ({organization.slug})", sparing=organization)
+    reason = f"its node was dedicated to another organization ({organization.slug})"
+    return fleet.evacuate_nodes([n.pk for n in nodes], reason, sparing=organization)
 
 
 def _owners(nodes: list[Node]) -> dict[Organization, list[str]]:
