@@ -50,6 +50,8 @@ def transition(
         raise IllegalTransition(f"job {job.pk}: {job.state} → {to} is not allowed")
     if job.hold and to != JobState.HELD:
         fields["hold"] = ""
+    if to in TERMINAL:  # every end has a time: retention and reports count from it
+        fields.setdefault("finished_at", timezone.now())
     with transaction.atomic():
         _compare_and_set(job, to, reason, attempt, data or {}, fields)
         from jobs.services.webhooks import notify_job_moved
