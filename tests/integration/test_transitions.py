@@ -33,6 +33,7 @@ def test_a_stale_copy_loses_the_race_and_writes_nothing(alice):
     assert Job.objects.get(pk=job.pk).state == JobState.CANCELLED
     assert list(JobEvent.objects.filter(job=job).values_list("to_state", flat=True)) == [
         "QUEUED", "CANCELLED"]
+    assert Job.objects.get(pk=job.pk).finished_at is not None  # an end always has a time
 
 
 @pytest.mark.django_db(transaction=True)
