@@ -66,8 +66,10 @@ PRIORITY_MAX_AGE_S = 7 * 86_400.0
 def _eligible(job: QueuedJob, node: NodeView, now: float) -> bool:
     if not node.schedulable:
         return False
-    if node.until is not None and now + job.time_limit_s > node.until:
-        return False  # its time limit ends after the node leaves service
+    if node.until is not None and now + job.time_limit_s > node.until and not (
+            node.upcoming and node.upcoming == job.org):
+        return False  # its time limit ends after the node leaves service, or leaves it to
+        # the organization it is dedicated to from then
     if job.gpu_types and node.gpu_type not in job.gpu_types:
         return False
     if job.region and node.region != job.region:
@@ -96,7 +98,7 @@ class Fleet:
         return cls(nodes, {n.name: sorted(n.free_gpus) for n in nodes}, {},
                    span_nodes=snapshot.config.span_nodes, now=snapshot.now,
                    windows=any(n.until is not None for n in nodes),
-                   owned=any(n.owner for n in nodes))
+                   owned=any(n.owner or n.upcoming for n in nodes))
 
     def max_free(self) -> int:
         if self._max_free is None:

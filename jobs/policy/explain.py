@@ -130,7 +130,10 @@ def windows_in_way(rnd: _Round, job: QueuedJob) -> PendingReason:
     """Why a job that only nodes leaving service before its time limit ends could hold waits:
     they leave by the last of their windows (it starts once they are back). Other nodes it
     may use are too small for it."""
-    until = max(p.until for g in rnd.index.matching_ever(job) for p in g if p.until is not None)
+    windowed = [p for g in rnd.index.matching_ever(job) for p in g if p.until is not None]
+    until = max(p.until for p in windowed if p.until is not None)
+    if all(p.upcoming for p in windowed):  # dedications ahead, not maintenance
+        return reasons.dedicated_from(job, until, rnd.now)
     return reasons.maintenance(job, until, rnd.now)
 
 

@@ -17,7 +17,9 @@ it can. A gang gets all its GPUs or nothing.
 
 A node dedicated to an organization (`NodeView.owner`) is a pool of its own that only that
 organization's jobs match, ahead of the shared pools of the same GPU type, so its own nodes
-fill before it takes shared GPUs from others.
+fill before it takes shared GPUs from others. One dedicated from a time ahead is shared till
+then, as a node with a maintenance window then (below), but for its coming owner's jobs,
+which no window holds (`NodeView.upcoming`).
 
 A node with a maintenance window (`NodeView.until`) is a pool of its own, which a job may use
 only when its time limit ends by then (`pool_key`, `matching`), or, for a job that
@@ -54,6 +56,7 @@ class Pool:
     until: float | None = None  # its nodes leave service then (maintenance window)
     window: int = 1 << 30  # rank of `until` among the index's windows (none: past them all)
     owner: str = ""  # the organization its nodes are dedicated to ("": shared)
+    upcoming: str = ""  # the organization they are dedicated to from `until` on
 
 
 class FreeIndex:
@@ -69,15 +72,15 @@ class FreeIndex:
         self._match: dict[tuple, Pools] = {}
         self._largest: dict[int, int] = {}  # id of a matched pool list -> its largest node
         self.label: dict[str, int] = {}  # node -> highest tier level running on it, -1: none
-        by_key: dict[tuple[str, int, str, float | None, str], Pool] = {}
+        by_key: dict[tuple[str, int, str, float | None, str, str], Pool] = {}
         for n in nodes:
             if not n.schedulable or n.total_gpus <= 0:
                 continue
-            key = (n.gpu_type, n.gpu_memory_mb, n.region, n.until, n.owner)
+            key = (n.gpu_type, n.gpu_memory_mb, n.region, n.until, n.owner, n.upcoming)
             pool = by_key.get(key)
             if pool is None:
                 pool = by_key[key] = Pool(n.gpu_type, n.gpu_memory_mb, n.region, until=n.until,
-                                          owner=n.owner)
+                                          owner=n.owner, upcoming=n.upcoming)
                 self.pools.append(pool)
             pool.size = max(pool.size, n.total_gpus)
             pool.nodes.append(n.name)
@@ -86,7 +89,8 @@ class FreeIndex:
             self.free[n.name] = sorted(n.free_gpus)
         # when windowed nodes leave service, earliest first (usually none)
         self.windows = sorted({p.until for p in self.pools if p.until is not None})
-        self.owned = any(p.owner for p in self.pools)  # some node is dedicated (usually none)
+        # some node is dedicated, now or ahead (usually none)
+        self.owned = any(p.owner or p.upcoming for p in self.pools)
         for pool in self.pools:
             if pool.until is not None:
                 pool.window = self.windows.index(pool.until)
@@ -135,8 +139,10 @@ class FreeIndex:
         return [g for g in groups if g]
 
     def reaches(self, pool: Pool, job: QueuedJob) -> bool:
-        """Whether the job's time limit ends before the pool's nodes leave service."""
-        return pool.until is None or self.now + job.time_limit_s <= pool.until
+        """Whether the job's time limit ends before the pool's nodes leave service (no window
+        holds their coming owner's jobs)."""
+        return (pool.until is None or self.now + job.time_limit_s <= pool.until
+                or bool(pool.upcoming) and pool.upcoming == job.org)
 
     def _matched(self, key: tuple) -> Pools:
         found = self._match.get(key)
@@ -152,7 +158,8 @@ class FreeIndex:
     def _compute_matching(self, types: tuple[str, ...], mem: int, region: str,
                           reach: int = 0, org: str = "") -> Pools:
         ok = [p for p in self.pools if p.memory_mb >= mem and (not region or p.region == region)
-              and p.window >= reach and (not p.owner or p.owner == org)]
+              and (p.window >= reach or bool(p.upcoming) and p.upcoming == org)
+              and (not p.owner or p.owner == org)]
         # any type: one group, best fit across all of them; else a group a type, in order
         groups = [ok] if not types else [[p for p in ok if p.gpu_type == t] for t in types]
         if self.owned:  # the organization's own nodes of each group first

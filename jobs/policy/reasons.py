@@ -137,6 +137,12 @@ def dedicated(job: QueuedJob, what_if: str = "") -> PendingReason:
                          "dedicated to other organizations", None, what_if)
 
 
+def dedicated_from(job: QueuedJob, until: float, now: float) -> PendingReason:
+    return PendingReason(
+        "dedicated", f"the nodes that can hold {gpu_words(job)} are dedicated to other "
+        f"organizations by {clock(until, now)}, before its time limit would end")
+
+
 def out_of_service(job: QueuedJob, back_at: float | None, now: float,
                    what_if: str = "") -> PendingReason:
     return PendingReason(

@@ -48,6 +48,9 @@ class NodeView:
     # the organization it is dedicated to ("": shared): only that one's jobs start on it,
     # and they look at it before shared nodes (placement.py)
     owner: str = ""
+    # the organization it is dedicated to from `until` on: its jobs are not held to that
+    # window, as every other's are (a dedication ahead, as a maintenance window)
+    upcoming: str = ""
 
 
 @dataclass(slots=True)  # not frozen: RECORDS, above

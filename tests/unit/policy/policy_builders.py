@@ -29,10 +29,10 @@ def tiers(**floors: float) -> dict[str, TierSpec]:
 def node(name: str, gpus: int = 8, free: tuple[int, ...] | None = None, gpu_type: str = "H100",
          island: str = "i0", region: str = "", mem: int = 81_920,
          schedulable: bool = True, until: float | None = None,
-         back_at: float | None = None, owner: str = "") -> NodeView:
+         back_at: float | None = None, owner: str = "", upcoming: str = "") -> NodeView:
     free = tuple(range(gpus)) if free is None else free
     return NodeView(name, gpu_type, mem, gpus, free, region, island, schedulable, until,
-                    back_at, owner)
+                    back_at, owner, upcoming)
 
 
 def job(job_id: int, tier: str = "paid", org: str = "a", gpus: int = 1, wait: float = 0.0,

@@ -24,11 +24,13 @@ def snapshots(draw) -> Snapshot:
         mode = draw(st.sampled_from(["idle", "idle", "full", "full", "some"]))
         busy = {"idle": [], "full": list(range(size))}.get(mode) or draw(
             st.lists(st.integers(0, size - 1), unique=True, max_size=size))
+        until = draw(windows())
         nodes.append(node(f"n{i}", size, tuple(g for g in range(size) if g not in busy),
                           gpu_type=draw(st.sampled_from(["H100", "H100", "A100"])),
                           island=f"i{i // 3}", schedulable=draw(st.booleans()) or i < 4,
-                          until=draw(windows()),
-                          owner=draw(st.sampled_from(["", "", "", "a", "b"]))))
+                          until=until, owner=draw(st.sampled_from(["", "", "", "a", "b"])),
+                          # dedicated from its window on: its coming owner is not held to it
+                          upcoming=draw(st.sampled_from(["", "a"])) if until else ""))
         # busy GPUs belong to running attempts of one to all of them
         while busy:
             take = draw(st.integers(1, len(busy)))

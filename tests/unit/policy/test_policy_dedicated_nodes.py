@@ -5,7 +5,7 @@ docs for."""
 
 from __future__ import annotations
 
-from policy_builders import job, node, nodes_of, placed, running, snap
+from policy_builders import NOW, job, node, nodes_of, placed, running, snap
 
 from jobs.policy import POLICIES, decide
 
@@ -48,3 +48,15 @@ def test_a_shared_node_takes_the_owners_jobs_once_its_own_are_full() -> None:
     d = decide(snap(nodes, queued=[job(1, org="acme", gpus=4), job(2, org="acme", gpus=4,
                                                                    wait=-1)]))
     assert nodes_of(d, 1) == ["acme1"] and nodes_of(d, 2) == ["shared"]
+
+
+def test_a_node_dedicated_from_a_time_ahead_holds_others_to_it_and_not_its_owner() -> None:
+    hour = 3600.0
+    nodes = [node("soon", 8, until=NOW + hour, upcoming="acme")]
+    d = decide(snap(nodes, queued=[job(1, org="other", limit=2 * hour),
+                                   job(2, org="other", limit=0.5 * hour, wait=-1)]))
+    assert nodes_of(d, 2) == ["soon"] and 1 not in placed(d)
+    assert d.pending[1].code == "dedicated" and "by " in d.pending[1].text
+    for name, decide_with in POLICIES.items():  # its coming owner runs past the window
+        d = decide_with(snap(nodes, queued=[job(3, org="acme", limit=2 * hour)]))
+        assert [a.node for a in placed(d)[3]] == ["soon"], name
