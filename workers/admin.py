@@ -4,9 +4,11 @@ from django import forms
 from django.contrib import admin, messages
 from django.db.models import Count, Q
 from django.template.response import TemplateResponse
+from django.utils import timezone
 
 from gpusched.admin_base import ChangedFieldsOnly, action_form
 from jobs.models import Organization
+from jobs.services.errors import ServiceError
 from workers.models import Gpu, Node
 from workers.services.dedication import nodes_dedicate
 from workers.services.fleet import (
@@ -29,10 +31,18 @@ class MaintenanceForm(forms.Form):
 class DedicateForm(forms.Form):
     organization = forms.ModelChoiceField(Organization.objects.order_by("slug"),
                                           to_field_name="slug")
-    evacuate = forms.BooleanField(required=False, help_text="Ask other organizations' jobs "
-                                                            "running there to checkpoint "
-                                                            "and move now; else they finish "
-                                                            "there.")
+    at = forms.DateTimeField(required=False, help_text="When it begins (UTC), e.g. 2026-12-08 "
+                                                       "09:00; till then others' jobs must "
+                                                       "end by then. Empty: now.")
+    hours = forms.FloatField(required=False, min_value=0.01, max_value=24 * 366,
+                             help_text="How long it lasts: then the nodes are shared again by "
+                                       "themselves. Empty: until you share them.")
+    evacuate = forms.BooleanField(required=False, help_text="Beginning now: ask other "
+                                                            "organizations' jobs running "
+                                                            "there to checkpoint and move; "
+                                                            "else they finish there. One "
+                                                            "ahead moves them when it "
+                                                            "begins.")
 
 
 class GpuInline(admin.TabularInline):
@@ -55,14 +65,16 @@ class NodeAdmin(ChangedFieldsOnly):
     drain, return, end of maintenance)."""
 
     list_display = ["name", "state", "state_reason", "maintenance_at", "maintenance_until",
-                    "gpu_type", "gpu_count", "dedicated_to",
+                    "gpu_type", "gpu_count", "dedicated_to", "dedicated_from",
+                    "dedicated_until",
                     "live_attempts", "gpu_memory_mb", "region", "island", "last_heartbeat"]
     list_filter = ["state", "gpu_type", "region", "island", "dedicated_to"]
     search_fields = ["name"]
     inlines = [GpuInline]
     # a dedication moves by its actions: audited, and the next round is asked for at once
     readonly_fields = ["name", "gpu_type", "gpu_count", "gpu_memory_mb", "state",
-                       "state_reason", "last_heartbeat", "registered_at", "dedicated_to"]
+                       "state_reason", "last_heartbeat", "registered_at", "dedicated_to",
+                       "dedicated_from", "dedicated_until"]
 
     actions = ["cordon", "drain", "drain_and_evacuate", "return_to_service",
                "schedule_maintenance", "end_maintenance", "dedicate", "share"]
@@ -142,11 +154,20 @@ class NodeAdmin(ChangedFieldsOnly):
                                      "caps and fair share count them as any GPUs.")
         if isinstance(form, TemplateResponse):
             return form
-        org = form.cleaned_data["organization"]
-        asked = nodes_dedicate(queryset, org, by=request.user,
-                               evacuate=form.cleaned_data["evacuate"])
+        org, at, hours = (form.cleaned_data[k] for k in ("organization", "at", "hours"))
+        start = at or timezone.now()
+        until = start + timedelta(hours=hours) if hours else None
+        try:
+            asked = nodes_dedicate(queryset, org, by=request.user, at=at, until=until,
+                                   evacuate=form.cleaned_data["evacuate"])
+        except ServiceError as exc:
+            messages.error(request, exc.message)
+            return None
         moved = f"; {asked} running job(s) of others asked to move" if asked else ""
-        messages.info(request, f"{queryset.count()} node(s) dedicated to {org.slug}{moved}.")
+        when = f" from {start:%Y-%m-%d %H:%M} UTC" if at else ""
+        end = f" until {until:%Y-%m-%d %H:%M} UTC" if until else ""
+        messages.info(request, f"{queryset.count()} node(s) dedicated to {org.slug}{when}{end}"
+                               f"{moved}.")
         return None
 
     @admin.action(description="Share with every organization again")

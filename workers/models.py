@@ -44,6 +44,10 @@ class Node(models.Model):
         "jobs.Organization", null=True, blank=True, on_delete=models.SET_NULL,
         related_name="dedicated_nodes",
         help_text="Only this organization's jobs start here; empty: every organization's.")
+    # a dedication ahead: shared till then (other jobs must end by then), its owner's from
+    # then; null once it has begun. And when it ends by itself (null: when an operator ends it)
+    dedicated_from = models.DateTimeField(null=True, blank=True)
+    dedicated_until = models.DateTimeField(null=True, blank=True)
     registered_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:

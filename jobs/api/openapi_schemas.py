@@ -289,6 +289,12 @@ ORGANIZATION = obj({
                               "wait; waiting_jobs and backlog_s: past them a submission is "
                               "429 (queue_full, overloaded); requests_per_min: 429 "
                               "rate_limited; live_keys, webhooks: 409"},
+    "dedicated_nodes": {"type": "array", "items": obj({
+        "node": STR, "gpu_type": STR, "gpus": INT, "from": nullable(TIME),
+        "until": nullable(TIME)}), "description": "nodes an operator dedicated to the "
+        "organization: only its jobs start there, and they go there first; from: when a "
+        "dedication ahead begins (null: begun), until: when it ends (null: when an operator "
+        "ends it)"},
     "settings": {**obj({"monthly_limit": nullable(INT), "low_credits_threshold": INT,
                         "erase_after_hours": nullable(INT)}),
                  "description": "what the organization sets for itself (PATCH): its monthly "

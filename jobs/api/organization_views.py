@@ -54,6 +54,10 @@ class OrganizationDetail(APIView):
             "key": {"prefix": f"{key.prefix}…", "name": key.name, "scope": key.scope,
                     "user": key.user.get_username() if key.user else None,
                     "expires_at": key.expires_at},
+            "dedicated_nodes": [
+                {"node": n.name, "gpu_type": n.gpu_type, "gpus": n.gpu_count,
+                 "from": n.dedicated_from, "until": n.dedicated_until}
+                for n in org.dedicated_nodes.order_by("name")],
             "settings": {"monthly_limit": organization_budget(org),
                          "low_credits_threshold": org.low_credits_threshold,
                          "erase_after_hours": org.erase_after_hours},

@@ -30,6 +30,7 @@ from jobs.scheduler.runtimes import load_run_times, run_time_of
 from jobs.scheduler.usage import LiveUse, load_usage, user_key
 from jobs.states import JobState
 from workers.models import Gpu, Node, NodeState
+from workers.services.dedication import begins_at
 
 
 def ts(value: datetime | None) -> float | None:
@@ -82,17 +83,29 @@ def load_nodes(now: datetime, promised: Promised = frozenset()) -> list[P.NodeVi
         "pk", "slug").distinct())  # usually none
     for n in Node.objects.exclude(state=NodeState.DOWN).order_by("name").only(
         "name", "gpu_type", "gpu_memory_mb", "gpu_count", "region", "island", "state",
-        "last_heartbeat", "maintenance_at", "maintenance_until", "dedicated_to_id"
+        "last_heartbeat", "maintenance_at", "maintenance_until", "dedicated_to_id",
+        "dedicated_from"
     ):
         indices = tuple(sorted(g for g in free[n.id] if (n.name, g) not in promised))
         nodes.append(P.NodeView(
             name=n.name, gpu_type=n.gpu_type, gpu_memory_mb=n.gpu_memory_mb,
             total_gpus=n.gpu_count, free_gpus=indices, region=n.region,
-            island=island_of(n), schedulable=schedulable(n, now), until=window_end(n),
+            island=island_of(n), schedulable=schedulable(n, now),
             back_at=n.maintenance_until.timestamp() if n.maintenance_until else None,
-            owner=owners.get(n.dedicated_to_id, ""),
+            **_dedication(n, owners.get(n.dedicated_to_id, ""), now.timestamp()),
         ))
     return nodes
+
+
+def _dedication(node: Node, org: str, now: float) -> dict:
+    """The node's owner, or, for a dedication ahead, the window it is to others and its
+    coming owner (held to the window all the same where maintenance comes too)."""
+    maintenance, begins = window_end(node), begins_at(node)
+    if begins is None or begins <= now:
+        return {"until": maintenance, "owner": org}
+    if maintenance is None:
+        return {"until": begins, "upcoming": org}
+    return {"until": min(maintenance, begins)}
 
 
 def window_end(node: Node) -> float | None:

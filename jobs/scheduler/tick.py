@@ -62,12 +62,14 @@ def scheduler_tick_run() -> TickReport:
     with tick_lock() as held:
         if not held:
             return TickReport(ran=False)
+        from workers.services.dedication import dedications_due
         from workers.services.fleet import maintenance_due
         from workers.services.reaper import reap_expired_attempts, release_due_retries
 
         now = timezone.now()
         reap_expired_attempts(now=now)
         maintenance_due(now)
+        dedications_due(now)
         release_due_retries(now=now)
         cancel_late_starts(now=now)
         nominees = start_nominees(now)

@@ -22,12 +22,14 @@ def gpu_catalog(now: datetime, organizations: Collection[int] = ()) -> list[dict
     types: dict[str, dict] = {gpu_type: _empty() for gpu_type in prices}
     for node in Node.objects.exclude(state=NodeState.DOWN).only(
             "gpu_type", "gpu_count", "gpu_memory_mb", "region", "state", "last_heartbeat",
-            "dedicated_to_id"):
-        if node.dedicated_to_id is not None and node.dedicated_to_id not in organizations:
+            "dedicated_to_id", "dedicated_from"):
+        dedicated = node.dedicated_to_id is not None and (
+            node.dedicated_from is None or node.dedicated_from <= now)  # not one ahead
+        if dedicated and node.dedicated_to_id not in organizations:
             continue  # another organization's alone
         entry = types.setdefault(node.gpu_type, _empty())
         entry["gpus"] += node.gpu_count
-        if node.dedicated_to_id is not None:
+        if dedicated:
             entry["dedicated_gpus"] += node.gpu_count
         if schedulable(node, now):
             entry["schedulable_gpus"] += node.gpu_count

@@ -74,6 +74,8 @@ def test_clients_see_what_they_may_use_and_the_trails_who_changed_it(alice, bob,
     client.post("/admin/workers/node/", {"action": "dedicate", "apply": "Dedicate",
                                          "organization": "alice", "_selected_action": [acme.pk]})
     assert Node.objects.get(pk=acme.pk).dedicated_to == alice
+    assert api.get("/api/v1/organization").json()["dedicated_nodes"] == [
+        {"node": "n2", "gpu_type": "H100", "gpus": 4, "from": None, "until": None}]
     mine = api.get("/api/v1/gpu-types").json()["results"][0]
     assert (mine["gpus"], mine["dedicated_gpus"], mine["most_on_one_node"]) == (12, 4, 8)
     bobs = APIClient()
@@ -91,3 +93,59 @@ def test_clients_see_what_they_may_use_and_the_trails_who_changed_it(alice, bob,
     assert trail == [("alice", "nodes.dedicated", ["n2"]), ("alice", "nodes.shared", ["n2"]),
                      ("bob", "nodes.dedicated", ["n2"]), ("bob", "nodes.shared", ["n2"])]
     assert OrganizationEvent.objects.filter(action="nodes.dedicated").first().user == operator
+
+
+def test_a_dedication_ahead_holds_others_to_it_then_begins_and_ends_by_itself(alice, bob):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from jobs.services.errors import ValidationFailed
+    from jobs.services.submission import JobSpec, job_submit
+    from workers.services.dedication import dedications_due
+
+    node, now = make_node("n1", gpus=8), timezone.now()
+    hour = timedelta(hours=1)
+    with pytest.raises(ValidationFailed):
+        nodes_dedicate([node], alice, at=now + hour, until=now + hour)
+    nodes_dedicate([node], alice, at=now + hour, until=now + 3 * hour)
+
+    def submit(org, hours: float) -> Job:
+        return job_submit(organization=org, spec=JobSpec(prompt="x", time_limit_s=round(
+            hours * 3600)))
+    long, short, mine = submit(bob, 2), submit(bob, 0.5), submit(alice, 2)
+    running = start_placed(short)
+    assert Attempt.objects.get(job=mine, ended_at__isnull=True).node.name == "n1"
+    long.refresh_from_db()
+    assert (long.state, long.pending_code) == ("QUEUED", "dedicated")
+    assert "dedicated to other organizations by" in long.pending_reason
+
+    assert dedications_due(now) == 0  # not yet
+    assert dedications_due(now + hour) == 1  # begun: bob's try moves, alice's stays
+    assert Job.objects.get(pk=short.pk).state == "PREEMPTING"
+    assert Attempt.objects.get(pk=running.pk).stop_requested == "preempt"
+    assert Node.objects.get(pk=node.pk).dedicated_from is None
+    assert dedications_due(now + hour) == 0  # once
+    assert dedications_due(now + 3 * hour) == 0
+    assert Node.objects.get(pk=node.pk).dedicated_to is None  # over: shared again
+    ended = OrganizationEvent.objects.filter(action="nodes.shared").get()
+    assert (ended.organization, ended.detail["reason"]) == (alice, "its dedication ended")
+
+
+def test_operators_book_a_dedication_ahead_from_admin_and_a_script(alice, client):
+    node = make_node("n1", gpus=8)
+    operator = get_user_model().objects.create_superuser("op", password="pw-op-1")
+    client.force_login(operator)
+    page = client.post("/admin/workers/node/", {
+        "action": "dedicate", "apply": "Dedicate", "organization": "alice",
+        "at": "2030-01-07 09:00", "hours": "48", "_selected_action": [node.pk]}, follow=True)
+    assert "from 2030-01-07 09:00 UTC until 2030-01-09 09:00 UTC" in page.content.decode()
+    node.refresh_from_db()
+    assert (node.dedicated_from.isoformat(), node.dedicated_until.isoformat()) == (
+        "2030-01-07T09:00:00+00:00", "2030-01-09T09:00:00+00:00")
+    call_command("node_dedicate", "n1", "--org", "alice", "--at", "2030-02-01T00:00Z",
+                 "--hours", "1")
+    node.refresh_from_db()
+    assert node.dedicated_until.isoformat() == "2030-02-01T01:00:00+00:00"
+    with pytest.raises(CommandError):
+        call_command("node_dedicate", "n1", "--org", "alice", "--hours", "0")

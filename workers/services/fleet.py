@@ -52,7 +52,7 @@ def node_schedule_maintenance(node: Node, at: datetime | None,
     with transaction.atomic():
         Node.objects.filter(pk=node.pk).update(maintenance_at=at,
                                                maintenance_until=until if at else None)
-        if at is None or at - _grace() > timezone.now():
+        if at is None or at - kill_grace() > timezone.now():
             _end_maintenance_drain(Node.objects.filter(pk=node.pk))
     transaction.on_commit(request_tick)
 
@@ -81,7 +81,7 @@ def maintenance_due(now: datetime) -> int:
 def _windows_now(now: datetime) -> tuple[list[int], list[int], list[int]]:
     """(nodes whose window has ended, nodes not down in their window, the active ones of
     those): one read of the few nodes with a window."""
-    ended, due, active, begun = [], [], [], now + _grace()
+    ended, due, active, begun = [], [], [], now + kill_grace()
     for pk, state, at, until in Node.objects.filter(maintenance_at__isnull=False).values_list(
             "pk", "state", "maintenance_at", "maintenance_until"):
         if until is not None and until <= now:
@@ -98,13 +98,13 @@ def _end_maintenance_drain(nodes) -> None:
         state=NodeState.ACTIVE, state_reason="")
 
 
-def _grace() -> timedelta:
+def kill_grace() -> timedelta:
     return timedelta(seconds=settings.GPUSCHED_KILL_GRACE_S)
 
 
 def _begun_windows(now: datetime):
     # the policy starts nothing there from the window less the kill grace (snapshot.window_end)
-    return Node.objects.filter(maintenance_at__lte=now + _grace())
+    return Node.objects.filter(maintenance_at__lte=now + kill_grace())
 
 
 def node_drain(node: Node, *, evacuate: bool = False, grace_s: float | None = None) -> int:

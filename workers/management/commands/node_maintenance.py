@@ -4,11 +4,9 @@ ticket system, say): `manage.py node_maintenance n17 n18 --at 2026-12-04T14:00Z 
 
 from __future__ import annotations
 
-from datetime import UTC, timedelta
-
 from django.core.management.base import BaseCommand, CommandError
-from django.utils.dateparse import parse_datetime
 
+from workers.management.times import hours_after, when
 from workers.models import Node
 from workers.services.fleet import node_schedule_maintenance
 
@@ -30,8 +28,8 @@ class Command(BaseCommand):
         unknown = sorted(set(opts["nodes"]) - {n.name for n in nodes})
         if unknown:
             raise CommandError(f"no node {', '.join(unknown)}: nothing changed")
-        at = None if opts["done"] else _when(opts["at"])
-        until = _end(at, opts["hours"])
+        at = None if opts["done"] else when(opts["at"])
+        until = hours_after(at, opts["hours"])
         for node in nodes:
             node_schedule_maintenance(node, at, until)
         names = ", ".join(sorted(n.name for n in nodes))
@@ -39,17 +37,3 @@ class Command(BaseCommand):
         self.stdout.write(f"{names}: no maintenance window" if at is None else
                           f"{names}: leave service at {at.isoformat()}{back}")
 
-
-def _when(text: str):
-    at = parse_datetime(text.replace("Z", "+00:00"))
-    if at is None:
-        raise CommandError(f"not a date and time: {text!r} (e.g. 2026-12-04T14:00Z)")
-    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
-
-
-def _end(at, hours: float | None):
-    if hours is None:
-        return None
-    if at is None or hours <= 0:
-        raise CommandError("--hours goes with --at and is more than 0")
-    return at + timedelta(hours=hours)
