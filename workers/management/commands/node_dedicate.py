@@ -10,8 +10,7 @@ from django.utils import timezone
 
 from jobs.models import Organization
 from jobs.services.errors import ServiceError
-from workers.management.times import hours_after, when
-from workers.models import Node
+from workers.management.arguments import hours_after, nodes_named, when
 from workers.services.dedication import nodes_dedicate
 
 
@@ -33,10 +32,7 @@ class Command(BaseCommand):
                                  "jobs checkpoint and move now (else they finish there)")
 
     def handle(self, *args, **opts):
-        nodes = list(Node.objects.filter(name__in=opts["nodes"]))
-        unknown = sorted(set(opts["nodes"]) - {n.name for n in nodes})
-        if unknown:
-            raise CommandError(f"no node {', '.join(unknown)}: nothing changed")
+        nodes = nodes_named(opts["nodes"])
         org = None
         if opts["org"]:
             org = Organization.objects.filter(slug=opts["org"]).first()

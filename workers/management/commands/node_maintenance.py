@@ -4,10 +4,9 @@ ticket system, say): `manage.py node_maintenance n17 n18 --at 2026-12-04T14:00Z 
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
-from workers.management.times import hours_after, when
-from workers.models import Node
+from workers.management.arguments import hours_after, nodes_named, when
 from workers.services.fleet import node_schedule_maintenance
 
 
@@ -24,10 +23,7 @@ class Command(BaseCommand):
                                  "by themselves (without it: until --done)")
 
     def handle(self, *args, **opts):
-        nodes = list(Node.objects.filter(name__in=opts["nodes"]))
-        unknown = sorted(set(opts["nodes"]) - {n.name for n in nodes})
-        if unknown:
-            raise CommandError(f"no node {', '.join(unknown)}: nothing changed")
+        nodes = nodes_named(opts["nodes"])
         at = None if opts["done"] else when(opts["at"])
         until = hours_after(at, opts["hours"])
         for node in nodes:

@@ -1,5 +1,5 @@
-"""Times the fleet's commands take: a start in ISO 8601 (UTC unless it says) and a length in
-hours after it."""
+"""What the fleet's commands take: nodes by name, a start in ISO 8601 (UTC unless it says)
+and a length in hours after it."""
 
 from __future__ import annotations
 
@@ -7,6 +7,17 @@ from datetime import UTC, datetime, timedelta
 
 from django.core.management.base import CommandError
 from django.utils.dateparse import parse_datetime
+
+from workers.models import Node
+
+
+def nodes_named(names: list[str]) -> list[Node]:
+    """The nodes named, or a refusal naming those that do not exist."""
+    nodes = list(Node.objects.filter(name__in=names))
+    unknown = sorted(set(names) - {n.name for n in nodes})
+    if unknown:
+        raise CommandError(f"no node {', '.join(unknown)}: nothing changed")
+    return nodes
 
 
 def when(text: str) -> datetime:
