@@ -127,11 +127,25 @@ def _tick_order(jobs: list[QueuedJob]) -> list[QueuedJob]:
     return _built(in_deadline_order(jobs, PolicyConfig().limit_weight))
 
 
-def snapshot(queued: int, seed: int = 7, late_gangs: int = 0) -> Snapshot:
+def _dedicate(nodes: list[NodeView], orgs, count: int) -> list[NodeView]:
+    """`count` nodes spread over the GPU types, dedicated 8 at a time to enterprise
+    organizations (docs/nodes.md, "Dedicated nodes"): every job's matching then depends on
+    its organization too."""
+    if not count:
+        return nodes
+    owners = [o for o, tier in orgs if tier == "enterprise"][:max(1, count // 8)]
+    step = max(1, len(nodes) // count)
+    chosen = {n.name: owners[i // 8 % len(owners)]
+              for i, n in enumerate(nodes[::step][:count])}
+    return [replace(n, owner=chosen.get(n.name, "")) for n in nodes]
+
+
+def snapshot(queued: int, seed: int = 7, late_gangs: int = 0, dedicated: int = 0) -> Snapshot:
     rng = random.Random(seed)
     nodes = _nodes(rng)
     orgs = _orgs(rng)
     running, nodes = _running(rng, nodes, orgs)
+    nodes = _dedicate(nodes, orgs, dedicated)
     usage = {o: rng.uniform(0, 5e6) for o, _ in orgs}
     caps = {o: 64 for o, _ in orgs[::10]}
     late = [QueuedJob(queued + i, f"late{i}", "enterprise", 16, NOW - 3600, 3600.0)
@@ -169,14 +183,18 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--queued", default="5000,50000,200000")
     ap.add_argument("--late-gangs", type=int, default=0)
+    ap.add_argument("--dedicated", type=int, default=0,
+                    help="nodes dedicated to enterprise organizations, 8 to each")
     args = ap.parse_args()
     head = f"{'queued':>8} {'median ms':>10} {'p90 ms':>8} {'fifo ms':>8} {'ratio':>6} " \
            f"{'placed':>7} {'preempt':>7} {'reserv':>6} {'kept':>5} {'pending':>8}"
     built = "compiled (bin/build-policy)" if running_compiled() else "interpreted"
-    print(f"gpusched decide: 1,000 nodes x 8 GPUs, 5,000 running, one core; policy {built}")
+    mine = f", {args.dedicated} nodes dedicated" if args.dedicated else ""
+    print(f"gpusched decide: 1,000 nodes x 8 GPUs{mine}, 5,000 running, one core; policy "
+          f"{built}")
     print(head)
     for q in (int(x) for x in args.queued.split(",")):
-        snap = snapshot(q, late_gangs=args.late_gangs)
+        snap = snapshot(q, late_gangs=args.late_gangs, dedicated=args.dedicated)
         # steady state: the tick carries the previous round's reservations into this one
         snap.holds = decide(snap).next_holds()
         runs = max(3, args.runs if q <= 50_000 else args.runs // 2)
