@@ -8,7 +8,7 @@ from django.core.management import CommandError, call_command
 
 from jobs.models import Attempt, Job, OrganizationEvent
 from jobs.scheduler.tick import scheduler_tick_run
-from tests.support.factories import make_job, make_node, start_placed
+from tests.support.factories import make_job, make_member, make_node, start_placed
 from workers.models import Node
 from workers.services.dedication import nodes_dedicate
 
@@ -76,6 +76,9 @@ def test_clients_see_what_they_may_use_and_the_trails_who_changed_it(alice, bob,
     assert Node.objects.get(pk=acme.pk).dedicated_to == alice
     assert api.get("/api/v1/organization").json()["dedicated_nodes"] == [
         {"node": "n2", "gpu_type": "H100", "gpus": 4, "from": None, "until": None}]
+    client.force_login(make_member(alice, "ann"))  # and its members on the team page
+    assert "n2 (4 H100)" in client.get("/dashboard/team").content.decode()
+    client.force_login(operator)
     mine = api.get("/api/v1/gpu-types").json()["results"][0]
     assert (mine["gpus"], mine["dedicated_gpus"], mine["most_on_one_node"]) == (12, 4, 8)
     bobs = APIClient()
