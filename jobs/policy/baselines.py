@@ -90,7 +90,8 @@ class Fleet:
     span_nodes: bool = True  # PolicyConfig.span_nodes
     now: float = 0.0
     windows: bool = False  # some node has a maintenance window (NodeView.until)
-    owned: bool = False  # some node is dedicated to an organization (NodeView.owner)
+    # the organizations some node is dedicated to, now or ahead (NodeView.owner, upcoming)
+    owners: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, snapshot: Snapshot) -> Fleet:
@@ -98,7 +99,7 @@ class Fleet:
         return cls(nodes, {n.name: sorted(n.free_gpus) for n in nodes}, {},
                    span_nodes=snapshot.config.span_nodes, now=snapshot.now,
                    windows=any(n.until is not None for n in nodes),
-                   owned=any(n.owner or n.upcoming for n in nodes))
+                   owners=frozenset(o for n in nodes for o in (n.owner, n.upcoming) if o))
 
     def max_free(self) -> int:
         if self._max_free is None:
@@ -108,7 +109,8 @@ class Fleet:
     def groups(self, job: QueuedJob) -> list[list[NodeView]]:
         """Candidate node groups: single nodes if one can ever hold the job, else islands."""
         key = (job.gpus, job.gpu_types, job.min_gpu_memory_mb, job.region,
-               job.time_limit_s if self.windows else 0.0, job.org if self.owned else "")
+               job.time_limit_s if self.windows else 0.0,
+               job.org if job.org in self.owners else "")
         found = self._groups.get(key)
         if found is None:
             found = self._groups[key] = self._find_groups(job)

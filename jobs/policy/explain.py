@@ -76,7 +76,7 @@ def no_fit(rnd: _Round, job: QueuedJob, groups: Pools) -> PendingReason:
     """Why a job that no node can hold as asked waits, with the relaxation that would start
     it now: one object per job shape, so a flood of such jobs costs one look per shape."""
     key = ("no_fit", job.gpus, job.min_gpus, job.gpu_types, job.min_gpu_memory_mb, job.region,
-           job.org if rnd.index.owned else "")
+           rnd.index.org_key(job))
     reason = rnd.plain_reasons.get(key)
     if reason is None:
         relax = what_if(rnd.index, job, groups, rnd.cfg.span_nodes)

@@ -89,8 +89,9 @@ class FreeIndex:
             self.free[n.name] = sorted(n.free_gpus)
         # when windowed nodes leave service, earliest first (usually none)
         self.windows = sorted({p.until for p in self.pools if p.until is not None})
-        # some node is dedicated, now or ahead (usually none)
-        self.owned = any(p.owner or p.upcoming for p in self.pools)
+        # the organizations some node is dedicated to, now or ahead (usually none)
+        self.owners = {o for p in self.pools for o in (p.owner, p.upcoming) if o}
+        self.owned = bool(self.owners)
         for pool in self.pools:
             if pool.until is not None:
                 pool.window = self.windows.index(pool.until)
@@ -112,7 +113,7 @@ class FreeIndex:
         rank of the first of them it does); where nodes are dedicated, its organization."""
         reach = bisect_left(self.windows, self.now + job.time_limit_s) if self.windows else 0
         if self.owned:
-            return (job.gpu_types, job.min_gpu_memory_mb, job.region, reach, job.org)
+            return (job.gpu_types, job.min_gpu_memory_mb, job.region, reach, self.org_key(job))
         if self.windows:
             return (job.gpu_types, job.min_gpu_memory_mb, job.region, reach)
         return (job.gpu_types, job.min_gpu_memory_mb, job.region)
@@ -125,8 +126,14 @@ class FreeIndex:
     def matching_ever(self, job: QueuedJob) -> Pools:
         """Pools a job could use with no maintenance window in its way."""
         if self.owned:
-            return self._matched((job.gpu_types, job.min_gpu_memory_mb, job.region, 0, job.org))
+            return self._matched((job.gpu_types, job.min_gpu_memory_mb, job.region, 0,
+                                  self.org_key(job)))
         return self._matched((job.gpu_types, job.min_gpu_memory_mb, job.region))
+
+    def org_key(self, job: QueuedJob) -> str:
+        """The job's organization where nodes are dedicated to it, else "": every other
+        organization matches the same pools, and shares their cache entries."""
+        return job.org if job.org in self.owners else ""
 
     def windows_to_run_in(self, job: QueuedJob, run_s: float) -> Pools:
         """Pools the job may not use by its time limit but whose window leaves it `run_s`
