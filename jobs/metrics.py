@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from django.core.cache import cache
-from django.db.models import Count, Sum
+from django.db.models import Count, Exists, OuterRef, Sum
 from django.utils import timezone
 
 from credits.models import Account
@@ -130,6 +130,10 @@ def _metrics() -> Iterable[tuple[str, str, str, list[Sample]]]:
            "GPUs of nodes not down with a maintenance window set, begun or ahead: capacity "
            "that takes only jobs ending before it, or none (docs/nodes.md), by type.",
            [({"gpu_type": g}, n) for g, n in windows.annotate(Count("id"))])
+    yield ("gpusched_dedicated_gpus", "gauge",
+           "GPUs of nodes dedicated to an organization now (docs/nodes.md), by organization, "
+           "type and whether a live attempt holds them: reserved capacity, and how much of "
+           "it its owner uses.", _dedicated())
     yield from _published()
     yield from _ledger()
     yield ("gpusched_attempt_failures_total", "counter",
@@ -147,6 +151,17 @@ def _metrics() -> Iterable[tuple[str, str, str, list[Sample]]]:
            "Requests refused (429, or 402 for credits) since the cache was last emptied, by "
            "code.",
            [({"code": c}, cache.get(_REFUSED_KEY.format(c), 0)) for c in REFUSAL_CODES])
+
+
+def _dedicated() -> list[Sample]:
+    held = GpuBinding.objects.filter(gpu=OuterRef("pk"), released_at__isnull=True)
+    gpus = Gpu.objects.filter(node__dedicated_to__isnull=False,
+                              node__dedicated_from__isnull=True).exclude(
+        node__state=NodeState.DOWN).annotate(busy=Exists(held)).values_list(
+        "node__dedicated_to__slug", "node__gpu_type", "busy")
+    return [({"organization": o, "gpu_type": g, "in_use": str(busy).lower()}, n)
+            for o, g, busy, n in gpus.annotate(n=Count("id")).values_list(
+                "node__dedicated_to__slug", "node__gpu_type", "busy", "n")]
 
 
 def _work_at_risk() -> list[Sample]:

@@ -54,6 +54,13 @@ def test_others_running_there_finish_unless_evacuated(alice, bob):
     assert Job.objects.get(pk=running.pk).state == "RUNNING"
     mine = make_job(alice)
     start_placed(mine)
+    from django.test import Client
+
+    metrics = Client().get("/metrics").content.decode()  # reserved, and how much is used
+    for in_use, n in (("true", 2), ("false", 0)):  # bob's job and alice's hold both GPUs
+        line = (f'gpusched_dedicated_gpus{{gpu_type="H100",in_use="{in_use}",'
+                f'organization="alice"}} {n}.0')
+        assert (line in metrics) == bool(n), line
     assert nodes_dedicate([node], alice, evacuate=True) == 1  # bob's alone
     assert Job.objects.get(pk=running.pk).state == "PREEMPTING"
     assert Job.objects.get(pk=mine.pk).state == "RUNNING"
