@@ -22,7 +22,8 @@ from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from .placement import FreeIndex, Pool, Pools, pool_ids
+from .placement import FreeIndex
+from .pools import Pool, Pools, pool_ids
 from .types import Allocation, RunningView
 
 

@@ -6,7 +6,8 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from . import reasons
-from .placement import FreeIndex, Pool, Pools
+from .placement import FreeIndex
+from .pools import Pool, Pools
 from .types import NodeView, PendingReason, QueuedJob
 
 if TYPE_CHECKING:

@@ -28,7 +28,8 @@ from collections import defaultdict
 from . import caps, explain, kept, reasons, walk_end, yielding
 from .backfill import Hold, Timeline
 from .gcpause import gc_paused
-from .placement import FreeIndex, Pools
+from .placement import FreeIndex
+from .pools import Pools
 from .preemption import Plan, VictimIndex, grace_s, loss_bound
 from .queues import tier_floors, tier_levels
 from .ranking import RankedQueue

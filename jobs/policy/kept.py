@@ -17,7 +17,7 @@ import math
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
-from .placement import Pools, largest_node, pool_ids
+from .pools import Pools, largest_node, pool_ids
 from .queues import heads_before
 from .types import Allocation, QueuedJob
 

@@ -31,32 +31,9 @@ later or on victims' GPUs, leave such pools out.
 from __future__ import annotations
 
 from bisect import bisect_left
-from dataclasses import dataclass, field
 
+from .pools import Pool, Pools, largest_node, tightest
 from .types import Allocation, NodeView, QueuedJob
-
-Pools = list[list["Pool"]]  # one list of pools per allowed GPU type, in preference order
-
-
-@dataclass(slots=True, eq=False)
-class Pool:
-    """Schedulable nodes with the same GPU type, GPU memory and region."""
-
-    gpu_type: str
-    memory_mb: int
-    region: str
-    size: int = 0  # GPUs per node (the largest node of the pool)
-    # buckets[c]: nodes with exactly c free, unreserved GPUs (dict used as an ordered set)
-    buckets: list[dict[str, None]] = field(default_factory=list)
-    nodes: list[str] = field(default_factory=list)
-    free_total: int = 0
-    # labeled[c][label]: the nodes of buckets[c] whose label (highest tier level running) is
-    # `label`; -1 for nodes that run nothing
-    labeled: list[dict[int, dict[str, None]]] = field(default_factory=list)
-    until: float | None = None  # its nodes leave service then (maintenance window)
-    window: int = 1 << 30  # rank of `until` among the index's windows (none: past them all)
-    owner: str = ""  # the organization its nodes are dedicated to ("": shared)
-    upcoming: str = ""  # the organization they are dedicated to from `until` on
 
 
 class FreeIndex:
@@ -197,7 +174,7 @@ class FreeIndex:
         if level is not None:
             return self._affine_fit(groups, k, level)
         for group in groups:
-            best = _tightest(group, k)
+            best = tightest(group, k)
             if best is not None:
                 return best
         return None
@@ -226,7 +203,7 @@ class FreeIndex:
                         break
             if best is not None:
                 return best
-            best = _tightest(pools, k)  # any partly used node, then a whole free one
+            best = tightest(pools, k)  # any partly used node, then a whole free one
             if best is not None:
                 return best
         return None
@@ -381,26 +358,3 @@ class FreeIndex:
                     return True
         return False
 
-
-def pool_ids(groups: Pools) -> set[int]:
-    """Identities of the pools a job may use, for membership tests on a node's pool."""
-    return {id(p) for g in groups for p in g}
-
-
-def largest_node(groups: Pools) -> int:
-    """GPUs of the largest node the allowed pools have: a bigger gang spans nodes."""
-    return max(p.size for g in groups for p in g)
-
-
-def _tightest(pools, k: int) -> str | None:
-    """The node with the fewest free GPUs that still holds `k` (best fit), or None."""
-    best, best_c = None, 1 << 30
-    for pool in pools:
-        if pool.free_total < k or k > pool.size:
-            continue
-        for c in range(k, min(best_c, pool.size + 1)):
-            bucket = pool.buckets[c]
-            if bucket:
-                best, best_c = next(iter(bucket)), c
-                break
-    return best

@@ -33,7 +33,8 @@ from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .placement import FreeIndex, Pools, largest_node
+from .placement import FreeIndex
+from .pools import Pools, largest_node
 from .types import PolicyConfig, QueuedJob, RunningView, TierSpec
 
 _INF = float("inf")

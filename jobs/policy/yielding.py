@@ -14,7 +14,7 @@ from itertools import islice
 from typing import TYPE_CHECKING
 
 from . import reasons
-from .placement import Pools, largest_node
+from .pools import Pools, largest_node
 from .types import Allocation, PendingReason, QueuedJob
 
 if TYPE_CHECKING:
