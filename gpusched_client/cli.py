@@ -99,11 +99,20 @@ def _relax(client: Client, args: argparse.Namespace) -> int:
 def _settle(client: Client, args: argparse.Namespace) -> int:
     """make-project, set-project, set-member: the settings given (`none` clears a cap or a
     budget)."""
-    settings = {name: None if value == NONE else value for name, value in _given(
-        weight=args.weight, running_gpu_cap=args.cap, monthly_limit=args.budget).items()}
+    settings = _settings(weight=args.weight, running_gpu_cap=args.cap,
+                         monthly_limit=args.budget)
     if not settings and args.settle != "make_project":
         raise ValueError("name at least one setting")
     _print(getattr(client, args.settle)(args.name, **settings))
+    return 0
+
+
+def _set_organization(client: Client, args: argparse.Namespace) -> int:
+    settings = _settings(monthly_limit=args.budget, low_credits_threshold=args.low_credits,
+                         erase_after_hours=args.erase_after_hours)
+    if not settings:
+        raise ValueError("name at least one setting")
+    _print(client.set_organization(**settings))
     return 0
 
 
@@ -138,6 +147,11 @@ def _log(client: Client, args: argparse.Namespace) -> int:
 
 
 NONE = "none"
+
+
+def _settings(**options: object) -> Json:
+    """The settings given, `none` as null: no cap, no budget, no retention."""
+    return {name: None if value == NONE else value for name, value in _given(**options).items()}
 
 
 def _whole_or_none(text: str) -> int | str:
@@ -275,8 +289,11 @@ def _parser() -> argparse.ArgumentParser:
     for name, what in (("queue", "your waiting jobs, first in line first"),
                        ("credits", "credits available and held, budgets, transfers"),
                        ("projects", "projects: weights, caps, GPUs held, budgets"),
-                       ("members", "members: roles, weights, caps, GPUs held, budgets")):
-        commands.add_parser(name, help=what).set_defaults(run=_read, read=name)
+                       ("members", "members: roles, weights, caps, GPUs held, budgets"),
+                       ("organization", "tier, limits and use, dedicated nodes, settings"),
+                       ("gpu_types", "GPU types you may ask for: GPUs, dedicated, prices")):
+        commands.add_parser(name.replace("_", "-"), help=what).set_defaults(run=_read,
+                                                                           read=name)
     commands.add_parser("keys", help="API keys: scope, user, last use, expiry, live or not"
                         ).set_defaults(run=_read, read="api_keys")
     commands.add_parser("audit", help="what people and operators changed, newest first"
@@ -292,6 +309,15 @@ def _parser() -> argparse.ArgumentParser:
         settle.add_argument("--budget", type=_whole_or_none, metavar="CREDITS|none",
                             help="credits a month")
         settle.set_defaults(run=_settle, settle=name.replace("-", "_"))
+    org = commands.add_parser("set-organization", help="set the organization's budget, "
+                                                       "low-credits notice and retention")
+    org.add_argument("--budget", type=_whole_or_none, metavar="CREDITS|none",
+                     help="credits its jobs may commit a month")
+    org.add_argument("--low-credits", type=int, metavar="CREDITS",
+                     help="tell the webhooks credits.low below this (0: never)")
+    org.add_argument("--erase-after-hours", type=_whole_or_none, metavar="HOURS|none",
+                     help="erase each ended job's prompt, output and logs this long after")
+    org.set_defaults(run=_set_organization)
     remove = commands.add_parser("remove-member", help="take out a member who left")
     remove.add_argument("name", help="their username")
     remove.set_defaults(run=_remove_member)

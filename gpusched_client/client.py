@@ -285,6 +285,22 @@ class Client:
         """The organization's waiting jobs in the scheduler's last line, first in line first."""
         return self._call("GET", "/api/v1/queue", query=[("limit", str(limit))], safe=True)
 
+    def organization(self) -> Json:
+        """The organization: its tier, the key in use, each limit beside what it uses of it,
+        the nodes dedicated to it, and its own settings."""
+        return self._call("GET", "/api/v1/organization", safe=True)
+
+    def set_organization(self, **settings: object) -> Json:
+        """Set the organization's `monthly_limit`, `low_credits_threshold` or
+        `erase_after_hours` (None: no budget, no retention), those given, all or none (a key
+        of scope full)."""
+        return self._call("PATCH", "/api/v1/organization", body=settings, safe=True)
+
+    def gpu_types(self) -> list[Json]:
+        """Each GPU type the organization may ask for: GPUs, those dedicated to it, the most
+        on one node, memory, regions, price."""
+        return self._call("GET", "/api/v1/gpu-types", safe=True)["results"]
+
     def projects(self) -> list[Json]:
         """The organization's projects: weights, running-GPU caps, GPUs held now, budgets."""
         return self._call("GET", "/api/v1/projects", safe=True)["results"]

@@ -177,6 +177,26 @@ def test_projects_and_members_are_made_set_and_taken_out(shell, alice):
     assert actions[0] == "member.removed" and "project.made" in actions  # newest first
 
 
+def test_the_organization_is_read_and_set_and_its_gpu_types_listed(shell, alice):
+    from workers.services.dedication import nodes_dedicate
+
+    nodes_dedicate([make_node("n1", gpus=8)], alice)
+    status, out, _ = shell("set-organization", "--budget", "5000", "--erase-after-hours", "24")
+    settings = json.loads(out)["settings"]
+    assert status == 0 and (settings["monthly_limit"], settings["erase_after_hours"]) == (
+        5000, 24)
+    status, out, _ = shell("set-organization", "--erase-after-hours", "none")
+    assert status == 0 and json.loads(out)["settings"]["erase_after_hours"] is None
+    assert shell("set-organization")[0] == 2  # nothing to set
+    status, _, err = shell("set-organization", "--erase-after-hours", "0")
+    assert status == 2 and "400 retention_out_of_range" in err
+    organization = json.loads(shell("organization")[1])
+    assert [n["node"] for n in organization["dedicated_nodes"]] == ["n1"]
+    assert organization["settings"]["monthly_limit"] == 5000
+    types = json.loads(shell("gpu-types")[1])
+    assert (types[0]["gpu_type"], types[0]["dedicated_gpus"]) == ("H100", 8)
+
+
 def test_a_wait_on_several_jobs_exits_by_the_worst_of_them(shell):
     first, second = _queued(shell), _queued(shell)
     status, out, err = shell("wait", str(first), str(second), "--timeout", "0.2")
