@@ -8,6 +8,7 @@ urlpatterns = [
     path("jobs/new", submit.job_new, name="dashboard-job-new"),
     path("jobs/cancel", views.jobs_cancel_labelled_view, name="dashboard-jobs-cancel"),
     path("jobs/hold", views.jobs_hold_labelled_view, name="dashboard-jobs-hold"),
+    path("jobs/erase", views.jobs_erase_labelled_view, name="dashboard-jobs-erase"),
     path("jobs/<int:job_id>", views.job_detail, name="dashboard-job"),
     path("jobs/<int:job_id>/cancel", views.job_cancel_view, name="dashboard-job-cancel"),
     path("jobs/<int:job_id>/relax", views.job_relax_view, name="dashboard-job-relax"),

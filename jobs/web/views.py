@@ -21,7 +21,7 @@ from jobs.models import Job, Organization
 from jobs.scheduler.positions import places_of
 from jobs.services.amend import job_amend
 from jobs.services.cancellation import job_cancel, jobs_cancel_labelled
-from jobs.services.erasure import job_erase
+from jobs.services.erasure import job_erase, jobs_erase_labelled
 from jobs.services.errors import ServiceError
 from jobs.services.job_hold import holdable, job_hold, job_release, jobs_hold_labelled
 from jobs.services.labels import with_labels
@@ -223,6 +223,22 @@ def jobs_hold_labelled_view(request: HttpRequest) -> HttpResponse:
                         f"{'released' if releasing else 'held'}" + "".join(
                             f"; {b.refused.message}" for b in batches if b.refused) +
                         _stopping_said(batches))
+
+
+@login_required
+@require_POST
+def jobs_erase_labelled_view(request: HttpRequest) -> HttpResponse:
+    """Erase the ended jobs with a label in each of the user's organizations, once they
+    ticked that they mean it (a user's data, by the label their client gave it)."""
+    if request.POST.get("sure") != "1":
+        messages.warning(request, "Nothing was erased: tick the box to say you mean it.")
+        label = request.POST.get("label", "").strip()
+        return redirect(f"{reverse('dashboard')}?{urlencode({'label': label})}")
+    return _on_labelled(
+        request, lambda org, labels: jobs_erase_labelled(organization=org, labels=labels,
+                                                         user=request.user),
+        lambda batches: f"{sum(len(b.erased) for b in batches)} erased, "
+                        f"{sum(b.not_ended for b in batches)} not ended yet left as they are")
 
 
 def _stopping_said(batches) -> str:

@@ -324,6 +324,33 @@ def test_a_member_cancels_every_job_with_a_label_and_no_other(member, alice, bob
     assert member.get("/dashboard/jobs/cancel").status_code == 405
 
 
+def test_a_member_erases_every_ended_job_with_a_label_once_ticked(member, alice, bob):
+    from jobs.services.cancellation import job_cancel
+    from jobs.services.submission import JobSpec, job_submit
+
+    def labelled(org, user: str):
+        return job_submit(organization=org, spec=JobSpec(prompt="x", labels={"user": user}))
+
+    ended = [labelled(alice, "u7") for _ in range(2)]
+    for job in ended:
+        job_cancel(job=job)
+    live, other, theirs = labelled(alice, "u7"), labelled(alice, "u8"), labelled(bob, "u7")
+    job_cancel(job=other)
+    job_cancel(job=theirs)
+    page = member.get("/dashboard/?label=user:u7").content.decode()
+    assert "Erase every ended job with this label" in page
+    unticked = member.post("/dashboard/jobs/erase", {"label": "user:u7"}, follow=True)
+    assert "Nothing was erased" in unticked.content.decode()
+    assert Job.objects.filter(erased_at__isnull=False).count() == 0
+    answer = member.post("/dashboard/jobs/erase", {"label": "user:u7", "sure": "1"},
+                         follow=True)
+    assert "2 erased, 1 not ended yet left as they are." in answer.content.decode()
+    assert answer.redirect_chain[-1][0] == "/dashboard/?label=user%3Au7"
+    erased = set(Job.objects.filter(erased_at__isnull=False).values_list("pk", flat=True))
+    assert erased == {j.pk for j in ended}  # not the live one, another user's, bob's
+    assert Job.objects.get(pk=live.pk).prompt == "x" and other.pk not in erased
+
+
 def test_a_member_holds_and_releases_every_waiting_job_with_a_label(member, alice, bob):
     from jobs.services.submission import JobSpec, job_submit
 
