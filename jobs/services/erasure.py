@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from django.core.files.storage import default_storage
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from jobs.models import ApiKey, Attempt, AttemptRank, Job, Organization, StoredCheckpoint
@@ -63,7 +64,7 @@ def job_erase(*, job: Job, user=None, api_key: ApiKey | None = None, note: str =
             if audited:
                 audit(job.organization, "job.erased", user=user, api_key=api_key, job=job.pk,
                       note=note)
-    job.refresh_from_db()
+    job.refresh_from_db()  # the caller's copy too, as it is now
     return job
 
 
@@ -98,8 +99,8 @@ def _erase(job: Job) -> None:
         request_fingerprint="", erased_at=now)
     # a late publish of a log (a gang's last rank, a lost node back) finds it expired and
     # deletes what it wrote (workers/agent/logs.py)
-    Attempt.objects.filter(job=job).update(stderr_tail="", log_kept=False)
-    Attempt.objects.filter(job=job, log_expired_at__isnull=True).update(log_expired_at=now)
+    Attempt.objects.filter(job=job).update(
+        stderr_tail="", log_kept=False, log_expired_at=Coalesce("log_expired_at", Value(now)))
     StoredCheckpoint.objects.filter(job=job).delete()
     transaction.on_commit(lambda: _delete(files, logs))
 

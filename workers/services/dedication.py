@@ -17,6 +17,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from jobs.models import Organization
@@ -41,7 +42,7 @@ def nodes_dedicate(nodes: Iterable[Node], organization: Organization | None, *, 
         raise ValidationFailed("a dedication must end after it begins",
                                code="dedication_ends_before_it_begins", field="until")
     with transaction.atomic():
-        before = _owners(nodes)
+        before = _owners(Node.objects.filter(pk__in=[n.pk for n in nodes]))
         Node.objects.filter(pk__in=[n.pk for n in nodes]).update(
             dedicated_to=organization, dedicated_from=begins,
             dedicated_until=until if organization is not None else None)
@@ -62,8 +63,7 @@ def dedications_due(now: datetime) -> int:
     has come, less the kill grace, begin: the jobs of others still there checkpoint and
     stop within the grace, to resume elsewhere. Every tick calls it (one read of the few
     dedicated nodes). Returns the jobs asked to stop."""
-    over = Node.objects.filter(dedicated_until__lte=now)
-    for org, names in _owners(list(over)).items():
+    for org, names in _owners(Node.objects.filter(dedicated_until__lte=now)).items():
         with transaction.atomic():
             if Node.objects.filter(name__in=names, dedicated_to=org,
                                    dedicated_until__lte=now).update(
@@ -86,10 +86,11 @@ def begins_at(node: Node) -> float | None:
     return node.dedicated_from.timestamp() - settings.GPUSCHED_KILL_GRACE_S
 
 
-def _owners(nodes: list[Node]) -> dict[Organization, list[str]]:
+def _owners(nodes: QuerySet[Node]) -> dict[Organization, list[str]]:
+    """The organizations `nodes` are dedicated to, each with the names of its own."""
     owners: dict[Organization, list[str]] = {}
-    for node in Node.objects.filter(pk__in=[n.pk for n in nodes], dedicated_to__isnull=False
-                                    ).select_related("dedicated_to").order_by("name"):
+    for node in nodes.filter(dedicated_to__isnull=False).select_related(
+            "dedicated_to").order_by("name"):
         owners.setdefault(node.dedicated_to, []).append(node.name)
     return owners
 
