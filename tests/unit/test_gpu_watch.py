@@ -82,3 +82,43 @@ def test_a_reading_apart_says_none_where_nvml_cannot_be_used():
     if importlib.util.find_spec("pynvml") is not None:
         pytest.skip("this host has NVML: tests/gpu reads it")
     assert read_gpus_apart([A, B], timeout_s=30) is None
+
+
+def test_a_reading_stopped_with_the_node_leaves_the_last_one_standing():
+    """A node stopped by a signal to its process group stops its reading's process too:
+    that says nothing about the GPUs, so no GPU is marked as the node goes down; a node
+    whose readings are never let finish still marks every GPU once the last is stale."""
+    from workers.agent.discovery import ReadingInterrupted
+
+    clock, calls = Clock(), []
+
+    def read(uuids):
+        calls.append(1)
+        if len(calls) > 1:
+            raise ReadingInterrupted("stopped by signal 15")
+        return [GpuReading(A), GpuReading(B, pids=(7,))]
+
+    watch = _watch(read, clock)
+    watch.read_once()
+    clock.now = 5
+    watch.read_once()
+    assert _problems(watch) == {A: "", B: ""} and watch.report().busy == {B: (7,)}
+    clock.now = 31
+    assert set(_problems(watch).values()) == {"NVML has not answered for 31 s"}
+
+
+def test_a_reading_process_ended_by_a_signal_to_stop_is_told_from_a_driver_failure():
+    import signal
+    import subprocess
+    import sys
+
+    from workers.agent.discovery import ReadingInterrupted, reading_failed
+
+    done = subprocess.run([sys.executable, "-c",
+                           "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"],
+                          capture_output=True, text=True, check=False)
+    assert isinstance(reading_failed(done.returncode, done.stderr), ReadingInterrupted)
+    killed = reading_failed(-signal.SIGKILL, "")  # the kernel's OOM killer, say: suspect
+    assert not isinstance(killed, ReadingInterrupted) and str(killed) == "exit -9"
+    failed = reading_failed(1, "Traceback …\npynvml.NVMLError_Unknown: Unknown Error\n")
+    assert type(failed) is RuntimeError and str(failed).endswith("Unknown Error")

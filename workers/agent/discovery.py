@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import subprocess
 import sys
 import time
@@ -22,6 +23,15 @@ READ_TIMEOUT_S = 10.0  # a reading takes about 15 ms in NVML, plus a Python star
 
 class DiscoveryError(Exception):
     """NVML found GPUs that one node record cannot describe."""
+
+
+class ReadingInterrupted(RuntimeError):
+    """The reading's process was told to end (the node stopping, its group signalled): it
+    says nothing about the GPUs, where a driver's failure does."""
+
+
+# what a service manager or a terminal sends a node's whole process group as it stops it
+_ASKED_TO_END = {-signal.SIGTERM, -signal.SIGINT, -signal.SIGHUP}
 
 
 def _text(value: str | bytes) -> str:
@@ -90,11 +100,18 @@ def read_gpus_apart(uuids: Sequence[str], *, timeout_s: float) -> list[GpuReadin
     except subprocess.TimeoutExpired:
         raise TimeoutError(f"no answer in {timeout_s:.0f} s") from None
     if done.returncode != 0:
-        lines = done.stderr.strip().splitlines()
-        raise RuntimeError(lines[-1] if lines else f"exit {done.returncode}")
+        raise reading_failed(done.returncode, done.stderr)
     found = json.loads(done.stdout)
     return None if found is None else [GpuReading(**{**r, "pids": tuple(r["pids"])})
                                        for r in found]
+
+
+def reading_failed(returncode: int, stderr: str) -> RuntimeError:
+    """Why a reading's process ended without a reading."""
+    if returncode in _ASKED_TO_END:
+        return ReadingInterrupted(f"stopped by signal {-returncode}")
+    lines = stderr.strip().splitlines()
+    return RuntimeError(lines[-1] if lines else f"exit {returncode}")
 
 
 def _read_one(nv, uuid: str) -> GpuReading:

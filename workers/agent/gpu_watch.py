@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from workers.agent.discovery import ReadingInterrupted
 from workers.agent.gpus import GpuReading, gpu_problem
 
 Reader = Callable[[Sequence[str]], "list[GpuReading] | None"]
@@ -43,6 +44,8 @@ class GpuWatch:
     def read_once(self) -> None:
         try:
             readings, unusable = self._read(self.uuids), "NVML cannot be used"
+        except ReadingInterrupted:  # the node is stopping: the last reading stands (and ages)
+            return
         except Exception as exc:  # noqa: BLE001 - whatever the driver raises, the GPUs are suspect
             readings, unusable = None, f"NVML failed: {exc}"
         if readings is None:  # this node found its GPUs with NVML: losing it is a problem
