@@ -66,23 +66,12 @@ def test_health_reads_fit_cards_as_fit_and_a_missing_card_as_unreachable():
     assert [gpu_problem(r) for r in apart] == [""] * len(gpus)
 
 
-_HOLD_A_CONTEXT = """
-import ctypes, time
-cuda = ctypes.CDLL("libcuda.so.1")
-dev, ctx = ctypes.c_int(), ctypes.c_void_p()
-assert cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
-assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0
-assert cuda.cuCtxSetCurrent(ctx) == 0
-print("ready", flush=True)
-time.sleep(120)
-"""
-
-
-def test_a_process_left_on_a_gpu_is_found_until_it_ends():
+def test_a_process_left_on_a_gpu_is_found_until_it_ends(tmp_path):
     _, gpus = FOUND
     gpu = gpus[0]
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_")}
-    child = subprocess.Popen([sys.executable, "-c", _HOLD_A_CONTEXT],
+    child = subprocess.Popen([sys.executable, str(PROBE), "--hold", "120",
+                              str(tmp_path / "let-go")],
                              env={**env, **visible_devices([gpu.index], [gpu.uuid])},
                              stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
