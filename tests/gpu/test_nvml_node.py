@@ -11,11 +11,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from workers.agent.discovery import discover_nvml, processes_left, read_gpus, read_gpus_apart
+from workers.agent.gpu_reader import GpuReader
 from workers.agent.gpus import canonical_gpu_type, gpu_problem, visible_devices
 
 FOUND = discover_nvml()
@@ -66,9 +68,33 @@ def test_health_reads_fit_cards_as_fit_and_a_missing_card_as_unreachable():
     assert [gpu_problem(r) for r in apart] == [""] * len(gpus)
 
 
+def test_one_long_lived_process_reads_the_cards_again_and_again():
+    _, gpus = FOUND
+    reader = GpuReader(timeout_s=30)
+    try:
+        readings = [reader([g.uuid for g in gpus]) for _ in range(3)]
+        pid = reader.pid
+        assert reader([g.uuid for g in gpus]) == readings[0] and reader.pid == pid
+    finally:
+        reader.close()
+    assert [[gpu_problem(r) for r in rs] for rs in readings] == [[""] * len(gpus)] * 3
+
+
+def _pids_seen(reader: GpuReader, uuid: str, *, gone: bool, within_s: float = 10) -> tuple:
+    """What the reader sees using `uuid` once it sees processes there (or none, `gone`)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        (reading,) = reader([uuid])
+        if bool(reading.pids) != gone or time.monotonic() > deadline:
+            return reading.pids
+        time.sleep(0.25)
+
+
 def test_a_process_left_on_a_gpu_is_found_until_it_ends(tmp_path):
     _, gpus = FOUND
     gpu = gpus[0]
+    reader = GpuReader(timeout_s=30)  # the node's watch: one NVML session, reading after reading
+    assert _pids_seen(reader, gpu.uuid, gone=True) == ()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUDA_")}
     child = subprocess.Popen([sys.executable, str(PROBE), "--hold", "120",
                               str(tmp_path / "let-go")],
@@ -78,8 +104,11 @@ def test_a_process_left_on_a_gpu_is_found_until_it_ends(tmp_path):
         assert child.stdout.readline().strip() == "ready"
         left = processes_left([gpu.uuid], wait_s=0.5)
         assert list(left) == [gpu.uuid] and left[gpu.uuid]  # pids as the driver numbers them
+        assert _pids_seen(reader, gpu.uuid, gone=False) == left[gpu.uuid]
     finally:
         child.kill()
         child.wait()
     assert processes_left([gpu.uuid], wait_s=10) == {}
+    assert _pids_seen(reader, gpu.uuid, gone=True) == ()
+    reader.close()
     assert processes_left(["GPU-sim-n1-0"]) == {}  # configured GPUs: nothing to read

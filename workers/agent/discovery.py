@@ -17,7 +17,7 @@ from pathlib import Path
 from workers.agent.gpus import GpuInfo, GpuReading, canonical_gpu_type, nvml_uuid
 
 log = logging.getLogger(__name__)
-_ROOT = Path(__file__).resolve().parents[2]  # where `-m workers.agent.discovery` is found
+CODE_ROOT = Path(__file__).resolve().parents[2]  # where `-m workers.agent.discovery` is found
 READ_TIMEOUT_S = 10.0  # a reading takes about 15 ms in NVML, plus a Python start
 
 
@@ -91,17 +91,23 @@ def read_gpus_apart(uuids: Sequence[str], *, timeout_s: float) -> list[GpuReadin
 
     A GPU in a bad state can hang a driver call. In the agent's own process that call would
     hang for good, and a Celery pool process forked meanwhile could inherit NVML's locks
-    held; a child process is simply killed. Raises TimeoutError or RuntimeError.
+    held; a child process is simply killed. Raises TimeoutError, ReadingInterrupted or
+    RuntimeError.
     """
     argv = [sys.executable, "-m", "workers.agent.discovery", "--read", *uuids]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s,
-                              cwd=_ROOT, check=False)
+                              cwd=CODE_ROOT, check=False)
     except subprocess.TimeoutExpired:
         raise TimeoutError(f"no answer in {timeout_s:.0f} s") from None
     if done.returncode != 0:
         raise reading_failed(done.returncode, done.stderr)
-    found = json.loads(done.stdout)
+    return readings_from_json(done.stdout)
+
+
+def readings_from_json(text: str) -> list[GpuReading] | None:
+    """What a reading's process printed: a JSON list of readings, or null without NVML."""
+    found = json.loads(text)
     return None if found is None else [GpuReading(**{**r, "pids": tuple(r["pids"])})
                                        for r in found]
 
@@ -160,7 +166,22 @@ def configured_gpus(node: str, count: int, memory_mb: int) -> list[GpuInfo]:
     return [GpuInfo(i, f"GPU-sim-{node}-{i}", memory_mb) for i in range(count)]
 
 
-if __name__ == "__main__":  # python -m workers.agent.discovery --read UUID ... (read_gpus_apart)
+def _as_json(readings: list[GpuReading] | None) -> str:
+    return json.dumps(None if readings is None else [asdict(r) for r in readings])
+
+
+def serve_readings() -> None:
+    """Answer each line of JSON UUIDs on stdin with a line of their readings (`GpuReader`),
+    NVML initialised once for the process's life, until stdin ends."""
+    with _nvml() as nv:
+        for line in sys.stdin:
+            uuids = json.loads(line)
+            print(_as_json(None if nv is None else [_read_one(nv, u) for u in uuids]),
+                  flush=True)
+
+
+if __name__ == "__main__":  # python -m workers.agent.discovery --read UUID ... | --serve
     if sys.argv[1:2] == ["--read"]:
-        readings = read_gpus(sys.argv[2:])
-        print(json.dumps(None if readings is None else [asdict(r) for r in readings]))
+        print(_as_json(read_gpus(sys.argv[2:])))
+    elif sys.argv[1:] == ["--serve"]:
+        serve_readings()

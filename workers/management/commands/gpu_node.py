@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 import socket
 import threading
@@ -18,8 +17,8 @@ from workers.agent.discovery import (
     DiscoveryError,
     configured_gpus,
     discover_nvml,
-    read_gpus_apart,
 )
+from workers.agent.gpu_reader import GpuReader
 from workers.agent.gpu_watch import GpuWatch
 from workers.queues import node_queue
 from workers.services.checkpoints import work_root_sweep
@@ -101,9 +100,9 @@ class Command(BaseCommand):
 def _gpu_watch(uuids: list[str]) -> GpuWatch:
     """A watch over the GPUs, read once already (not yet started)."""
     beat = settings.GPUSCHED_HEARTBEAT_SECONDS
-    # each reading in a process of its own, killed when late; one missing for ten beats
+    # readings in a process of its own, replaced when late; one missing for ten beats
     # (a process stuck in the driver cannot even be killed) marks every GPU
-    read = functools.partial(read_gpus_apart, timeout_s=READ_TIMEOUT_S)
+    read = GpuReader(timeout_s=READ_TIMEOUT_S)
     watch = GpuWatch(uuids, read, every_s=beat, stale_after_s=max(3 * READ_TIMEOUT_S, 10 * beat))
     watch.read_once()
     return watch
