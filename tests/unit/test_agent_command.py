@@ -65,6 +65,14 @@ def test_exits_are_classified():
     assert _classify(exit_code=1) == ("FAILED", "exit_1")
     assert _classify(exit_code=137) == ("OOM", "out_of_memory")
     assert _classify(exit_code=1, stderr_tail="CUDA out of memory") == ("OOM", "out_of_memory")
+    for said in ("tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when "
+                 "allocating tensor with shape[65536,65536]",
+                 "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling "
+                 "`cublasCreate(handle)`",
+                 "cudaErrorMemoryAllocation", "CUresult 2: CUDA_ERROR_OUT_OF_MEMORY"):
+        assert _classify(exit_code=1, stderr_tail=said) == ("OOM", "out_of_memory"), said
+    device_assert = "RuntimeError: CUDA error: device-side assert triggered"  # a crash
+    assert _classify(exit_code=1, stderr_tail=device_assert) == ("FAILED", "exit_1")
     assert _classify(exit_code=75, stop="preempt") == ("PREEMPTED", "")
     assert _classify(exit_code=0, stop="preempt") == ("SUCCEEDED", "")
     assert _classify(exit_code=-15, stop="cancel") == ("CANCELLED", "cancelled")

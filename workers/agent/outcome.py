@@ -5,7 +5,12 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_CHECKPOINTED = 75  # EX_TEMPFAIL: stopped on SIGTERM after writing a checkpoint
 EXIT_OOM_KILLED = 137  # 128 + SIGKILL, what the kernel's OOM killer leaves
-OOM_MARKERS = ("out of memory", "cuda error: out of memory", "outofmemoryerror")
+STDERR_TAIL = 4000  # the last bytes of stderr an attempt's end is judged by
+# how frameworks say a GPU ran out of memory (lowercased): PyTorch, JAX, CuPy and CUDA's
+# own text ("out of memory"), TensorFlow ("OOM when allocating tensor"), cuBLAS and cuDNN
+# ("CUBLAS_STATUS_ALLOC_FAILED": an allocation failed inside them), CUDA's error names
+OOM_MARKERS = ("out of memory", "outofmemoryerror", "oom when allocating",
+               "status_alloc_failed", "cudaerrormemoryallocation", "cuda_error_out_of_memory")
 # exits by which a binary says its input or setup is wrong, which a second try repeats:
 # 2, a command-line misuse (argparse, shells), and the sysexits.h codes but EX_TEMPFAIL
 PERMANENT_EXITS = frozenset({2, *range(64, 79)}) - {EXIT_CHECKPOINTED}

@@ -27,7 +27,7 @@ from workers.agent.checkpoint_copies import (
 from workers.agent.command import AttemptPaths, build_argv, build_env
 from workers.agent.discovery import processes_left
 from workers.agent.logs import BoundedCopy, LogPublisher, StderrReader
-from workers.agent.outcome import classify
+from workers.agent.outcome import STDERR_TAIL, classify
 from workers.agent.progress import ProgressReader
 from workers.services.attempts import (
     AttemptClaim,
@@ -132,7 +132,7 @@ def _output_ok(path: Path) -> bool:
     return True
 
 
-def _tail(path: Path, limit: int = 4000) -> str:
+def _tail(path: Path, limit: int = STDERR_TAIL) -> str:
     try:
         with path.open("rb") as fh:
             fh.seek(max(0, path.stat().st_size - limit))
