@@ -4,6 +4,7 @@ told to end, or fails. Where there is no NVML it answers None (tests/gpu reads r
 import importlib.util
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -79,3 +80,25 @@ def test_a_reading_process_that_fails_says_why():
     with pytest.raises(RuntimeError, match="NVML blew up") as raised:
         reader(UUIDS)
     assert not isinstance(raised.value, ReadingInterrupted)
+
+
+def test_a_reading_process_ends_with_the_agent_though_a_forked_process_holds_its_pipe():
+    """A pool process forked from the agent holds the reader's stdin open: when the agent is
+    killed, the reader must not live on (NVML held) for as long as that process does."""
+    script = (
+        "import os, sys, time\n"
+        "from workers.agent.gpu_reader import GpuReader\n"
+        "reader = GpuReader(timeout_s=30)\n"
+        "reader(['GPU-a'])\n"
+        "child = os.fork()\n"
+        "if child == 0:\n"
+        "    os.close(1); os.close(2); time.sleep(60); os._exit(0)\n"
+        "print(reader.pid, child, flush=True)\n"
+        "os._exit(0)\n")  # as a kill -9 would: no close, no cleanup
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, cwd=Path(__file__).resolve().parents[2], check=True)
+    reader_pid, holder = map(int, done.stdout.split())
+    try:
+        assert _gone(reader_pid, within_s=15)
+    finally:
+        os.kill(holder, signal.SIGKILL)

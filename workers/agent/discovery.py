@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import select
 import signal
 import subprocess
 import sys
@@ -170,11 +172,21 @@ def _as_json(readings: list[GpuReading] | None) -> str:
     return json.dumps(None if readings is None else [asdict(r) for r in readings])
 
 
-def serve_readings() -> None:
+def serve_readings(*, parent_check_s: float = 2.0) -> None:
     """Answer each line of JSON UUIDs on stdin with a line of their readings (`GpuReader`),
-    NVML initialised once for the process's life, until stdin ends."""
+    NVML initialised once for the process's life, until stdin ends or the agent that
+    started it is gone: Celery's pool processes, forked from the agent, hold this pipe too,
+    and one that outlived a killed agent would keep it open."""
+    parent = os.getppid()
     with _nvml() as nv:
-        for line in sys.stdin:
+        while True:  # one request at a time: nothing waits in stdin's buffer when it selects
+            if not select.select([sys.stdin], [], [], parent_check_s)[0]:
+                if os.getppid() != parent:
+                    return
+                continue
+            line = sys.stdin.readline()
+            if not line:
+                return
             uuids = json.loads(line)
             print(_as_json(None if nv is None else [_read_one(nv, u) for u in uuids]),
                   flush=True)
