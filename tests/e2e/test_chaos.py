@@ -1,0 +1,206 @@
+"""Faults at random over the real processes, then every invariant checked on what is left.
+
+Three nodes of 2 GPUs (one island, so 4-GPU gangs span two) run a stream of jobs while, for
+GPUSCHED_CHAOS_S seconds (40 by default), a seeded random hand kills nodes with -9 or stops
+them as a service manager does and starts them again, kills the scheduler's worker or beat,
+cancels jobs and submits more. Jobs crash, hang, run out of memory or write a broken output
+on their first try. Once the fleet is whole again and every job has ended:
+- every job accepted ended, as its kind says it must: all succeed but those that run out of
+  memory and those cancelled, however often their nodes died under them (invariant 1);
+- no GPU was ever bound to two attempts at once, none is bound now (2, 4);
+- a job's tries never overlapped, and every step of its history is an allowed transition (3);
+- no job cancelled started again;
+- the ledger adds up and every hold is settled (5);
+- no binary runs on.
+A failure names its seed: GPUSCHED_CHAOS_SEED=N repeats the run's choices (not its timing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+
+import pytest
+
+from credits.models import GpuPrice, Hold
+from credits.services.grants import credits_grant
+from jobs.models import Attempt, GpuBinding, Job
+from jobs.services.cancellation import job_cancel
+from jobs.services.errors import Conflict
+from jobs.states import ALLOWED, TERMINAL
+from tests.support.broker import purge_broker_and_cache
+from tests.support.factories import make_job
+from tests.support.ledger import assert_ledger_consistent
+from tests.support.processes import ProcessGroup, binaries_under, wait_for
+from workers.models import Node
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+SEED = int(os.environ.get("GPUSCHED_CHAOS_SEED", random.randrange(1 << 30)))
+CHAOS_S = float(os.environ.get("GPUSCHED_CHAOS_S", "40"))
+FAST = {"GPUSCHED_LEASE_SECONDS": "3", "GPUSCHED_HEARTBEAT_SECONDS": "0.5",
+        "GPUSCHED_NODE_STALE_SECONDS": "3", "GPUSCHED_RETRY_BACKOFF_S": "0.5",
+        "GPUSCHED_KILL_GRACE_S": "1", "GPUSCHED_METER_INTERVAL_S": "1",
+        "GPUSCHED_HANG_TIMEOUT_S": "3", "GPUSCHED_LOG_PUBLISH_S": "0.5",
+        # the kills below lose tries by the dozen: no job may run out of retries for them,
+        # and the binaries' own failures are no node's fault
+        "GPUSCHED_MAX_RETRIES": "20", "GPUSCHED_CORDON_AFTER_FAILURES": "1000"}
+
+
+def _kind(rng: random.Random) -> tuple[str, int, dict]:
+    """A job's kind, its GPUs and its binary's knobs (docs/fakegen.md)."""
+    run = {"run_seconds": round(rng.uniform(3, 8), 1), "progress_interval": 0.25,
+           "checkpoint_every": 1}
+    once = {"fail_at": 0.5, "fail_tries": 1}  # fails on its first try only
+    kinds = [("ok", rng.choice((1, 1, 2)), run), ("gang", 4, run),
+             ("crash", 1, {**run, **once, "fail": "crash"}),
+             ("hang", 1, {**run, **once, "fail": "hang"}),
+             ("corrupt", 1, {**run, "fail": "corrupt", "fail_tries": 1}),
+             ("oom", 1, {**run, "fail": "oom", "fail_at": 0.3})]
+    return rng.choices(kinds, weights=(50, 10, 12, 8, 8, 12))[0]
+
+
+@dataclass
+class Chaos:
+    group: ProcessGroup
+    org: object
+    rng: random.Random
+    nodes: dict[str, subprocess.Popen] = field(default_factory=dict)
+    services: dict[str, subprocess.Popen] = field(default_factory=dict)
+    kinds: dict[int, str] = field(default_factory=dict)
+    cancelled: set[int] = field(default_factory=set)
+    done: Counter = field(default_factory=Counter)
+
+    def start_node(self, name: str) -> None:
+        self.nodes[name] = self.group.node(name, 2, island="r1")
+
+    def start_service(self, name: str) -> None:
+        if name == "beat":
+            self.services[name] = self.group.celery("beat", "beat", "--loglevel=INFO")
+        else:
+            self.services[name] = self.group.celery(
+                "scheduler", "worker", "-Q", "scheduler,default", "-c", "1",
+                "--hostname=scheduler@%h", "--without-gossip", "--without-mingle")
+
+    def submit(self, count: int) -> None:
+        for _ in range(count):
+            kind, gpus, params = _kind(self.rng)
+            self.kinds[make_job(self.org, gpus=gpus, **params).pk] = kind
+
+    def act(self) -> None:
+        action = self.rng.choices(("kill_node", "stop_node", "kill_scheduler", "kill_beat",
+                                   "cancel", "submit"), weights=(35, 15, 10, 5, 20, 15))[0]
+        self.done[action] += 1
+        if action in ("kill_node", "stop_node"):
+            name = self.rng.choice(sorted(self.nodes))
+            self.group.kill(self.nodes[name],
+                            signal.SIGKILL if action == "kill_node" else signal.SIGTERM)
+            time.sleep(self.rng.uniform(0.5, 3))
+            self.start_node(name)
+        elif action in ("kill_scheduler", "kill_beat"):
+            name = action.removeprefix("kill_")
+            self.group.kill(self.services[name])
+            time.sleep(self.rng.uniform(0.5, 2))
+            self.start_service(name)
+        elif action == "cancel":
+            live = sorted(Job.objects.exclude(state__in=TERMINAL).values_list("pk", flat=True))
+            if live:
+                pk = self.rng.choice(live)
+                with contextlib.suppress(Conflict):  # it ended meanwhile
+                    job_cancel(job=Job.objects.get(pk=pk), reason="chaos")
+                    self.cancelled.add(pk)
+        else:
+            self.submit(4)
+
+    def summary(self) -> str:
+        states = Counter(Job.objects.values_list("state", flat=True))
+        lost = Attempt.objects.filter(outcome=Attempt.Outcome.LOST).count()
+        return (f"seed {SEED}: {len(self.kinds)} jobs {dict(states)}, "
+                f"{Attempt.objects.count()} tries ({lost} lost), actions {dict(self.done)}")
+
+
+@pytest.fixture
+def chaos(alice):
+    purge_broker_and_cache()
+    group = ProcessGroup(**FAST)
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
+    credits_grant(organization=alice, amount=10_000_000)
+    run = Chaos(group, alice, random.Random(SEED))
+    yield run
+    group.stop_all()
+
+
+def test_every_invariant_holds_after_random_faults(chaos):
+    tag = uuid.uuid4().hex[:6]
+    for i in range(3):
+        chaos.start_node(f"c{i}-{tag}")
+    wait_for(lambda: Node.objects.filter(name__endswith=tag).count() == 3, 60, "three nodes")
+    for name in ("beat", "scheduler"):
+        chaos.start_service(name)
+    chaos.submit(24)
+    until = time.monotonic() + CHAOS_S
+    while time.monotonic() < until:
+        time.sleep(chaos.rng.uniform(1, 4))
+        chaos.act()
+    try:
+        wait_for(lambda: not Job.objects.exclude(state__in=TERMINAL).exists(), 300,
+                 "every job to end")
+    except AssertionError:
+        left = list(Job.objects.exclude(state__in=TERMINAL).values(
+            "pk", "state", "pending_code", "pending_reason"))
+        raise AssertionError(f"{chaos.summary()}; not ended: {left}\n"
+                             f"{chaos.group.logs()}") from None
+    print(chaos.summary())
+    _ended_as_their_kind(chaos)
+    _gpus_bound_once(chaos)
+    _tries_in_turn(chaos)
+    assert_ledger_consistent()
+    assert not Hold.objects.filter(closed_at__isnull=True).exists(), chaos.summary()
+    assert not binaries_under(chaos.group.work_root), chaos.summary()
+
+
+def _ended_as_their_kind(chaos: Chaos) -> None:
+    for job in Job.objects.all():
+        if job.pk in chaos.cancelled:
+            # stopped, or it ended on its own before the stop reached it; never retried
+            assert job.state in ("CANCELLED", "SUCCEEDED", "FAILED"), (job.pk, chaos.summary())
+            cancel = job.events.filter(to_state="CANCELLED").first()
+            if cancel is not None:
+                assert not job.attempts.filter(created_at__gt=cancel.at).exists(), job.pk
+        elif chaos.kinds[job.pk] == "oom":
+            assert (job.state, job.error_code) == ("FAILED", "out_of_memory"), (
+                job.pk, job.state, job.error_code, chaos.summary())
+        else:
+            assert job.state == "SUCCEEDED", (job.pk, chaos.kinds[job.pk], job.state,
+                                              job.error_code, job.error, chaos.summary())
+
+
+def _gpus_bound_once(chaos: Chaos) -> None:
+    assert not GpuBinding.objects.filter(released_at__isnull=True).exists(), chaos.summary()
+    last: dict[int, object] = {}
+    for b in GpuBinding.objects.order_by("gpu_id", "bound_at", "pk"):
+        if b.gpu_id in last:
+            assert b.bound_at >= last[b.gpu_id], (b.gpu_id, b.attempt_id, chaos.summary())
+        last[b.gpu_id] = b.released_at
+
+
+def _tries_in_turn(chaos: Chaos) -> None:
+    for job in Job.objects.prefetch_related("attempts", "events"):
+        tries = sorted(job.attempts.all(), key=lambda a: a.pk)
+        assert all(t.ended_at for t in tries), (job.pk, chaos.summary())
+        for before, after in zip(tries, tries[1:], strict=False):
+            assert after.created_at >= before.ended_at and after.token > before.token, job.pk
+        events = sorted(job.events.all(), key=lambda e: (e.version, e.pk))
+        for event in events:  # a step in place (a stop asked, say) is recorded, not a move
+            if event.from_state and event.from_state != event.to_state:
+                assert event.to_state in ALLOWED[event.from_state], (job.pk, event.from_state,
+                                                                     event.to_state)
+        steps = [(e.from_state, e.to_state) for e in events]
+        assert all(a[1] == b[0] for a, b in zip(steps, steps[1:], strict=False)), (job.pk, steps)
