@@ -1,6 +1,7 @@
 """Faults at random over the real processes, then every invariant checked on what is left.
 
-Three nodes of 2 GPUs (one island, so 4-GPU gangs span two) run a stream of jobs while, for
+Three nodes of 2 GPUs (one island, so 4-GPU gangs span two) run a stream of jobs of a paid
+organization, and of an enterprise one whose jobs preempt long paid ones, while, for
 GPUSCHED_CHAOS_S seconds (40 by default), a seeded random hand kills nodes with -9 or stops
 them as a service manager does and starts them again, kills the scheduler's worker or beat,
 cancels jobs and submits more. Jobs crash, hang, run out of memory or write a broken output
@@ -31,9 +32,10 @@ import pytest
 
 from credits.models import GpuPrice, Hold
 from credits.services.grants import credits_grant
-from jobs.models import Attempt, GpuBinding, Job
+from jobs.models import Attempt, GpuBinding, Job, Organization
 from jobs.services.cancellation import job_cancel
 from jobs.services.errors import Conflict
+from jobs.services.tenancy import organization_create
 from jobs.states import ALLOWED, TERMINAL
 from tests.support.broker import purge_broker_and_cache
 from tests.support.factories import make_job
@@ -49,28 +51,37 @@ FAST = {"GPUSCHED_LEASE_SECONDS": "3", "GPUSCHED_HEARTBEAT_SECONDS": "0.5",
         "GPUSCHED_NODE_STALE_SECONDS": "3", "GPUSCHED_RETRY_BACKOFF_S": "0.5",
         "GPUSCHED_KILL_GRACE_S": "1", "GPUSCHED_METER_INTERVAL_S": "1",
         "GPUSCHED_HANG_TIMEOUT_S": "3", "GPUSCHED_LOG_PUBLISH_S": "0.5",
+        "GPUSCHED_PREEMPT_MIN_RUNTIME_S": "2",
         # the kills below lose tries by the dozen: no job may run out of retries for them,
         # and the binaries' own failures are no node's fault
         "GPUSCHED_MAX_RETRIES": "20", "GPUSCHED_CORDON_AFTER_FAILURES": "1000"}
 
 
+def _long(rng: random.Random) -> dict:
+    """A run its client says is long (what ranks it a preemption's victim: docs/policy.md)."""
+    return {"run_seconds": round(rng.uniform(15, 25), 1), "progress_interval": 0.25,
+            "checkpoint_every": 1, "expected_duration_s": 600}
+
+
 def _kind(rng: random.Random) -> tuple[str, int, dict]:
-    """A job's kind, its GPUs and its binary's knobs (docs/fakegen.md)."""
+    """A paid job's kind, its GPUs and its binary's knobs (docs/fakegen.md)."""
     run = {"run_seconds": round(rng.uniform(3, 8), 1), "progress_interval": 0.25,
            "checkpoint_every": 1}
     once = {"fail_at": 0.5, "fail_tries": 1}  # fails on its first try only
     kinds = [("ok", rng.choice((1, 1, 2)), run), ("gang", 4, run),
+             ("long", rng.choice((1, 2)), _long(rng)),
              ("crash", 1, {**run, **once, "fail": "crash"}),
              ("hang", 1, {**run, **once, "fail": "hang"}),
              ("corrupt", 1, {**run, "fail": "corrupt", "fail_tries": 1}),
              ("oom", 1, {**run, "fail": "oom", "fail_at": 0.3})]
-    return rng.choices(kinds, weights=(50, 10, 12, 8, 8, 12))[0]
+    return rng.choices(kinds, weights=(40, 10, 12, 10, 8, 8, 12))[0]
 
 
 @dataclass
 class Chaos:
     group: ProcessGroup
-    org: object
+    paid: Organization
+    enterprise: Organization
     rng: random.Random
     nodes: dict[str, subprocess.Popen] = field(default_factory=dict)
     services: dict[str, subprocess.Popen] = field(default_factory=dict)
@@ -91,8 +102,22 @@ class Chaos:
 
     def submit(self, count: int) -> None:
         for _ in range(count):
+            if self.rng.random() < 0.2:
+                self.submit_enterprise()
+                continue
             kind, gpus, params = _kind(self.rng)
-            self.kinds[make_job(self.org, gpus=gpus, **params).pk] = kind
+            self.kinds[make_job(self.paid, gpus=gpus, **params).pk] = kind
+
+    def submit_long(self, count: int) -> None:
+        for _ in range(count):
+            self.kinds[make_job(self.paid, gpus=1, **_long(self.rng)).pk] = "long"
+
+    def submit_enterprise(self) -> None:
+        """Not preemptible, and below its tier's floor it preempts the long paid jobs."""
+        job = make_job(self.enterprise, gpus=self.rng.choice((1, 2)),
+                       run_seconds=round(self.rng.uniform(3, 6), 1), progress_interval=0.25,
+                       checkpoint_every=1)
+        self.kinds[job.pk] = "enterprise"
 
     def act(self) -> None:
         action = self.rng.choices(("kill_node", "stop_node", "kill_scheduler", "kill_beat",
@@ -121,9 +146,10 @@ class Chaos:
 
     def summary(self) -> str:
         states = Counter(Job.objects.values_list("state", flat=True))
-        lost = Attempt.objects.filter(outcome=Attempt.Outcome.LOST).count()
+        ends = Counter(Attempt.objects.values_list("outcome", flat=True))
         return (f"seed {SEED}: {len(self.kinds)} jobs {dict(states)}, "
-                f"{Attempt.objects.count()} tries ({lost} lost), actions {dict(self.done)}")
+                f"{Attempt.objects.count()} tries ({ends['LOST']} lost, {ends['PREEMPTED']} "
+                f"preempted), actions {dict(self.done)}")
 
 
 @pytest.fixture
@@ -131,8 +157,10 @@ def chaos(alice):
     purge_broker_and_cache()
     group = ProcessGroup(**FAST)
     GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
-    credits_grant(organization=alice, amount=10_000_000)
-    run = Chaos(group, alice, random.Random(SEED))
+    bigco = organization_create(slug="bigco", tier="enterprise")
+    for org in (alice, bigco):
+        credits_grant(organization=org, amount=10_000_000)
+    run = Chaos(group, alice, bigco, random.Random(SEED))
     yield run
     group.stop_all()
 
@@ -144,7 +172,12 @@ def test_every_invariant_holds_after_random_faults(chaos):
     wait_for(lambda: Node.objects.filter(name__endswith=tag).count() == 3, 60, "three nodes")
     for name in ("beat", "scheduler"):
         chaos.start_service(name)
-    chaos.submit(24)
+    chaos.submit_long(6)  # the whole fleet, for long: what enterprise must preempt
+    wait_for(lambda: Job.objects.filter(state="RUNNING").count() == 6, 60, "six long jobs")
+    time.sleep(2)  # past the runtime that spares a victim
+    for _ in range(2):
+        chaos.submit_enterprise()
+    chaos.submit(18)
     until = time.monotonic() + CHAOS_S
     while time.monotonic() < until:
         time.sleep(chaos.rng.uniform(1, 4))
