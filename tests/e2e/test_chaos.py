@@ -3,7 +3,8 @@
 Three nodes of 2 GPUs (one island, so 4-GPU gangs span two) run a stream of jobs of a paid
 organization, and of an enterprise one whose jobs preempt long paid ones, while, for
 GPUSCHED_CHAOS_S seconds (40 by default), a seeded random hand kills nodes with -9 or stops
-them as a service manager does and starts them again, kills the scheduler's worker or beat,
+them as a service manager does and starts them again, freezes them past their leases (as a
+network cut does, their binaries running on), kills the scheduler's worker or beat,
 cancels jobs and submits more. Jobs crash, hang, run out of memory or write a broken output
 on their first try. Once the fleet is whole again and every job has ended:
 - every job accepted ended, as its kind says it must: all succeed but those that run out of
@@ -120,10 +121,18 @@ class Chaos:
         self.kinds[job.pk] = "enterprise"
 
     def act(self) -> None:
-        action = self.rng.choices(("kill_node", "stop_node", "kill_scheduler", "kill_beat",
-                                   "cancel", "submit"), weights=(35, 15, 10, 5, 20, 15))[0]
+        action = self.rng.choices(("kill_node", "stop_node", "pause_node", "kill_scheduler",
+                                   "kill_beat", "cancel", "submit"),
+                                  weights=(30, 12, 10, 10, 5, 18, 15))[0]
         self.done[action] += 1
-        if action in ("kill_node", "stop_node"):
+        if action == "pause_node":
+            # frozen past its lease, as a node cut off from the network: its binary, in a
+            # session of its own, runs on, and must be fenced off when the agent wakes
+            node = self.nodes[self.rng.choice(sorted(self.nodes))]
+            os.killpg(node.pid, signal.SIGSTOP)
+            time.sleep(self.rng.uniform(4, 8))
+            os.killpg(node.pid, signal.SIGCONT)
+        elif action in ("kill_node", "stop_node"):
             name = self.rng.choice(sorted(self.nodes))
             self.group.kill(self.nodes[name],
                             signal.SIGKILL if action == "kill_node" else signal.SIGTERM)
