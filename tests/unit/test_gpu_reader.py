@@ -102,3 +102,15 @@ def test_a_reading_process_ends_with_the_agent_though_a_forked_process_holds_its
         assert _gone(reader_pid, within_s=15)
     finally:
         os.kill(holder, signal.SIGKILL)
+
+
+def test_a_reading_process_that_writes_much_to_stderr_is_never_held_up_by_it():
+    """A driver library's warning every reading fills a pipe nobody reads in a few hundred
+    readings, and a process writing to a full pipe answers no more."""
+    chatty = [sys.executable, "-c", "import sys\nfor line in sys.stdin:\n"
+              "    sys.stderr.write('w' * 100_000)\n    print('null', flush=True)"]
+    reader = GpuReader(timeout_s=5, argv=chatty)
+    try:
+        assert [reader(UUIDS) for _ in range(5)] == [None] * 5
+    finally:
+        reader.close()
