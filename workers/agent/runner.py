@@ -27,6 +27,7 @@ from workers.agent.checkpoint_copies import (
 from workers.agent.command import AttemptPaths, build_argv, build_env
 from workers.agent.discovery import processes_left
 from workers.agent.logs import BoundedCopy, LogPublisher, StderrReader
+from workers.agent.outages import answer_or_none, answer_within_a_lease
 from workers.agent.outcome import STDERR_TAIL, classify
 from workers.agent.progress import ProgressReader
 from workers.services.attempts import (
@@ -37,8 +38,9 @@ from workers.services.attempts import (
     attempt_finish,
     attempt_heartbeat,
     attempt_start,
+    report_recorded,
 )
-from workers.services.checkpoints import checkpoint_discard
+from workers.services.checkpoints import Taken, checkpoint_discard
 from workers.services.nodes import node_gpu_strays
 from workers.services.ranks import (
     ENDS_THE_GANG,
@@ -59,6 +61,8 @@ class Supervision:
     stop: str = ""  # "preempt", "cancel", "timeout", "hung" or "stale" once asked to stop
     kill_at: float | None = None  # monotonic time of SIGKILL if still alive
     heard_at_stop: int = 0  # checkpoints the binary had announced when asked to stop
+    # a copy an unanswered heartbeat carried: the next one records it (once, if both did)
+    unsent_copy: Taken | None = None
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
@@ -89,15 +93,17 @@ def _supervise(proc: subprocess.Popen, claim: AttemptClaim, reader: ProgressRead
             return sup
         except subprocess.TimeoutExpired:
             pass
-        verdict = _heartbeat(claim, reader, copies)
-        if verdict.time_limit_s is not None:  # an operator may have lengthened it
-            deadline = began + verdict.time_limit_s
+        verdict = _heartbeat(claim, reader, copies, sup)
         logs.due()
-        if verdict.action == "stale":  # fenced off: another attempt owns this job now
+        if verdict is None:  # the database did not answer: the binary is supervised on
+            pass
+        elif verdict.action == "stale":  # fenced off: another attempt owns this job now
             sup.stop = "stale"
             _signal_group(proc, signal.SIGKILL)
         elif verdict.action in ("preempt", "cancel"):
             _ask_to_stop(proc, sup, reader, verdict.action, verdict.deadline_s)
+        if verdict is not None and verdict.time_limit_s is not None:
+            deadline = began + verdict.time_limit_s  # an operator may have lengthened it
         if time.monotonic() >= deadline:
             _ask_to_stop(proc, sup, reader, "timeout", settings.GPUSCHED_KILL_GRACE_S)
         if reader.silent_for() >= settings.GPUSCHED_HANG_TIMEOUT_S:
@@ -106,20 +112,37 @@ def _supervise(proc: subprocess.Popen, claim: AttemptClaim, reader: ProgressRead
             _signal_group(proc, signal.SIGKILL)
 
 
-def _heartbeat(claim: AttemptClaim, reader: ProgressReader,
-               copies: RunningCopies | None) -> Verdict:
-    copied = copies.poll() if copies is not None else None  # a checkpoint counts once copied
-    if claim.node_rank:  # progress is rank 0's to report
-        verdict = rank_heartbeat(attempt_id=claim.attempt_id, token=claim.token,
-                                 rank=claim.node_rank, copied=copied)
-    else:
-        announced = reader.take_checkpointed()  # without copies, once announced
-        verdict = attempt_heartbeat(attempt_id=claim.attempt_id, token=claim.token,
-                                    progress=reader.progress, copied=copied,
-                                    checkpointed=announced and copies is None)
-    if copied and verdict.action == "stale":
+def _heartbeat(claim: AttemptClaim, reader: ProgressReader, copies: RunningCopies | None,
+               sup: Supervision) -> Verdict | None:
+    """The lease renewed and the run's news recorded; None when the database did not
+    answer. A copy it carried goes with the next beat (a copy is recorded once, however
+    often it is sent); a checkpoint announced without copies does not (recorded at the
+    next beat's time, it would bill work the checkpoint did not keep)."""
+    copied = _newest(sup.unsent_copy, copies.poll() if copies is not None else None)
+    sup.unsent_copy = None
+    announced = reader.take_checkpointed()  # without copies, once announced
+
+    def beat() -> Verdict:
+        if claim.node_rank:  # progress is rank 0's to report
+            return rank_heartbeat(attempt_id=claim.attempt_id, token=claim.token,
+                                  rank=claim.node_rank, copied=copied)
+        return attempt_heartbeat(attempt_id=claim.attempt_id, token=claim.token,
+                                 progress=reader.progress, copied=copied,
+                                 checkpointed=announced and copies is None)
+
+    verdict = answer_or_none(beat, "heartbeat", claim.attempt_id)
+    if verdict is None:
+        sup.unsent_copy = copied
+    elif copied and verdict.action == "stale":
         checkpoint_discard(copied.name)
     return verdict
+
+
+def _newest(unsent: Taken | None, polled: Taken | None) -> Taken | None:
+    """A copy stored since an unanswered beat supersedes the one that beat carried."""
+    if unsent is not None and polled is not None:
+        checkpoint_discard(unsent.name)
+    return polled or unsent
 
 
 def _output_ok(path: Path) -> bool:
@@ -170,7 +193,8 @@ def _launch(claim: AttemptClaim, paths: AttemptPaths) -> subprocess.Popen:
 def run_attempt(attempt_id: int, token: int) -> str:
     """Execute attempt `attempt_id` if `token` is still its fencing token; return its outcome."""
     try:
-        claim = attempt_start(attempt_id=attempt_id, token=token)
+        claim = answer_within_a_lease(
+            lambda: attempt_start(attempt_id=attempt_id, token=token), "start", attempt_id)
     except StaleAttempt as exc:
         log.warning("refused: %s", exc, extra={"attempt_id": attempt_id, "token": token})
         return "stale"
@@ -180,7 +204,9 @@ def run_attempt(attempt_id: int, token: int) -> str:
 def run_rank(attempt_id: int, token: int, rank: int) -> str:
     """Execute rank `rank` (1, 2, …) of a gang spanning nodes, if `token` is still current."""
     try:
-        claim = rank_start(attempt_id=attempt_id, token=token, rank=rank)
+        claim = answer_within_a_lease(
+            lambda: rank_start(attempt_id=attempt_id, token=token, rank=rank), "start",
+            attempt_id)
     except StaleAttempt as exc:
         log.warning("refused: %s", exc, extra={"attempt_id": attempt_id, "token": token})
         return "stale"
@@ -250,12 +276,15 @@ def _await_ranks(claim: AttemptClaim, sup: Supervision) -> None:
     until = sup.kill_at if sup.kill_at is not None else (
         time.monotonic() + settings.GPUSCHED_KILL_GRACE_S)
     beat = time.monotonic()
-    while ranks_running(claim.attempt_id) and time.monotonic() < until:
+    # the database not answering (None): its ranks may still run, the lease wants renewing
+    while answer_or_none(lambda: ranks_running(claim.attempt_id), "ranks' ends",
+                         claim.attempt_id) != 0 and time.monotonic() < until:
         time.sleep(RANK_POLL_S)
         if time.monotonic() - beat >= settings.GPUSCHED_HEARTBEAT_SECONDS:
             beat = time.monotonic()
-            if attempt_heartbeat(attempt_id=claim.attempt_id,
-                                 token=claim.token).action == "stale":
+            verdict = answer_or_none(lambda: attempt_heartbeat(
+                attempt_id=claim.attempt_id, token=claim.token), "heartbeat", claim.attempt_id)
+            if verdict is not None and verdict.action == "stale":
                 return
 
 
@@ -272,6 +301,12 @@ def _hold_gpus_left_in_use(claim: AttemptClaim) -> None:
                       extra={"attempt_id": claim.attempt_id})
 
 
+def _recorded(claim: AttemptClaim, result: AttemptResult) -> bool:
+    return answer_within_a_lease(lambda: report_recorded(
+        attempt_id=claim.attempt_id, token=claim.token, rank=claim.node_rank,
+        outcome=result.outcome, exit_code=result.exit_code), "report", claim.attempt_id)
+
+
 def _discard(claim: AttemptClaim, paths: AttemptPaths) -> str:
     """A fenced-off attempt removes only its own files: the job's checkpoint (and the job's
     directory) now belong to the attempt that replaced it. A rank's checkpoint is its node's:
@@ -283,13 +318,22 @@ def _discard(claim: AttemptClaim, paths: AttemptPaths) -> str:
 
 
 def _report(claim: AttemptClaim, paths: AttemptPaths, result: AttemptResult) -> str:
-    try:
+    sent = []
+
+    def finish() -> object:
+        sent.append(1)
         if claim.node_rank:
-            rank_finish(attempt_id=claim.attempt_id, token=claim.token, rank=claim.node_rank,
-                        result=dataclasses.replace(result, output_path=None))
-        else:
-            attempt_finish(attempt_id=claim.attempt_id, token=claim.token, result=result)
+            return rank_finish(attempt_id=claim.attempt_id, token=claim.token,
+                               rank=claim.node_rank,
+                               result=dataclasses.replace(result, output_path=None))
+        return attempt_finish(attempt_id=claim.attempt_id, token=claim.token, result=result)
+
+    try:
+        answer_within_a_lease(finish, "report", claim.attempt_id)
     except StaleAttempt as exc:
+        if len(sent) > 1 and _recorded(claim, result):  # its first answer was lost
+            paths.remove(keep_checkpoint=result.outcome == "PREEMPTED")
+            return result.outcome
         log.warning("result of attempt %s discarded: %s", claim.attempt_id, exc,
                     extra={"attempt_id": claim.attempt_id, "job_id": claim.job_id})
         checkpoint_discard(result.checkpoint)

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from credits.services.holds import meter_attempt
 from credits.services.pricing import gpu_hour_price
-from jobs.models import Attempt, AttemptStatus, Job
+from jobs.models import Attempt, AttemptRank, AttemptStatus, Job
 from jobs.scheduler.trigger import request_tick
 from jobs.services.job_hold import settle_stopped_hold
 from jobs.services.release import release_attempt, release_gpus
@@ -301,6 +301,17 @@ def _cancelled_by(job: Job) -> str:
     asked = job.events.filter(data__stop="cancel").order_by("-pk").values_list(
         "data", flat=True).first()
     return (asked or {}).get("reason", "")
+
+
+def report_recorded(*, attempt_id: int, token: int, rank: int, outcome: str,
+                    exit_code: int | None) -> bool:
+    """Whether this try (or its rank) already ended as this report says: a node that sent
+    its report again, its first answer lost after the commit, learns it was recorded."""
+    ended = {"ended_at__isnull": False, "outcome": outcome, "exit_code": exit_code}
+    if rank:
+        return AttemptRank.objects.filter(attempt_id=attempt_id, attempt__token=token,
+                                          rank=rank, **ended).exists()
+    return Attempt.objects.filter(pk=attempt_id, token=token, **ended).exists()
 
 
 def attempt_finish(*, attempt_id: int, token: int, result: AttemptResult) -> Job:

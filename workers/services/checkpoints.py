@@ -119,6 +119,8 @@ def checkpoint_record(*, job_id: int, attempt_id: int, rank: int, name: str,
     if not name:
         return
     mine = StoredCheckpoint.objects.filter(attempt_id=attempt_id, rank=rank)
+    if mine.filter(name=name).exists():  # sent again, its first answer lost: kept once
+        return
     if _on_one_node(attempt_id, rank):
         replaced = mine
     elif taken_at is None:
