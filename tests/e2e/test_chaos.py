@@ -4,9 +4,10 @@ Three nodes of 2 GPUs (one island, so 4-GPU gangs span two) run a stream of jobs
 organization, and of an enterprise one whose jobs preempt long paid ones, while, for
 GPUSCHED_CHAOS_S seconds (40 by default), a seeded random hand kills nodes with -9 or stops
 them as a service manager does and starts them again, freezes them past their leases (as a
-network cut does, their binaries running on), kills the scheduler's worker or beat,
-cancels jobs and submits more. Jobs crash, hang, run out of memory or write a broken output
-on their first try. Once the fleet is whole again and every job has ended:
+network cut does, their binaries running on), kills the scheduler's worker or beat, cuts
+every connection to PostgreSQL and Redis (a failover), cancels jobs and submits more. Jobs
+crash, hang, run out of memory or write a broken output on their first try. Once the fleet
+is whole again and every job has ended:
 - every job accepted ended, as its kind says it must: all succeed but those that run out of
   memory and those cancelled, however often their nodes died under them (invariant 1);
 - no GPU was ever bound to two attempts at once, none is bound now (2, 4);
@@ -30,6 +31,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import pytest
+import redis
+from django.conf import settings
+from django.db import connection
 
 from credits.models import GpuPrice, Hold
 from credits.services.grants import credits_grant
@@ -122,10 +126,12 @@ class Chaos:
 
     def act(self) -> None:
         action = self.rng.choices(("kill_node", "stop_node", "pause_node", "kill_scheduler",
-                                   "kill_beat", "cancel", "submit"),
-                                  weights=(30, 12, 10, 10, 5, 18, 15))[0]
+                                   "kill_beat", "drop_connections", "cancel", "submit"),
+                                  weights=(30, 12, 10, 10, 5, 10, 18, 15))[0]
         self.done[action] += 1
-        if action == "pause_node":
+        if action == "drop_connections":
+            _drop_connections()
+        elif action == "pause_node":
             # frozen past its lease, as a node cut off from the network: its binary, in a
             # session of its own, runs on, and must be fenced off when the agent wakes
             node = self.nodes[self.rng.choice(sorted(self.nodes))]
@@ -159,6 +165,22 @@ class Chaos:
         return (f"seed {SEED}: {len(self.kinds)} jobs {dict(states)}, "
                 f"{Attempt.objects.count()} tries ({ends['LOST']} lost, {ends['PREEMPTED']} "
                 f"preempted), actions {dict(self.done)}")
+
+
+def _drop_connections() -> None:
+    """Every connection the processes hold to the test's database and Redis DB is cut, as a
+    failover or a network blip cuts them: each must find its way back."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+    for url in {settings.CELERY_BROKER_URL, settings.REDIS_URL} - {""}:
+        client = redis.Redis.from_url(url)
+        mine, db = client.client_id(), client.connection_pool.connection_kwargs.get("db", 0)
+        for peer in client.client_list():
+            if int(peer["db"]) == db and int(peer["id"]) != mine:
+                with contextlib.suppress(redis.ResponseError):  # it left meanwhile
+                    client.client_kill_filter(_id=peer["id"])
+        client.close()
 
 
 @pytest.fixture
