@@ -32,6 +32,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from workers.agent.command import AttemptPaths
+from workers.agent.outages import answer_or_none
 from workers.services.attempts import (
     AttemptClaim,
     Verdict,
@@ -61,12 +62,16 @@ def running_copies(claim: AttemptClaim, paths: AttemptPaths) -> RunningCopies | 
                          every_s=settings.GPUSCHED_METER_INTERVAL_S, gang=len(claim.nodes) > 1)
 
 
-def _renew(claim: AttemptClaim) -> Verdict:
-    """Only the lease (a rank's or the attempt's), between the binary's runs."""
-    if claim.node_rank:
-        return rank_heartbeat(attempt_id=claim.attempt_id, token=claim.token,
-                              rank=claim.node_rank)
-    return attempt_heartbeat(attempt_id=claim.attempt_id, token=claim.token)
+def _renew(claim: AttemptClaim) -> Verdict | None:
+    """Only the lease (a rank's or the attempt's), between the binary's runs; None when the
+    database did not answer (the copy goes on: workers/agent/outages.py)."""
+    def renew() -> Verdict:
+        if claim.node_rank:
+            return rank_heartbeat(attempt_id=claim.attempt_id, token=claim.token,
+                                  rank=claim.node_rank)
+        return attempt_heartbeat(attempt_id=claim.attempt_id, token=claim.token)
+
+    return answer_or_none(renew, "heartbeat", claim.attempt_id)
 
 
 def keeping_the_lease(claim: AttemptClaim, copy: Callable[[], T]) -> T:
@@ -115,10 +120,13 @@ def store_checkpoint(claim: AttemptClaim, paths: AttemptPaths) -> str:
     the preemptor does not wait for the copy."""
     if not settings.GPUSCHED_STORE_CHECKPOINTS:
         return ""
-    if claim.node_rank:
-        rank_free_gpus(attempt_id=claim.attempt_id, token=claim.token, rank=claim.node_rank)
-    else:
-        attempt_free_gpus(attempt_id=claim.attempt_id, token=claim.token)
+    def free_gpus() -> object:  # unanswered: they are freed by the report instead
+        if claim.node_rank:
+            return rank_free_gpus(attempt_id=claim.attempt_id, token=claim.token,
+                                  rank=claim.node_rank)
+        return attempt_free_gpus(attempt_id=claim.attempt_id, token=claim.token)
+
+    answer_or_none(free_gpus, "freeing its GPUs", claim.attempt_id)
     try:
         return keeping_the_lease(claim, lambda: checkpoint_pack(
             claim.job_id, claim.attempt_id, claim.node_rank, paths.checkpoint_dir))
