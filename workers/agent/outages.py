@@ -17,11 +17,14 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from django.conf import settings
-from django.db import DatabaseError, connections
+from django.db import InterfaceError, OperationalError, connections
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 RETRY_EVERY_S = 1.0
+# a connection cut or refused (OperationalError), or one used after it broke (InterfaceError,
+# not a DatabaseError under PEP 249); not an error in the query or the data
+UNANSWERED = (OperationalError, InterfaceError)
 
 
 def _unanswered(what: str, attempt_id: int) -> None:
@@ -34,7 +37,7 @@ def answer_or_none(call: Callable[[], T], what: str, attempt_id: int) -> T | Non
     """`call`'s answer, or None when the database did not answer."""
     try:
         return call()
-    except DatabaseError:
+    except UNANSWERED:
         _unanswered(what, attempt_id)
         return None
 
@@ -46,7 +49,7 @@ def answer_within_a_lease(call: Callable[[], T], what: str, attempt_id: int) -> 
     while True:
         try:
             return call()
-        except DatabaseError:
+        except UNANSWERED:
             if time.monotonic() >= deadline:
                 raise
             _unanswered(what, attempt_id)

@@ -1,0 +1,55 @@
+"""The node agent's calls against a database that does not answer (workers/agent/outages.py):
+a cut connection, or one used after it broke, is an outage to ride through; an error in the
+query itself is not. Against the real PostgreSQL: its own backend terminated, or the socket
+closed under Django."""
+
+import contextlib
+
+import pytest
+from django.db import ProgrammingError, connection
+
+from workers.agent.outages import answer_or_none, answer_within_a_lease
+from workers.models import Node
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _cut() -> None:
+    """The server ends this connection, as a failover does (OperationalError on next use)."""
+    with connection.cursor() as cursor, contextlib.suppress(Exception):
+        cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+
+
+def _closed_underneath() -> None:
+    """The socket gone under Django (InterfaceError: connection already closed)."""
+    connection.ensure_connection()
+    connection.connection.close()
+
+
+@pytest.mark.parametrize("breaks", [_cut, _closed_underneath])
+def test_an_unanswered_call_is_none_and_the_next_one_reconnects(breaks):
+    breaks()
+    assert answer_or_none(Node.objects.count, "heartbeat", 1) is None
+    assert answer_or_none(Node.objects.count, "heartbeat", 1) == 0
+
+
+@pytest.mark.parametrize("breaks", [_cut, _closed_underneath])
+def test_a_report_is_sent_again_until_the_database_answers(breaks):
+    calls = []
+
+    def report() -> int:
+        calls.append(1)
+        if len(calls) < 3:
+            breaks()
+        return Node.objects.count()
+
+    assert answer_within_a_lease(report, "report", 1) == 0 and len(calls) == 3
+
+
+def test_an_error_in_the_query_itself_is_no_outage():
+    def wrong() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT no_such_column FROM workers_node")
+
+    with pytest.raises(ProgrammingError):
+        answer_or_none(wrong, "heartbeat", 1)
