@@ -62,9 +62,9 @@ def running_copies(claim: AttemptClaim, paths: AttemptPaths) -> RunningCopies | 
                          every_s=settings.GPUSCHED_METER_INTERVAL_S, gang=len(claim.nodes) > 1)
 
 
-def _renew(claim: AttemptClaim) -> Verdict | None:
-    """Only the lease (a rank's or the attempt's), between the binary's runs; None when the
-    database did not answer (the copy goes on: workers/agent/outages.py)."""
+def renew_lease(claim: AttemptClaim) -> Verdict | None:
+    """Only the lease (a rank's or the attempt's), while the binary is not running; None when
+    the database did not answer (what waits goes on: workers/agent/outages.py)."""
     def renew() -> Verdict:
         if claim.node_rank:
             return rank_heartbeat(attempt_id=claim.attempt_id, token=claim.token,
@@ -83,7 +83,7 @@ def keeping_the_lease(claim: AttemptClaim, copy: Callable[[], T]) -> T:
             try:
                 return future.result(timeout=settings.GPUSCHED_HEARTBEAT_SECONDS)
             except TimeoutError:
-                _renew(claim)
+                renew_lease(claim)
 
 
 def resume_from(claim: AttemptClaim, paths: AttemptPaths) -> None:

@@ -20,6 +20,7 @@ from django.conf import settings
 from workers.agent.checkpoint_copies import (
     RunningCopies,
     keeping_the_lease,
+    renew_lease,
     resume_from,
     running_copies,
     store_checkpoint,
@@ -282,8 +283,7 @@ def _await_ranks(claim: AttemptClaim, sup: Supervision) -> None:
         time.sleep(RANK_POLL_S)
         if time.monotonic() - beat >= settings.GPUSCHED_HEARTBEAT_SECONDS:
             beat = time.monotonic()
-            verdict = answer_or_none(lambda: attempt_heartbeat(
-                attempt_id=claim.attempt_id, token=claim.token), "heartbeat", claim.attempt_id)
+            verdict = renew_lease(claim)
             if verdict is not None and verdict.action == "stale":
                 return
 
