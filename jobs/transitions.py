@@ -59,9 +59,11 @@ def transition(
         if to in TERMINAL:  # its credits are settled in the end's transaction
             from credits.services.holds import settle_job
             from jobs.services.dependencies import release_dependents
+            from jobs.services.outputs import strays_delete_once_ended
 
             settle_job(job)
             release_dependents(job)  # and the jobs held after it queue, or are cancelled
+            strays_delete_once_ended(job)
         notify_job_moved(job)  # and the notices owed for the move, in the move's
     return job
 

@@ -7,6 +7,14 @@ import pytest
 from tests.support.processes import ProcessGroup
 
 
+@pytest.fixture(autouse=True)
+def storage_of_its_own(settings, tmp_path):
+    """Each test its own storage (outputs, checkpoints' copies, logs), shared with the
+    processes it starts (child_env): job ids restart with every test database, and the two
+    lanes of the suite run at once, so a folder named after a job would be another's too."""
+    settings.MEDIA_ROOT = str(tmp_path / "media")
+
+
 @pytest.fixture
 def clean_cache():
     """A tick publishes a backlog, a line and more to the cache, which admission and the API
@@ -87,7 +95,6 @@ def receiver(settings):
 def agent(settings, tmp_path):
     """A node agent run in the test's process (`run_by_agent`): quick beats, its files and
     the service's storage under the test's folder."""
-    settings.MEDIA_ROOT = str(tmp_path / "media")
     settings.GPUSCHED_WORK_ROOT = tmp_path / "work"
     settings.GPUSCHED_HEARTBEAT_SECONDS = 0.1
     settings.GPUSCHED_KILL_GRACE_S = 1

@@ -2,7 +2,8 @@
 or the dashboard to one of its members. Storage paths are never published, since they name
 the job and could be guessed. Outputs are kept GPUSCHED_OUTPUT_RETENTION_DAYS after the job
 ends, then deleted (a video a client never fetched would fill the store); the job keeps its
-end, its result says when its output went."""
+end, its result says when its output went. Each job's outputs go to a folder of its own, so
+that copies it does not name, left by a report cut off before it committed, go at its end."""
 
 from __future__ import annotations
 
@@ -22,6 +23,35 @@ from jobs.services.byte_ranges import UNSATISFIABLE, byte_range, chunks
 
 log = logging.getLogger(__name__)
 EXPIRE_BATCH = 500  # outputs deleted per sweep at most: a sweep stays short, the next goes on
+FOLDER = "outputs"
+
+
+def output_name(job_id: int, filename: str) -> str:
+    """Where in storage a job's output named `filename` is copied (storage may change the
+    name's end to make it unique)."""
+    return f"{FOLDER}/job-{job_id}/{filename}"
+
+
+def strays_delete_once_ended(job: Job) -> None:
+    """Once the job's end commits, delete the files in its folder that it does not name:
+    copies of an output whose report was cut off after the copy (its node sends the report
+    again and copies again), or whose try was then lost. Nothing writes there after the
+    end: an ended job never runs again (a redrive is a new job), and a report copies only
+    after it ended its live try, which an ended job has no more of."""
+    transaction.on_commit(lambda: _strays_delete(job.pk))
+
+
+def _strays_delete(job_id: int) -> None:
+    # a job deleted meanwhile names nothing
+    kept = Job.objects.filter(pk=job_id).values_list("output", flat=True).first() or ""
+    folder = f"{FOLDER}/job-{job_id}"
+    try:
+        files = default_storage.listdir(folder)[1]
+    except FileNotFoundError:  # the job copied nothing
+        return
+    for name in files:
+        if f"{folder}/{name}" != kept:
+            _delete(f"{folder}/{name}")
 
 
 def output_path(job: Job) -> str | None:
@@ -97,4 +127,4 @@ def _delete(name: str) -> None:
     try:
         default_storage.delete(name)
     except OSError:
-        log.exception("deleting expired output %s", name)
+        log.exception("deleting output %s", name)

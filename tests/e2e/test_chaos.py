@@ -29,20 +29,22 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 import redis
 from django.conf import settings
-from django.db import connection
 
 from credits.models import GpuPrice, Hold
 from credits.services.grants import credits_grant
 from jobs.models import Attempt, GpuBinding, Job, Organization
 from jobs.services.cancellation import job_cancel
 from jobs.services.errors import Conflict
+from jobs.services.outputs import FOLDER
 from jobs.services.tenancy import organization_create
 from jobs.states import ALLOWED, TERMINAL
 from tests.support.broker import purge_broker_and_cache
+from tests.support.database_cuts import cut_all_but_own
 from tests.support.factories import make_job
 from tests.support.ledger import assert_ledger_consistent
 from tests.support.processes import ProcessGroup, binaries_under, wait_for
@@ -170,9 +172,7 @@ class Chaos:
 def _drop_connections() -> None:
     """Every connection the processes hold to the test's database and Redis DB is cut, as a
     failover or a network blip cuts them: each must find its way back."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                       "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+    cut_all_but_own()
     for url in {settings.CELERY_BROKER_URL, settings.REDIS_URL} - {""}:
         client = redis.Redis.from_url(url)
         mine, db = client.client_id(), client.connection_pool.connection_kwargs.get("db", 0)
@@ -225,6 +225,7 @@ def test_every_invariant_holds_after_random_faults(chaos):
     _ended_as_their_kind(chaos)
     _gpus_bound_once(chaos)
     _tries_in_turn(chaos)
+    _outputs_named(chaos)
     assert_ledger_consistent()
     assert not Hold.objects.filter(closed_at__isnull=True).exists(), chaos.summary()
     assert not binaries_under(chaos.group.work_root), chaos.summary()
@@ -253,6 +254,15 @@ def _gpus_bound_once(chaos: Chaos) -> None:
         if b.gpu_id in last:
             assert b.bound_at >= last[b.gpu_id], (b.gpu_id, b.attempt_id, chaos.summary())
         last[b.gpu_id] = b.released_at
+
+
+def _outputs_named(chaos: Chaos) -> None:
+    """Storage holds the outputs the jobs name and nothing else: no copy of a report cut off
+    before it committed, or of a try lost after its copy, stays behind."""
+    named = set(Job.objects.exclude(output="").values_list("output", flat=True))
+    stored = {str(p.relative_to(settings.MEDIA_ROOT))
+              for p in Path(settings.MEDIA_ROOT, FOLDER).glob("*/*")}
+    assert stored == named, (sorted(stored ^ named), chaos.summary())
 
 
 def _tries_in_turn(chaos: Chaos) -> None:

@@ -2,18 +2,16 @@
 new ones refused): nodes supervise their binaries on, heartbeats and reports go through once
 it is back, and no try is lost for it (workers/agent/outages.py)."""
 
-import contextlib
 import time
 import uuid
 
-import psycopg2
 import pytest
-from django.db import connection
 
 from credits.models import GpuPrice
 from credits.services.grants import credits_grant
 from jobs.models import Attempt, Job
 from tests.support.broker import purge_broker_and_cache
+from tests.support.database_cuts import database_away
 from tests.support.factories import make_job
 from tests.support.ledger import assert_ledger_consistent
 from tests.support.processes import ProcessGroup, wait_for
@@ -21,30 +19,6 @@ from workers.models import Node
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 OUTAGE_S = 3.0  # under the lease below, over six heartbeats
-
-
-@contextlib.contextmanager
-def _database_away():
-    """New connections refused and every other one cut, till the block ends (this test's own
-    connection stays). PostgreSQL takes both from a connection to another database."""
-    db = connection.settings_dict
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_backend_pid()")
-        mine = cursor.fetchone()[0]
-    admin = psycopg2.connect(dbname="postgres", user=db["USER"], password=db["PASSWORD"],
-                             host=db["HOST"] or None, port=db["PORT"] or None)
-    admin.autocommit = True
-    try:
-        with admin.cursor() as cursor:
-            cursor.execute(f'ALTER DATABASE "{db["NAME"]}" ALLOW_CONNECTIONS false')
-            cursor.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                           "WHERE datname = %s AND pid <> %s", [db["NAME"], mine])
-            assert cursor.fetchone()[0] > 0  # the node and the scheduler were connected
-        yield
-    finally:
-        with admin.cursor() as cursor:
-            cursor.execute(f'ALTER DATABASE "{db["NAME"]}" ALLOW_CONNECTIONS true')
-        admin.close()
 
 
 @pytest.fixture
@@ -74,7 +48,8 @@ def test_jobs_run_through_a_database_failover_without_losing_a_try(alice, fleet)
     wait_for(lambda: Attempt.objects.filter(job=copying, progress__gt=0.2).exists()
              and Attempt.objects.filter(job=ending, progress__gt=0.7).exists(), 60,
              "both jobs well under way")
-    with _database_away():
+    with database_away() as cut:
+        assert cut > 0  # the node and the scheduler were connected
         time.sleep(OUTAGE_S)  # the shorter job ends meanwhile: its report waits for the database
     wait_for(lambda: Job.objects.filter(pk__in=[copying.pk, ending.pk],
                                         state="SUCCEEDED").count() == 2, 90, "both to succeed")

@@ -3,21 +3,14 @@ a cut connection, or one used after it broke, is an outage to ride through; an e
 query itself is not. Against the real PostgreSQL: its own backend terminated, or the socket
 closed under Django."""
 
-import contextlib
-
 import pytest
 from django.db import ProgrammingError, connection
 
+from tests.support.database_cuts import cut_own
 from workers.agent.outages import answer_or_none, answer_within_a_lease
 from workers.models import Node
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _cut() -> None:
-    """The server ends this connection, as a failover does (OperationalError on next use)."""
-    with connection.cursor() as cursor, contextlib.suppress(Exception):
-        cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
 
 
 def _closed_underneath() -> None:
@@ -26,14 +19,14 @@ def _closed_underneath() -> None:
     connection.connection.close()
 
 
-@pytest.mark.parametrize("breaks", [_cut, _closed_underneath])
+@pytest.mark.parametrize("breaks", [cut_own, _closed_underneath])
 def test_an_unanswered_call_is_none_and_the_next_one_reconnects(breaks):
     breaks()
     assert answer_or_none(Node.objects.count, "heartbeat", 1) is None
     assert answer_or_none(Node.objects.count, "heartbeat", 1) == 0
 
 
-@pytest.mark.parametrize("breaks", [_cut, _closed_underneath])
+@pytest.mark.parametrize("breaks", [cut_own, _closed_underneath])
 def test_a_report_is_sent_again_until_the_database_answers(breaks):
     calls = []
 

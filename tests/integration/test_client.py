@@ -220,9 +220,7 @@ def test_a_wait_on_many_jobs_asks_once_a_poll_for_all_of_them(proxy, alice):
     assert unknown.value.code == "not_found"
 
 
-def test_a_download_cut_off_halfway_resumes_where_it_stopped(gs, proxy, alice, tmp_path,
-                                                              settings):
-    settings.MEDIA_ROOT = str(tmp_path / "media")
+def test_a_download_cut_off_halfway_resumes_where_it_stopped(gs, proxy, alice, tmp_path):
     make_node("n1", gpus=1)
     job = run_to_success(job_submit(organization=alice, spec=JobSpec(prompt="a fox")),
                          tmp_path)

@@ -77,8 +77,7 @@ def _queued(shell, *options: str) -> int:
     return json.loads(shell("submit", "a hare", *options)[1])["id"]
 
 
-def test_a_finished_job_s_output_and_log_are_saved(shell, alice, tmp_path, settings):
-    settings.MEDIA_ROOT = str(tmp_path / "media")
+def test_a_finished_job_s_output_and_log_are_saved(shell, alice, tmp_path):
     make_node("n1", gpus=1)
     job = _queued(shell)
     run_to_success(Job.objects.get(pk=job), tmp_path)

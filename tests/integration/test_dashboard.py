@@ -77,11 +77,9 @@ def test_the_list_reads_a_fixed_number_of_queries(member, alice,
         assert member.get("/dashboard/").status_code == 200
 
 
-def test_a_gangs_page_shows_every_node_it_runs_on_and_what_it_resumes_from(member, alice,
-                                                                           settings, tmp_path):
+def test_a_gangs_page_shows_every_node_it_runs_on_and_what_it_resumes_from(member, alice):
     from workers.services.logs import log_kept, log_name, log_store
 
-    settings.MEDIA_ROOT = str(tmp_path)
     for name in ("n1", "n2"):
         make_node(name, gpus=2, island="r1")
     job = make_job(alice, gpus=4)

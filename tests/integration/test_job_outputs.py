@@ -10,8 +10,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def done(alice, tmp_path, settings):
-    settings.MEDIA_ROOT = str(tmp_path / "media")
+def done(alice, tmp_path):
     make_node("n1", gpus=1)
     return run_to_success(make_job(alice), tmp_path)
 

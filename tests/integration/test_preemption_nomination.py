@@ -182,7 +182,7 @@ def test_each_nominee_starts_when_its_own_victims_let_go(bob, settings):
 
 
 def test_a_victim_that_copies_its_checkpoint_frees_its_gpus_to_the_preemptor_first(
-        nominated, settings, tmp_path):
+        nominated):
     """The copy of a large checkpoint takes seconds to minutes: the preemptor starts on the
     GPUs as soon as the victim's binary has ended, while the victim still holds its lease."""
     from jobs.scheduler.snapshot import load_snapshot
@@ -201,7 +201,6 @@ def test_a_victim_that_copies_its_checkpoint_frees_its_gpus_to_the_preemptor_fir
     assert victim.ended_at is None  # still copying, its lease its own
     # the next round sees the GPUs as the preemptor's only
     assert [r.attempt_id for r in load_snapshot(timezone.now()).running] == [live.pk]
-    settings.MEDIA_ROOT = str(tmp_path)
     copy = default_storage.save(f"checkpoints/job-{victim.job_id}-attempt-{victim.pk}.tar",
                                 ContentFile(b"its checkpoint"))
     job = attempt_finish(attempt_id=victim.pk, token=victim.token,

@@ -46,8 +46,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture(autouse=True)
-def storage(settings, tmp_path):
-    settings.MEDIA_ROOT = str(tmp_path / "media")
+def storage(settings):
     settings.GPUSCHED_STORE_CHECKPOINTS = True
 
 

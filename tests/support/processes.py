@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def child_env(**extra: str) -> dict[str, str]:
-    """The test's own database (pytest-django renamed it) and broker, for child processes."""
+    """The test's own database (pytest-django renamed it), broker and storage, for child
+    processes."""
     db = settings.DATABASES["default"]
     env = dict(os.environ)
     if connection.vendor == "postgresql":
@@ -29,6 +30,7 @@ def child_env(**extra: str) -> dict[str, str]:
                                f":{db['PORT'] or 5432}/{db['NAME']}")
     else:
         env["DATABASE_URL"] = f"sqlite:///{db['NAME']}"
+    env["GPUSCHED_MEDIA_ROOT"] = str(settings.MEDIA_ROOT)
     env["PYTHONUNBUFFERED"] = "1"
     env.update(extra)
     return env

@@ -25,6 +25,7 @@ from credits.services.pricing import gpu_hour_price
 from jobs.models import Attempt, AttemptRank, AttemptStatus, Job
 from jobs.scheduler.trigger import request_tick
 from jobs.services.job_hold import settle_stopped_hold
+from jobs.services.outputs import output_name
 from jobs.services.release import release_attempt, release_gpus
 from jobs.services.storable import storable
 from jobs.states import JobState
@@ -282,7 +283,7 @@ def _job_fields(job: Job, attempt: Attempt, result: AttemptResult) -> dict:
                 else "queued again after it stopped"}
     fields = {"finished_at": now}
     if result.outcome == Outcome.SUCCEEDED and result.output_path:
-        name = f"outputs/job-{job.pk}/{result.output_path.name}"
+        name = output_name(job.pk, result.output_path.name)
         with result.output_path.open("rb") as fh:
             fields["output"] = default_storage.save(name, File(fh))
         fields["result"] = {"output": fields["output"],
