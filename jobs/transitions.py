@@ -59,7 +59,7 @@ def transition(
         if to in TERMINAL:  # its credits are settled in the end's transaction
             from credits.services.holds import settle_job
             from jobs.services.dependencies import release_dependents
-            from jobs.services.outputs import strays_delete_once_ended
+            from jobs.services.output_strays import strays_delete_once_ended
 
             settle_job(job)
             release_dependents(job)  # and the jobs held after it queue, or are cancelled

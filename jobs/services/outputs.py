@@ -2,8 +2,8 @@
 or the dashboard to one of its members. Storage paths are never published, since they name
 the job and could be guessed. Outputs are kept GPUSCHED_OUTPUT_RETENTION_DAYS after the job
 ends, then deleted (a video a client never fetched would fill the store); the job keeps its
-end, its result says when its output went. Each job's outputs go to a folder of its own, so
-that copies it does not name, left by a report cut off before it committed, go at its end."""
+end, its result says when its output went. Each job's outputs go to a folder of its own
+(services/output_strays.py clears it of what the job does not name)."""
 
 from __future__ import annotations
 
@@ -30,28 +30,6 @@ def output_name(job_id: int, filename: str) -> str:
     """Where in storage a job's output named `filename` is copied (storage may change the
     name's end to make it unique)."""
     return f"{FOLDER}/job-{job_id}/{filename}"
-
-
-def strays_delete_once_ended(job: Job) -> None:
-    """Once the job's end commits, delete the files in its folder that it does not name:
-    copies of an output whose report was cut off after the copy (its node sends the report
-    again and copies again), or whose try was then lost. Nothing writes there after the
-    end: an ended job never runs again (a redrive is a new job), and a report copies only
-    after it ended its live try, which an ended job has no more of."""
-    transaction.on_commit(lambda: _strays_delete(job.pk))
-
-
-def _strays_delete(job_id: int) -> None:
-    # a job deleted meanwhile names nothing
-    kept = Job.objects.filter(pk=job_id).values_list("output", flat=True).first() or ""
-    folder = f"{FOLDER}/job-{job_id}"
-    try:
-        files = default_storage.listdir(folder)[1]
-    except FileNotFoundError:  # the job copied nothing
-        return
-    for name in files:
-        if f"{folder}/{name}" != kept:
-            _delete(f"{folder}/{name}")
 
 
 def output_path(job: Job) -> str | None:
@@ -118,12 +96,13 @@ def expire_outputs(*, now: datetime) -> int:
             if not Job.objects.filter(pk=job_id, output=name).update(
                     output="", result={**result, "output_expired_at": now.isoformat()}):
                 continue
-            transaction.on_commit(lambda name=name: _delete(name))
+            transaction.on_commit(lambda name=name: output_delete(name))
         expired += 1
     return expired
 
 
-def _delete(name: str) -> None:
+def output_delete(name: str) -> None:
+    """Delete a stored output; a failure is logged, not raised (nothing names it any more)."""
     try:
         default_storage.delete(name)
     except OSError:

@@ -1,11 +1,14 @@
 """A report whose connection is cut after it copied the output, before it committed (a
 failover in the middle of a job's end): the copy is left behind. However the job then ends,
-its output folder holds only the output it names."""
+its output folder holds only the output it names (jobs/services/output_strays.py); the
+sweep clears the folders of jobs that ended before that, and leaves live jobs' alone."""
 
 from datetime import timedelta
 
 import pytest
+from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
+from django.core.management import call_command
 from django.db import OperationalError
 from django.utils import timezone
 
@@ -75,3 +78,26 @@ def test_the_copy_of_a_try_lost_after_its_cut_goes_when_the_job_ends(alice, tmp_
     job = run_to_success(Job.objects.get(pk=job.pk), again)
     assert Attempt.objects.filter(job=job).count() == 2
     assert _folder(job) == [job.output.name.rsplit("/", 1)[1]]
+
+
+def _stray(job_id: int, name: str) -> str:
+    return default_storage.save(output_name(job_id, name), ContentFile(b"half a video"))
+
+
+def test_the_sweep_deletes_what_ended_jobs_do_not_name_and_only_that(alice, tmp_path,
+                                                                     capsys):
+    make_node("n1", gpus=1)
+    ended = run_to_success(make_job(alice), tmp_path)
+    strays = [_stray(ended.pk, "out.y4m"), _stray(ended.pk + 1000, "out.y4m")]  # and one gone
+    live = make_job(alice)
+    start_placed(live)
+    copying = _stray(live.pk, "out.y4m")  # its report may not have committed yet
+    default_storage.save("outputs/notes.txt", ContentFile(b"an operator's"))
+    call_command("outputs_sweep", "--dry-run")
+    *listed, said, _ = capsys.readouterr().out.split("\n")
+    assert sorted(listed) == sorted(strays) and said == "would delete 2 file(s) no job names"
+    assert all(default_storage.exists(name) for name in strays)
+    call_command("outputs_sweep")
+    assert not any(default_storage.exists(name) for name in strays)
+    assert default_storage.exists(copying) and default_storage.exists("outputs/notes.txt")
+    assert Job.objects.get(pk=ended.pk).output.read() == VIDEO
