@@ -1,7 +1,9 @@
-"""A file storage that runs a probe while it saves, to see what is locked meanwhile."""
+"""File storages for tests: one that runs a probe while it saves, to see what is locked
+meanwhile; one whose disk is full for a while."""
 
 from __future__ import annotations
 
+import errno
 import threading
 
 from django.core.files.storage import FileSystemStorage
@@ -23,4 +25,18 @@ class ProbingStorage(FileSystemStorage):
             thread = threading.Thread(target=run)
             thread.start()
             thread.join()
+        return super()._save(name, content)
+
+
+class FullStorage(FileSystemStorage):
+    """A file storage whose disk is full for its first `fails` saves of outputs; it leaves
+    what it wrote before it filled, as a real one does."""
+    fails = 0
+
+    def _save(self, name, content):
+        if name.startswith("outputs/") and FullStorage.fails > 0:
+            FullStorage.fails -= 1
+            with self.open(name, "wb") as half:  # what a write that ran out of room left
+                half.write(content.read(4))
+            raise OSError(errno.ENOSPC, "No space left on device", name)
         return super()._save(name, content)

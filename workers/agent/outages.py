@@ -5,7 +5,9 @@ binary ran on, unsupervised, on GPUs the scheduler had given to another job.
 
 A failed call is logged, the broken connection closed (the next call opens a new one) and
 tried again: a heartbeat at the next beat, while supervision goes on; an attempt's start and
-end every second for as long as a lease lasts. The lease bounds it all: a try whose lease
+end every second for as long as a lease lasts. An end whose copy of the output failed (a full
+disk, a storage that did not answer) is tried again the same way, rather than leave its try
+to be lost with its lease and run again from the start. The lease bounds it all: a try whose lease
 ran out meanwhile is lost, and the agent hears so ("stale") at its first answer.
 """
 
@@ -42,15 +44,20 @@ def answer_or_none(call: Callable[[], T], what: str, attempt_id: int) -> T | Non
         return None
 
 
-def answer_within_a_lease(call: Callable[[], T], what: str, attempt_id: int) -> T:
-    """`call`'s answer, tried again every second while the database does not answer, for a
-    lease's length at most (then its error goes up)."""
+def answer_within_a_lease(call: Callable[[], T], what: str, attempt_id: int, *,
+                          also: tuple[type[Exception], ...] = ()) -> T:
+    """`call`'s answer, tried again every second while the database does not answer (or
+    `call` raises one of `also`), for a lease's length at most (then its error goes up)."""
     deadline = time.monotonic() + settings.GPUSCHED_LEASE_SECONDS
     while True:
         try:
             return call()
-        except UNANSWERED:
+        except (*UNANSWERED, *also) as exc:
             if time.monotonic() >= deadline:
                 raise
-            _unanswered(what, attempt_id)
+            if isinstance(exc, UNANSWERED):
+                _unanswered(what, attempt_id)
+            else:
+                log.warning("%s of attempt %s failed; trying again", what, attempt_id,
+                            exc_info=True, extra={"attempt_id": attempt_id})
             time.sleep(RETRY_EVERY_S)

@@ -329,7 +329,8 @@ def _report(claim: AttemptClaim, paths: AttemptPaths, result: AttemptResult) -> 
         return attempt_finish(attempt_id=claim.attempt_id, token=claim.token, result=result)
 
     try:
-        answer_within_a_lease(finish, "report", claim.attempt_id)
+        # OSError: the output's copy to storage failed; the next copies it again
+        answer_within_a_lease(finish, "report", claim.attempt_id, also=(OSError,))
     except StaleAttempt as exc:
         if len(sent) > 1 and _recorded(claim, result):  # its first answer was lost
             paths.remove(keep_checkpoint=result.outcome == "PREEMPTED")
