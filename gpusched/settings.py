@@ -90,6 +90,9 @@ try:
     # copy a stopped attempt's checkpoints to storage, so the job resumes on any nodes (off
     # where the work root is storage every node shares; workers/services/checkpoints.py)
     GPUSCHED_STORE_CHECKPOINTS = env_bool("GPUSCHED_STORE_CHECKPOINTS", True)
+    # how long a resume reads a stored checkpoint again while storage does not answer
+    GPUSCHED_CHECKPOINT_READ_RETRY_S = env_number("GPUSCHED_CHECKPOINT_READ_RETRY_S", 120.0,
+                                                  minimum=0)
     # webhooks to loopback, private or link-local addresses (a tenant's URL must not reach
     # the service's own network); on for a fleet whose receivers are all internal
     GPUSCHED_WEBHOOK_ALLOW_PRIVATE = env_bool("GPUSCHED_WEBHOOK_ALLOW_PRIVATE", False)

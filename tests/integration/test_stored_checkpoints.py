@@ -24,6 +24,7 @@ from tests.support.checkpoints import (
     write_checkpoint,
 )
 from tests.support.factories import make_job, make_node
+from tests.support.storage import AwayStorage
 from workers.services.attempts import (
     AttemptResult,
     StaleAttempt,
@@ -108,6 +109,39 @@ def test_a_copy_that_cannot_be_read_leaves_the_directory_empty(tmp_path, any_sto
     whole = default_storage.open(_tar((tarfile.TarInfo("big.bin"), bytes(4096)))).read()
     cut = default_storage.save("checkpoints/job-7-cut.tar", ContentFile(whole[:2048]))
     assert not checkpoint_unpack(cut, there) and files_of(there) == {}
+
+
+@pytest.fixture
+def away(settings):
+    """Storage that does not answer for a while, read again every READ_RETRY_EVERY_S."""
+    settings.STORAGES = {**settings.STORAGES, "default": {
+        "BACKEND": "tests.support.storage.AwayStorage"}}
+    AwayStorage.fails = AwayStorage.reads = 0
+    return AwayStorage
+
+
+def test_a_copy_storage_does_not_answer_for_is_read_again_till_it_does(tmp_path, away,
+                                                                       settings):
+    """Starting afresh would throw away the work the copy kept, which its job paid for."""
+    name = checkpoint_pack(7, 70, 0, write_checkpoint(tmp_path / "n1" / "checkpoint", step=3))
+    settings.GPUSCHED_CHECKPOINT_READ_RETRY_S = 60
+    away.fails = 2
+    there = tmp_path / "n2" / "checkpoint"
+    assert checkpoint_unpack(name, there) and away.reads == 3
+    assert files_of(there) == files_of(tmp_path / "n1" / "checkpoint")
+
+
+def test_a_copy_gone_is_not_read_again_and_one_still_away_is_given_up(tmp_path, away,
+                                                                     settings):
+    settings.GPUSCHED_CHECKPOINT_READ_RETRY_S = 60
+    there = write_checkpoint(tmp_path / "checkpoint", step=2)
+    assert not checkpoint_unpack("checkpoints/job-7-gone.tar", there)
+    assert away.reads == 1 and files_of(there) == {}
+    name = checkpoint_pack(7, 70, 0, write_checkpoint(tmp_path / "n1" / "checkpoint", step=3))
+    settings.GPUSCHED_CHECKPOINT_READ_RETRY_S = 0  # past its time: the binary starts afresh
+    away.fails, away.reads = 5, 0
+    assert not checkpoint_unpack(name, there)
+    assert away.reads == 1 and files_of(there) == {}
 
 
 def test_folders_and_links_inside_the_directory_are_put_back(tmp_path, any_storage):

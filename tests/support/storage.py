@@ -1,12 +1,12 @@
 """File storages for tests: one that runs a probe while it saves, to see what is locked
-meanwhile; one whose disk is full for a while."""
+meanwhile; one whose disk is full for a while; one that does not answer for a while."""
 
 from __future__ import annotations
 
 import errno
 import threading
 
-from django.core.files.storage import FileSystemStorage
+from django.core.files.storage import FileSystemStorage, InMemoryStorage
 from django.db import connection
 
 
@@ -40,3 +40,17 @@ class FullStorage(FileSystemStorage):
                 half.write(content.read(4))
             raise OSError(errno.ENOSPC, "No space left on device", name)
         return super()._save(name, content)
+
+
+class AwayStorage(InMemoryStorage):
+    """Object storage (no local path) that does not answer its first `fails` reads; counts
+    every read."""
+    fails = 0
+    reads = 0
+
+    def _open(self, name, mode="rb"):
+        AwayStorage.reads += 1
+        if AwayStorage.fails > 0:
+            AwayStorage.fails -= 1
+            raise ConnectionRefusedError(errno.ECONNREFUSED, "the storage did not answer")
+        return super()._open(name, mode)

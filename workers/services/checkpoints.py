@@ -21,6 +21,7 @@ import logging
 import re
 import shutil
 import tarfile
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -47,6 +48,10 @@ MARKER = ".gpusched-stored"  # in a checkpoint directory: the copy it matches
 KEPT_STEPS = 3  # a gang node's copies made while it ran: its peers may have copied others
 FOLDER = "checkpoints"  # in storage, flat: a sweep leaves no empty folder behind
 _JOB_OF = re.compile(r"job-(\d+)-")
+READ_RETRY_EVERY_S = 2.0
+# a copy no read will bring back: gone (deleted, never stored), or not a tar that is whole
+# and safe (a name reaching outside, a file cut short: tarfile's errors)
+UNREADABLE = (FileNotFoundError, tarfile.TarError, EOFError)
 
 
 class _Made(File):
@@ -85,21 +90,37 @@ def checkpoint_pack(job_id: int, attempt_id: int, rank: int, directory: Path) ->
 
 def checkpoint_unpack(name: str, directory: Path) -> bool:
     """Put the stored copy `name` in the directory, unless it matches it already; True if
-    it was copied. A copy that cannot be read leaves the directory empty: the binary starts
-    from the beginning rather than from another attempt's checkpoint."""
+    it was copied. A copy that is gone or broken leaves the directory empty: the binary
+    starts from the beginning rather than from another attempt's checkpoint. Storage that
+    does not answer is read again every few seconds for GPUSCHED_CHECKPOINT_READ_RETRY_S
+    first: starting afresh throws away the work the copy kept, which its job paid for."""
     marker = directory / MARKER
     if not name or not settings.GPUSCHED_STORE_CHECKPOINTS or (
             marker.is_file() and marker.read_text() == name):
         return False
-    empty_directory(directory)
-    try:
-        unpack_tar(name, directory)  # names inside stay inside
-    except Exception:  # any storage backend's error: the attempt still runs
-        log.exception("stored checkpoint %s could not be read; starting without it", name)
+    deadline = time.monotonic() + settings.GPUSCHED_CHECKPOINT_READ_RETRY_S
+    while (error := _read(name, directory)) is not None and not isinstance(
+            error, UNREADABLE) and time.monotonic() < deadline:
+        log.warning("stored checkpoint %s could not be read (%r); reading it again", name,
+                    error)
+        time.sleep(READ_RETRY_EVERY_S)
+    if error is not None:
+        log.error("stored checkpoint %s could not be read; starting without it", name,
+                  exc_info=error)
         empty_directory(directory)
         return False
     marker.write_text(name)
     return True
+
+
+def _read(name: str, directory: Path) -> Exception | None:
+    """Unpack the copy into the emptied directory; what stopped it, if anything."""
+    empty_directory(directory)
+    try:
+        unpack_tar(name, directory)  # names inside stay inside
+    except Exception as exc:  # any storage backend's error
+        return exc
+    return None
 
 
 def empty_directory(directory: Path) -> None:
