@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from jobs.models import Attempt, GpuBinding, Job
 from jobs.services.submission import JobSpec, job_submit
-from tests.support.factories import make_job, make_node, start_placed
+from tests.support.factories import make_job, make_node, run_by_agent, start_placed
 from tests.support.race import race
 from workers.agent.discovery import configured_gpus
 from workers.services.attempts import (
@@ -245,3 +245,25 @@ def test_a_crashed_job_retries_on_another_node_where_one_is_free(alice):
         retry = start_placed(Job.objects.get(pk=job.pk))
         assert retry.node_id != first.node_id
         first, job = retry, _fail(retry)
+
+
+def test_a_node_that_cannot_start_the_binary_sends_its_job_to_another(alice, agent, settings):
+    """A binary missing on one node (or a work root it cannot write) is that node's fault: the
+    job retries elsewhere, and the failure counts against the node, not the job's input."""
+    from jobs.scheduler.tick import scheduler_tick_run
+    from workers.agent.runner import run_attempt
+
+    installed = settings.GPUSCHED_BINARY
+    settings.GPUSCHED_BINARY = "/opt/not-installed/model --output {output}"
+    job = run_by_agent(alice, run_seconds=0.2, progress_interval=0.1)
+    (failed,) = Attempt.objects.filter(job=job)
+    assert (job.state, job.avoid_node, failed.failed_on_id) == ("RETRY_WAIT", "n1", failed.node_id)
+    assert job.events.get(to_state="RETRY_WAIT").data["error_code"] == "launch_failed"
+    assert "No such file or directory" in failed.stderr_tail
+    settings.GPUSCHED_BINARY = installed  # n2 has it
+    make_node("n2", gpus=1)
+    release_due_retries(now=timezone.now())
+    scheduler_tick_run()
+    retry = Attempt.objects.get(job=job, ended_at__isnull=True)
+    assert retry.node.name == "n2"
+    assert run_attempt(retry.pk, retry.token) == "SUCCEEDED"

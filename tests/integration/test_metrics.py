@@ -130,11 +130,13 @@ def test_metrics_count_failed_tries_by_kind(alice, client):
             AttemptResult("FAILED", -15, "", None, "hung"),
             AttemptResult("OOM", 137, "CUDA out of memory", None, "out_of_memory"),
             AttemptResult("FAILED", 2, "usage", None, "exit_2"),
+            AttemptResult("FAILED", None, "No such file", None, "launch_failed"),
             AttemptResult("SUCCEEDED", 0)]
     for result in ends:
         attempt = start_placed(make_job(alice))
         attempt_finish(attempt_id=attempt.pk, token=attempt.token, result=result)
     m = _scrape(client)
     assert {k: m["gpusched_attempt_failures_total", f'{{kind="{k}"}}'] for k in (
-        "crash", "hung", "corrupt_output", "out_of_memory", "bad_input")} == {
-        "crash": 2, "hung": 1, "corrupt_output": 0, "out_of_memory": 1, "bad_input": 1}
+        "crash", "hung", "corrupt_output", "out_of_memory", "bad_input", "launch_failed")} == {
+        "crash": 2, "hung": 1, "corrupt_output": 0, "out_of_memory": 1, "bad_input": 1,
+        "launch_failed": 1}

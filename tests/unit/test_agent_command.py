@@ -90,6 +90,7 @@ def test_a_crash_a_hang_and_a_broken_output_are_retried_a_bad_input_is_not():
     assert _retryable(error_code="exit_75", exit_code=75)  # EX_TEMPFAIL, unasked
     assert _retryable(error_code="hung", exit_code=-15)
     assert _retryable(error_code="corrupt_output", exit_code=0)
+    assert _retryable(error_code="launch_failed", exit_code=None)  # the node's fault
     for code in (2, 64, 65, 78):  # usage, EX_USAGE, EX_DATAERR, EX_CONFIG
         assert not _retryable(error_code=f"exit_{code}", exit_code=code)
     assert not _retryable(outcome="OOM", error_code="out_of_memory", exit_code=137)

@@ -14,8 +14,10 @@ OOM_MARKERS = ("out of memory", "outofmemoryerror", "oom when allocating",
 # exits by which a binary says its input or setup is wrong, which a second try repeats:
 # 2, a command-line misuse (argparse, shells), and the sysexits.h codes but EX_TEMPFAIL
 PERMANENT_EXITS = frozenset({2, *range(64, 79)}) - {EXIT_CHECKPOINTED}
-# failures another try may not repeat: the binary hung, or wrote a broken output
-RETRYABLE_CODES = frozenset({"hung", "corrupt_output"})
+# failures another try may not repeat: the binary hung, or wrote a broken output, or its
+# node could not start it (a binary missing there, a work root it cannot write): the node's
+LAUNCH_FAILED = "launch_failed"
+RETRYABLE_CODES = frozenset({"hung", "corrupt_output", LAUNCH_FAILED})
 
 
 def classify(*, exit_code: int | None, stderr_tail: str, stop: str,
@@ -41,7 +43,8 @@ def classify(*, exit_code: int | None, stderr_tail: str, stop: str,
     return "FAILED", f"exit_{exit_code}"
 
 
-FAILURE_KINDS = ("crash", "hung", "corrupt_output", "out_of_memory", "bad_input")
+FAILURE_KINDS = ("crash", "hung", "corrupt_output", "out_of_memory", "bad_input",
+                 LAUNCH_FAILED)
 
 
 def failure_kind(*, outcome: str, error_code: str, exit_code: int | None) -> str:

@@ -29,7 +29,7 @@ from workers.agent.command import AttemptPaths, build_argv, build_env
 from workers.agent.discovery import processes_left
 from workers.agent.logs import BoundedCopy, LogPublisher, StderrReader
 from workers.agent.outages import answer_or_none, answer_within_a_lease
-from workers.agent.outcome import STDERR_TAIL, classify
+from workers.agent.outcome import LAUNCH_FAILED, STDERR_TAIL, classify
 from workers.agent.progress import ProgressReader
 from workers.services.attempts import (
     AttemptClaim,
@@ -225,7 +225,7 @@ def _run(claim: AttemptClaim) -> str:
         proc = _launch(claim, paths)
     except OSError as exc:
         return _report(claim, paths,
-                       AttemptResult("FAILED", None, str(exc), None, "launch_failed"))
+                       AttemptResult("FAILED", None, str(exc), None, LAUNCH_FAILED))
     copies = running_copies(claim, paths)
     kept = {name: BoundedCopy(path, settings.GPUSCHED_LOG_MAX_BYTES)
             for name, path in (("stdout", paths.stdout), ("stderr", paths.stderr))}
