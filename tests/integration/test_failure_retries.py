@@ -267,3 +267,27 @@ def test_a_node_that_cannot_start_the_binary_sends_its_job_to_another(alice, age
     retry = Attempt.objects.get(job=job, ended_at__isnull=True)
     assert retry.node.name == "n2"
     assert run_attempt(retry.pk, retry.token) == "SUCCEEDED"
+
+
+def test_a_failed_try_on_a_shared_work_root_leaves_its_checkpoint_to_the_retry(
+        alice, agent, settings):
+    """Where the work root is shared and nothing copies checkpoints, the node's is the only
+    one: the retry resumes from it, as the failed try was billed for the work it kept."""
+    from django.core.files.storage import default_storage
+
+    from jobs.scheduler.tick import scheduler_tick_run
+    from workers.agent.runner import run_attempt
+    from workers.services.logs import log_name
+
+    settings.GPUSCHED_STORE_CHECKPOINTS = False
+    job = run_by_agent(alice, run_seconds=1, progress_interval=0.1, checkpoint_every=0.2,
+                       fail="crash", fail_at=0.7, fail_tries=1)
+    kept = settings.GPUSCHED_WORK_ROOT / f"job-{job.pk}" / "checkpoint"
+    assert job.state == "RETRY_WAIT" and any(kept.iterdir())
+    release_due_retries(now=timezone.now())
+    scheduler_tick_run()
+    retry = Attempt.objects.get(job=job, ended_at__isnull=True)
+    assert run_attempt(retry.pk, retry.token) == "SUCCEEDED"
+    with default_storage.open(log_name(job.pk, retry.pk, 0, "stdout")) as log:
+        assert b"RESUME " in log.read()
+    assert not kept.parent.exists()  # the job ended: nothing of it stays on the node

@@ -333,11 +333,22 @@ def _report(claim: AttemptClaim, paths: AttemptPaths, result: AttemptResult) -> 
         answer_within_a_lease(finish, "report", claim.attempt_id, also=(OSError,))
     except StaleAttempt as exc:
         if len(sent) > 1 and _recorded(claim, result):  # its first answer was lost
-            paths.remove(keep_checkpoint=result.outcome == "PREEMPTED")
+            paths.remove(keep_checkpoint=_may_resume(claim, result))
             return result.outcome
         log.warning("result of attempt %s discarded: %s", claim.attempt_id, exc,
                     extra={"attempt_id": claim.attempt_id, "job_id": claim.job_id})
         checkpoint_discard(result.checkpoint)
         return _discard(claim, paths)
-    paths.remove(keep_checkpoint=result.outcome == "PREEMPTED")
+    paths.remove(keep_checkpoint=_may_resume(claim, result))
     return result.outcome
+
+
+def _may_resume(claim: AttemptClaim, result: AttemptResult) -> bool:
+    """Whether the job may run again from this node's checkpoint: stopped to resume, or
+    waiting to retry after a failure (where the work root is shared and nothing copied the
+    checkpoint, it is the only one). A job that ended leaves nothing; the work root's sweep
+    removes what a job kept here once it ends elsewhere."""
+    if result.outcome == "PREEMPTED":
+        return True
+    return result.outcome != "SUCCEEDED" and answer_within_a_lease(
+        lambda: not job_is_over(claim.job_id), "report", claim.attempt_id)
