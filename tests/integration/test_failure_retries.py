@@ -7,10 +7,12 @@ import pytest
 from django.utils import timezone
 
 from jobs.models import Attempt, GpuBinding, Job
+from jobs.scheduler.tick import scheduler_tick_run
 from jobs.services.submission import JobSpec, job_submit
 from tests.support.factories import make_job, make_node, run_by_agent, start_placed
 from tests.support.race import race
 from workers.agent.discovery import configured_gpus
+from workers.agent.runner import run_attempt
 from workers.services.attempts import (
     AttemptResult,
     StaleAttempt,
@@ -247,20 +249,16 @@ def test_a_crashed_job_retries_on_another_node_where_one_is_free(alice):
         first, job = retry, _fail(retry)
 
 
-def test_a_node_that_cannot_start_the_binary_sends_its_job_to_another(alice, agent, settings):
-    """A binary missing on one node (or a work root it cannot write) is that node's fault: the
-    job retries elsewhere, and the failure counts against the node, not the job's input."""
-    from jobs.scheduler.tick import scheduler_tick_run
-    from workers.agent.runner import run_attempt
-
-    installed = settings.GPUSCHED_BINARY
-    settings.GPUSCHED_BINARY = "/opt/not-installed/model --output {output}"
-    job = run_by_agent(alice, run_seconds=0.2, progress_interval=0.1)
+def _failed_on_n1(job: Job, error: str) -> None:
+    """The job's one try failed to start on n1: it waits to retry elsewhere, counted
+    against n1, the error in its stderr."""
     (failed,) = Attempt.objects.filter(job=job)
     assert (job.state, job.avoid_node, failed.failed_on_id) == ("RETRY_WAIT", "n1", failed.node_id)
     assert job.events.get(to_state="RETRY_WAIT").data["error_code"] == "launch_failed"
-    assert "No such file or directory" in failed.stderr_tail
-    settings.GPUSCHED_BINARY = installed  # n2 has it
+    assert error in failed.stderr_tail
+
+
+def _retry_succeeds_on_n2(job: Job) -> None:
     make_node("n2", gpus=1)
     release_due_retries(now=timezone.now())
     scheduler_tick_run()
@@ -269,14 +267,34 @@ def test_a_node_that_cannot_start_the_binary_sends_its_job_to_another(alice, age
     assert run_attempt(retry.pk, retry.token) == "SUCCEEDED"
 
 
+def test_a_node_that_cannot_start_the_binary_sends_its_job_to_another(alice, agent, settings):
+    """A binary missing on one node is that node's fault: the job retries elsewhere, and the
+    failure counts against the node (failing_nodes.py), not against the job's input."""
+    installed = settings.GPUSCHED_BINARY
+    settings.GPUSCHED_BINARY = "/opt/not-installed/model --output {output}"
+    _failed_on_n1(run_by_agent(alice, run_seconds=0.2, progress_interval=0.1),
+                  "No such file or directory")
+    settings.GPUSCHED_BINARY = installed  # n2 has it
+    _retry_succeeds_on_n2(Job.objects.get())
+
+
+def test_a_node_whose_work_root_cannot_be_written_sends_its_job_to_another(
+        alice, agent, settings, tmp_path):
+    work_root = settings.GPUSCHED_WORK_ROOT
+    settings.GPUSCHED_WORK_ROOT = tmp_path / "not-mounted"
+    settings.GPUSCHED_WORK_ROOT.write_text("")  # a file where the work root should be
+    _failed_on_n1(run_by_agent(alice, run_seconds=0.2, progress_interval=0.1),
+                  "Not a directory")
+    settings.GPUSCHED_WORK_ROOT = work_root
+    _retry_succeeds_on_n2(Job.objects.get())
+
+
 def test_a_failed_try_on_a_shared_work_root_leaves_its_checkpoint_to_the_retry(
         alice, agent, settings):
     """Where the work root is shared and nothing copies checkpoints, the node's is the only
     one: the retry resumes from it, as the failed try was billed for the work it kept."""
     from django.core.files.storage import default_storage
 
-    from jobs.scheduler.tick import scheduler_tick_run
-    from workers.agent.runner import run_attempt
     from workers.services.logs import log_name
 
     settings.GPUSCHED_STORE_CHECKPOINTS = False

@@ -219,9 +219,9 @@ def _run(claim: AttemptClaim) -> str:
     paths = AttemptPaths.under(settings.GPUSCHED_WORK_ROOT, claim.job_id, claim.attempt_id,
                                suffix=claim.params.get("output_suffix", ".y4m"),
                                rank=claim.node_rank)
-    paths.create(claim.params)
-    resume_from(claim, paths)
-    try:
+    try:  # a work root it cannot write (full, not mounted) or a binary not installed there
+        paths.create(claim.params)
+        resume_from(claim, paths)
         proc = _launch(claim, paths)
     except OSError as exc:
         return _report(claim, paths,
