@@ -31,3 +31,11 @@ class NotFound(ServiceError):
 class Conflict(ServiceError):
     code = "conflict"
     status = 409
+
+
+class StorageUnavailable(ServiceError):
+    """The storage outputs and logs are kept in did not answer: the same request succeeds
+    once it does."""
+    code = "storage_unavailable"
+    status = 503
+    retry_after = 30

@@ -20,10 +20,16 @@ from django.utils.http import content_disposition_header
 
 from jobs.models import Job
 from jobs.services.byte_ranges import UNSATISFIABLE, byte_range, chunks
+from jobs.services.errors import ServiceError, StorageUnavailable
 
 log = logging.getLogger(__name__)
 EXPIRE_BATCH = 500  # outputs deleted per sweep at most: a sweep stays short, the next goes on
 FOLDER = "outputs"
+
+
+class OutputMissing(ServiceError):
+    code = "output_missing"
+    status = 410
 
 
 def output_name(job_id: int, filename: str) -> str:
@@ -46,14 +52,14 @@ def output_response(job: Job, headers: Mapping[str, str] | None = None
     if not job.output:
         return None
     headers = headers or {}
-    name, size = PurePosixPath(job.output.name).name, job.output.size
+    name, size = PurePosixPath(job.output.name).name, _opened(job)
     etag = f'"{job.pk}-{size}"'  # an output is written once, at the job's end
     same = headers.get("If-Range", etag) == etag  # resuming another file: it gets the whole
     asked = byte_range(headers.get("Range"), size) if same else None
     if asked is None:
-        response: HttpResponse = FileResponse(job.output.open("rb"), as_attachment=True,
-                                              filename=name)
+        response: HttpResponse = FileResponse(job.output, as_attachment=True, filename=name)
     elif asked == UNSATISFIABLE:
+        job.output.close()
         response = JsonResponse({"error": {
             "code": "range_not_satisfiable",
             "message": f"the output has {size} bytes; the range asked starts past them"}},
@@ -66,8 +72,26 @@ def output_response(job: Job, headers: Mapping[str, str] | None = None
     return response
 
 
+def _opened(job: Job) -> int:
+    """Open the job's output; its size. A file storage does not hold is lost (410); storage
+    that did not answer holds it still (503, try again)."""
+    try:
+        job.output.open("rb")
+        return job.output.size
+    except FileNotFoundError as exc:
+        log.error("job %s names output %s, which storage does not hold", job.pk,
+                  job.output.name)
+        raise OutputMissing(f"job {job.pk}'s output is missing from storage: it was "
+                            "lost, and no try of the job will make it again") from exc
+    except OSError as exc:
+        job.output.close()
+        log.warning("output %s could not be read", job.output.name, exc_info=True)
+        raise StorageUnavailable("storage did not give the output; ask again shortly"
+                                 ) from exc
+
+
 def _part(job: Job, first: int, last: int, *, size: int, name: str) -> HttpResponse:
-    response = StreamingHttpResponse(chunks(job.output.open("rb"), first, last), status=206,
+    response = StreamingHttpResponse(chunks(job.output, first, last), status=206,
                                      content_type="application/octet-stream")
     response["Content-Range"] = f"bytes {first}-{last}/{size}"
     response["Content-Length"] = str(last - first + 1)

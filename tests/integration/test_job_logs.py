@@ -225,3 +225,17 @@ def test_a_chatty_stderr_is_kept_bounded_and_its_end_says_why_it_failed(alice, a
     text = api.get(f"/api/v1/jobs/{job.pk}/log", {"stream": "stderr"}).content
     assert text.startswith(b"[gpusched: earlier lines dropped") and len(text) <= 1024 + 100
     assert text.endswith(b"the last words\n")
+
+
+def test_a_log_storage_does_not_give_is_a_503_to_ask_again(alice, agent, api, settings):
+    from tests.support.storage import AwayStorage
+
+    settings.STORAGES = {**settings.STORAGES, "default": {
+        "BACKEND": "tests.support.storage.AwayStorage"}}
+    AwayStorage.fails = AwayStorage.reads = 0
+    job = run_by_agent(alice, **QUICK)
+    AwayStorage.fails = 1
+    answer = api.get(f"/api/v1/jobs/{job.pk}/log")
+    assert (answer.status_code, answer["Retry-After"]) == (503, "30")
+    assert answer.json()["error"]["code"] == "storage_unavailable"
+    assert api.get(f"/api/v1/jobs/{job.pk}/log").content.startswith(b"START ")

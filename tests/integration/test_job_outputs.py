@@ -114,3 +114,29 @@ def test_a_resumed_download_gets_the_rest_only_of_the_same_output(done, api, cli
     client.force_login(make_member(alice, "ann"))  # the dashboard resumes too
     part = client.get(f"/dashboard/jobs/{done.pk}/output", HTTP_RANGE="bytes=-4")
     assert part.status_code == 206 and b"".join(part.streaming_content) == VIDEO[-4:]
+
+
+def test_storage_that_does_not_answer_is_a_503_to_ask_again_and_a_lost_file_a_410(
+        alice, api, client, settings, tmp_path):
+    from django.core.files.storage import default_storage
+
+    from tests.support.storage import AwayStorage
+
+    settings.STORAGES = {**settings.STORAGES, "default": {
+        "BACKEND": "tests.support.storage.AwayStorage"}}
+    AwayStorage.fails = AwayStorage.reads = 0
+    make_node("n1", gpus=1)
+    done = run_to_success(make_job(alice), tmp_path)
+    url = f"/api/v1/jobs/{done.pk}/output"
+    AwayStorage.fails = 1
+    answer = api.get(url)
+    assert (answer.status_code, answer["Retry-After"]) == (503, "30")
+    assert answer.json()["error"]["code"] == "storage_unavailable"
+    assert b"".join(api.get(url).streaming_content) == VIDEO  # asked again, once it answers
+    AwayStorage.fails = 1
+    client.force_login(make_member(alice, "ann"))
+    page = client.get(f"/dashboard/jobs/{done.pk}/output")
+    assert (page.status_code, page["Retry-After"]) == (503, "30")
+    default_storage.delete(done.output.name)  # lost, as storage can lose it
+    answer = api.get(url, HTTP_RANGE="bytes=10-")
+    assert (answer.status_code, answer.json()["error"]["code"]) == (410, "output_missing")

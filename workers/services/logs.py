@@ -23,7 +23,7 @@ from django.db import transaction
 
 from jobs.models import Attempt, AttemptRank, Job
 from jobs.services.erasure import erased
-from jobs.services.errors import NotFound, ServiceError
+from jobs.services.errors import NotFound, ServiceError, StorageUnavailable
 
 log = logging.getLogger(__name__)
 STREAMS = ("stdout", "stderr")
@@ -67,6 +67,9 @@ def log_read(name: str, tail: int | None = None) -> bytes | None:
             return fh.read()
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        log.warning("log %s could not be read", name, exc_info=True)
+        raise StorageUnavailable("storage did not give the log; ask again shortly") from exc
 
 
 class Gone(ServiceError):
