@@ -35,7 +35,7 @@ def _cache() -> str | None:
     try:
         cache.set("gpusched:readyz", 1, timeout=10)
         if cache.get("gpusched:readyz") != 1:
-            return "the cache did not keep a value"
+            return "the cache did not answer, or keep a value"
     except Exception as exc:  # noqa: BLE001
         return f"{type(exc).__name__}: {exc}"
     return None
