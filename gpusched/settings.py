@@ -146,6 +146,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "jobs.api.throttles.RateLimitHeaders",
+    "gpusched.database_away.DatabaseAwayMiddleware",
 ]
 
 ROOT_URLCONF = "gpusched.urls"
