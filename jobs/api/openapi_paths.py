@@ -45,9 +45,10 @@ def errors(*statuses: int) -> dict:
                410: "gone: deleted past its retention (output_expired, log_expired), the "
                     "job was erased (job_erased), or the output lost (output_missing)",
                413: "request too large", 429: "refused for now: see Retry-After",
-               503: "storage_unavailable: the storage it is kept in did not answer; ask "
-                    "again after Retry-After"}
-    return {str(s): answer(meaning[s], "Error") for s in (*statuses, 401)}
+               503: "the database (database_unavailable), or the storage an output or log "
+                    "is kept in (storage_unavailable), did not answer; ask again after "
+                    "Retry-After"}
+    return {str(s): answer(meaning[s], "Error") for s in (*statuses, 401, 503)}
 
 
 def query_params(serializer: serializers.Serializer) -> list[dict]:
@@ -184,11 +185,11 @@ def job_paths() -> dict:
                           **errors(404, 429)}}},
         "/api/v1/jobs/{job_id}/log": {"get": {
             "operationId": "getJobLog", "parameters": [JOB_ID, *query_params(LogQuery())],
-            "responses": {"200": LOG_TEXT, **errors(400, 404, 410, 429, 503)}}},
+            "responses": {"200": LOG_TEXT, **errors(400, 404, 410, 429)}}},
         "/api/v1/jobs/{job_id}/attempts/{attempt_id}/log": {"get": {
             "operationId": "getAttemptLog", "parameters": [JOB_ID, ATTEMPT_ID,
                                                            *query_params(LogQuery())],
-            "responses": {"200": LOG_TEXT, **errors(400, 404, 410, 429, 503)}}},
+            "responses": {"200": LOG_TEXT, **errors(400, 404, 410, 429)}}},
         "/api/v1/jobs/{job_id}/output": {"get": {
             "operationId": "getJobOutput", "parameters": [JOB_ID, *BYTE_RANGE],
             "responses": {"200": {"description": "the output file, as an attachment",
@@ -197,7 +198,7 @@ def job_paths() -> dict:
                                   "content": {"application/octet-stream": {"schema": FILE}}},
                           "416": answer("range_not_satisfiable: it starts past the end",
                                         "Error"),
-                          **errors(404, 410, 429, 503)}}},
+                          **errors(404, 410, 429)}}},
         "/api/v1/jobs/cancel": {"post": {
             "operationId": "cancelJobsByLabel",
             "requestBody": {"required": True, "content": {"application/json": {
