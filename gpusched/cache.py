@@ -5,8 +5,8 @@ queue positions and capacity advice, throttle and login counters, metrics counte
 database holds every job, credit and binding. So while Redis does not answer, a read is a
 miss, a write is dropped and an `add` adds nothing (a lock taken through it is not taken):
 the API keeps taking and answering jobs, a node's report of a try's end is not failed by a
-counter, and /readyz says the cache is down. Calls give up after a second instead of
-hanging on a host that does not answer.
+counter, and /readyz says the cache is down. A call gives up after a second on a host that
+does not answer, instead of hanging the request.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from redis.retry import Retry
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-TIMEOUT_S = 1.0  # to connect and for each answer
+CONNECT_TIMEOUT_S = 1.0  # a host that does not answer at all
+ANSWER_TIMEOUT_S = 5.0  # a server that took the call: a round's positions are large
 WARN_EVERY_S = 10.0  # one warning this often while Redis is down, not one a call
 _DOWN = (RedisConnectionError, RedisTimeoutError)
 
@@ -33,8 +34,8 @@ _DOWN = (RedisConnectionError, RedisTimeoutError)
 class ForgivingRedisCache(RedisCache):
     def __init__(self, server: str, params: dict) -> None:
         options = params.setdefault("OPTIONS", {})
-        options.setdefault("socket_connect_timeout", TIMEOUT_S)
-        options.setdefault("socket_timeout", TIMEOUT_S)
+        options.setdefault("socket_connect_timeout", CONNECT_TIMEOUT_S)
+        options.setdefault("socket_timeout", ANSWER_TIMEOUT_S)
         options.setdefault("retry", Retry(NoBackoff(), 1))  # once: a connection cut under it
         super().__init__(server, params)
         self._warned_at = -WARN_EVERY_S
