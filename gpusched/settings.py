@@ -211,6 +211,8 @@ REST_FRAMEWORK = {
 
 # Celery: the broker only carries "run attempt X with token T"; the database decides.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 12 * 3600}
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    CELERY_BROKER_TRANSPORT = "gpusched.broker:Transport"  # lives through a Redis restart
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = VAR_DIR / "broker"
     for _sub in ("data", "control"):  # the transport expects its folders to exist
