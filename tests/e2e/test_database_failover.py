@@ -3,19 +3,16 @@ new ones refused): nodes supervise their binaries on, heartbeats and reports go 
 it is back, and no try is lost for it (workers/agent/outages.py)."""
 
 import time
-import uuid
 
 import pytest
 
-from credits.models import GpuPrice
-from credits.services.grants import credits_grant
 from jobs.models import Attempt, Job
 from tests.support.broker import purge_broker_and_cache
 from tests.support.database_cuts import database_away
 from tests.support.factories import make_job
+from tests.support.fleets import small_fleet
 from tests.support.ledger import assert_ledger_consistent
-from tests.support.processes import ProcessGroup, wait_for
-from workers.models import Node
+from tests.support.processes import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 OUTAGE_S = 3.0  # under the lease below, over six heartbeats
@@ -24,14 +21,8 @@ OUTAGE_S = 3.0  # under the lease below, over six heartbeats
 @pytest.fixture
 def fleet(alice):
     purge_broker_and_cache()
-    group = ProcessGroup(GPUSCHED_LEASE_SECONDS="8", GPUSCHED_HEARTBEAT_SECONDS="0.5",
-                         GPUSCHED_NODE_STALE_SECONDS="8", GPUSCHED_METER_INTERVAL_S="1")
-    node = f"fo-{uuid.uuid4().hex[:6]}"
-    group.node(node, 2)
-    wait_for(lambda: Node.objects.filter(name=node).exists(), 60, "the node")
-    group.scheduler()
-    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
-    credits_grant(organization=alice, amount=100_000)
+    group = small_fleet(alice, "fo", GPUSCHED_LEASE_SECONDS="8",
+                        GPUSCHED_NODE_STALE_SECONDS="8")
     yield group
     group.stop_all()
 

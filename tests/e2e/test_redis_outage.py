@@ -10,17 +10,14 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
-import uuid
 
 import pytest
 
-from credits.models import GpuPrice
-from credits.services.grants import credits_grant
 from jobs.models import Attempt, Job
 from tests.support.factories import make_job
+from tests.support.fleets import small_fleet
 from tests.support.ledger import assert_ledger_consistent
-from tests.support.processes import ProcessGroup, binaries_under, wait_for
-from workers.models import Node
+from tests.support.processes import binaries_under, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 OUTAGE_S = 5.0
@@ -61,15 +58,9 @@ def redis_server(tmp_path):
 
 @pytest.fixture
 def fleet(alice, redis_server):
-    group = ProcessGroup(REDIS_URL=redis_server.url, CELERY_BROKER_URL=redis_server.url,
-                         GPUSCHED_LEASE_SECONDS="15", GPUSCHED_HEARTBEAT_SECONDS="0.5",
-                         GPUSCHED_NODE_STALE_SECONDS="15", GPUSCHED_METER_INTERVAL_S="1")
-    node = f"ro-{uuid.uuid4().hex[:6]}"
-    group.node(node, 2)
-    wait_for(lambda: Node.objects.filter(name=node).exists(), 60, "the node")
-    group.scheduler()
-    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)
-    credits_grant(organization=alice, amount=100_000)
+    group = small_fleet(alice, "ro", REDIS_URL=redis_server.url,
+                        CELERY_BROKER_URL=redis_server.url, GPUSCHED_LEASE_SECONDS="15",
+                        GPUSCHED_NODE_STALE_SECONDS="15")
     yield group
     group.stop_all()
 
