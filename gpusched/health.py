@@ -1,9 +1,11 @@
 """Health endpoints for load balancers and orchestrators.
 
 `/healthz`: the process answers (liveness; touches nothing). `/readyz`: it can serve, because
-the database and the cache answer; 503 with the failing part otherwise. It also says how long
-ago the scheduler last ran a round, for the eye: a stopped scheduler does not make the web
-app unready (jobs are still accepted and kept), but operators should hear of it (metrics).
+the database answers; 503 with the failing part otherwise. The cache not answering leaves it
+ready but `degraded`: the API serves without it (gpusched/cache.py), and a Redis outage must
+not take every web process out of its load balancer. It also says how long ago the scheduler
+last ran a round, for the eye: a stopped scheduler does not make the web app unready (jobs
+are still accepted and kept), but operators should hear of it (metrics).
 """
 
 from __future__ import annotations
@@ -42,9 +44,9 @@ def _cache() -> str | None:
 
 
 def readyz(request):
-    problems = {name: why for name, why in (("database", _database()), ("cache", _cache()))
-                if why}
-    tick = cache.get(LAST_TICK_KEY) if "cache" not in problems else None
-    body = {"ok": not problems, "problems": problems,
+    problems = {"database": why} if (why := _database()) else {}
+    degraded = {"cache": why} if (why := _cache()) else {}
+    tick = cache.get(LAST_TICK_KEY) if not degraded else None
+    body = {"ok": not problems, "problems": problems, "degraded": degraded,
             "scheduler_last_round_s_ago": round(time.time() - tick["at"], 1) if tick else None}
     return JsonResponse(body, status=503 if problems else 200)
