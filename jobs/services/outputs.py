@@ -78,16 +78,16 @@ def _opened(job: Job) -> int:
     try:
         job.output.open("rb")
         return job.output.size
-    except FileNotFoundError as exc:
+    except OSError as exc:
+        job.output.close()
+        if not isinstance(exc, FileNotFoundError):
+            log.warning("output %s could not be read", job.output.name, exc_info=True)
+            raise StorageUnavailable("storage did not give the output; ask again shortly"
+                                     ) from exc
         log.error("job %s names output %s, which storage does not hold", job.pk,
                   job.output.name)
         raise OutputMissing(f"job {job.pk}'s output is missing from storage: it was "
                             "lost, and no try of the job will make it again") from exc
-    except OSError as exc:
-        job.output.close()
-        log.warning("output %s could not be read", job.output.name, exc_info=True)
-        raise StorageUnavailable("storage did not give the output; ask again shortly"
-                                 ) from exc
 
 
 def _part(job: Job, first: int, last: int, *, size: int, name: str) -> HttpResponse:

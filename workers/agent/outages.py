@@ -5,10 +5,10 @@ binary ran on, unsupervised, on GPUs the scheduler had given to another job.
 
 A failed call is logged, the broken connection closed (the next call opens a new one) and
 tried again: a heartbeat at the next beat, while supervision goes on; an attempt's start and
-end every second for as long as a lease lasts. An end whose copy of the output failed (a full
-disk, a storage that did not answer) is tried again the same way, rather than leave its try
-to be lost with its lease and run again from the start. The lease bounds it all: a try whose lease
-ran out meanwhile is lost, and the agent hears so ("stale") at its first answer.
+end every second for as long as a lease lasts. An end whose copy of the output failed (a
+full disk, a storage that did not answer) is tried again the same way, rather than leave its
+try to be lost with its lease and run again from the start. The lease bounds it all: a try
+whose lease ran out meanwhile is lost, and the agent hears so ("stale") at its first answer.
 """
 
 from __future__ import annotations
