@@ -5,7 +5,7 @@ queue positions and capacity advice, throttle and login counters, metrics counte
 database holds every job, credit and binding. So while Redis does not answer, a read is a
 miss, a write is dropped and an `add` adds nothing (a lock taken through it is not taken):
 the API keeps taking and answering jobs, a node's report of a try's end is not failed by a
-counter, and /readyz says the cache is down. A call gives up after a second on a host that
+counter, and /readyz names the cache as degraded. A call gives up after a second on a host that
 does not answer, instead of hanging the request.
 """
 

@@ -30,7 +30,7 @@ def exception_handler(exc, context):
             body["fields"] = {exc.field: [exc.message]}
         body.update(getattr(exc, "details", {}))
         body = _encodable(body)
-        retry_after = getattr(exc, "retry_after", None)
+        retry_after = exc.retry_after
         if retry_after is None:
             return Response({"error": body}, status=exc.status)
         body["retry_after_s"] = retry_after

@@ -4,6 +4,7 @@
 class ServiceError(Exception):
     code = "error"
     status = 400
+    retry_after: int | None = None  # seconds after which the same request may succeed
 
     def __init__(self, message: str, *, code: str | None = None, field: str | None = None):
         super().__init__(message)

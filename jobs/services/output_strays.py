@@ -18,7 +18,7 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 
 from jobs.models import Job
-from jobs.services.outputs import FOLDER, output_delete
+from jobs.services.outputs import FOLDER, output_delete, output_folder
 from jobs.states import TERMINAL
 
 SWEEP_BATCH = 1_000  # folders whose jobs one query reads
@@ -59,7 +59,7 @@ def _named(job_id: int) -> str:
 
 
 def _strays(job_id: int, named: str) -> list[str]:
-    folder = f"{FOLDER}/job-{job_id}"
+    folder = output_folder(job_id)
     try:
         files = default_storage.listdir(folder)[1]
     except FileNotFoundError:  # the job copied nothing

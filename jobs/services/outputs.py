@@ -32,10 +32,15 @@ class OutputMissing(ServiceError):
     status = 410
 
 
+def output_folder(job_id: int) -> str:
+    """The job's folder in storage: its outputs, and nothing of another job's."""
+    return f"{FOLDER}/job-{job_id}"
+
+
 def output_name(job_id: int, filename: str) -> str:
     """Where in storage a job's output named `filename` is copied (storage may change the
     name's end to make it unique)."""
-    return f"{FOLDER}/job-{job_id}/{filename}"
+    return f"{output_folder(job_id)}/{filename}"
 
 
 def output_path(job: Job) -> str | None:

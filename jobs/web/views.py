@@ -307,9 +307,9 @@ def job_output(request: HttpRequest, job_id: int) -> HttpResponse:
     try:
         response = output_response(_job_of_user(request, job_id), request.headers)
     except ServiceError as exc:  # storage did not give it: the API's refusal, said plainly
+        retry = {"Retry-After": str(exc.retry_after)} if exc.retry_after else None
         return HttpResponse(exc.message, status=exc.status, content_type="text/plain",
-                            headers={"Retry-After": str(exc.retry_after)} if getattr(
-                                exc, "retry_after", None) else None)
+                            headers=retry)
     if response is None:
         raise Http404("this job has no output")
     return response

@@ -8,7 +8,7 @@ import pytest
 from django.core.files.storage import default_storage
 from django.db import ProgrammingError, connection
 
-from jobs.services.outputs import output_name
+from jobs.services.outputs import output_folder
 from tests.support.database_cuts import cut_own
 from tests.support.factories import run_by_agent
 from tests.support.storage import FullStorage
@@ -64,4 +64,4 @@ def test_an_output_whose_copy_failed_is_copied_again_and_its_try_kept(alice, age
     assert list(job.attempts.values_list("outcome", flat=True)) == ["SUCCEEDED"]
     assert validate_y4m(default_storage.path(job.output.name))
     # the two halves went with the job's end
-    assert default_storage.listdir(output_name(job.pk, ""))[1] == [job.output.name.split("/")[-1]]
+    assert default_storage.listdir(output_folder(job.pk))[1] == [job.output.name.split("/")[-1]]

@@ -13,7 +13,7 @@ from django.db import OperationalError
 from django.utils import timezone
 
 from jobs.models import Attempt, Job
-from jobs.services.outputs import output_name
+from jobs.services.outputs import output_folder, output_name
 from tests.support.database_cuts import cut, own_pid
 from tests.support.factories import VIDEO, make_job, make_node, run_to_success, start_placed
 from tests.support.storage import ProbingStorage
@@ -37,7 +37,7 @@ def cut_at_the_copy(settings, tmp_path):
 
 
 def _folder(job: Job) -> list[str]:
-    return sorted(default_storage.listdir(output_name(job.pk, ""))[1])
+    return sorted(default_storage.listdir(output_folder(job.pk))[1])
 
 
 def _report(attempt: Attempt, workdir) -> Job:
