@@ -35,8 +35,8 @@ def spendable_wallets(organization_id: int) -> list[Account]:
         Q(expires_at__isnull=True) | Q(expires_at__gt=now),
         kind=Account.Kind.WALLET, organization_id=organization_id,
     ).order_by("pk")  # locked lowest id first, as lock_wallets does
-    far = now.replace(year=9999)
-    return sorted(wallets, key=lambda w: (w.spend_priority, w.expires_at or far, w.pk))
+    return sorted(wallets, key=lambda w: (w.spend_priority, w.expires_at is None,
+                                          w.expires_at or now, w.pk))
 
 
 def hold_for_job(job: Job, amount: int | None = None) -> list[Hold]:

@@ -2,7 +2,10 @@
 nothing is queued or moved; racing submissions never overdraw; a retried submission holds once.
 """
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
+from django.utils import timezone
 
 from credits.models import Account, GpuPrice, Hold, Transfer
 from credits.services.grants import credits_grant
@@ -68,6 +71,20 @@ def test_promotional_credits_are_spent_first_and_a_hold_may_span_buckets(alice, 
     holds = {h.account.bucket: h.amount for h in Hold.objects.filter(job=job)}
     assert holds == {"promo": 500, "paid": 700}
     assert wallet_of(alice, "promo").available == 0 and wallet_of(alice).available == 300
+    assert_ledger_consistent()
+
+
+def test_a_job_holds_on_a_leap_day_from_the_wallet_expiring_first(alice, priced,
+                                                                   monkeypatch):
+    leap = datetime(2028, 2, 29, 12, tzinfo=UTC)  # a date with no twin in most years
+    credits_grant(organization=alice, amount=1_000)  # never expires
+    credits_grant(organization=alice, amount=400, promo=True, expires_at=leap + timedelta(9))
+    credits_grant(organization=alice, amount=400, promo=True, expires_at=leap + timedelta(1))
+    monkeypatch.setattr(timezone, "now", lambda: leap)
+    job = job_submit(organization=alice, spec=_spec(gpus=1, limit=1_000))
+    drawn = [(h.account.expires_at, h.amount) for h in Hold.objects.filter(job=job)
+             .select_related("account").order_by("pk")]
+    assert drawn == [(leap + timedelta(1), 400), (leap + timedelta(9), 400), (None, 200)]
     assert_ledger_consistent()
 
 
