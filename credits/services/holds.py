@@ -77,9 +77,9 @@ def _draw(job: Job, amount: int) -> list[Hold]:
     return holds
 
 
-def _lock_open_holds(job_id: int) -> list[Hold]:
-    holds = list(Hold.objects.select_for_update(no_key=True)
-                 .filter(job_id=job_id, closed_at__isnull=True).order_by("pk"))
+def _lock_holds(job_id: int, *, closed_too: bool = False) -> list[Hold]:
+    holds = Hold.objects.select_for_update(no_key=True).filter(job_id=job_id).order_by("pk")
+    holds = list(holds if closed_too else holds.filter(closed_at__isnull=True))
     wallets = lock_wallets(h.account_id for h in holds)
     for hold in holds:
         hold.account = wallets[hold.account_id]
@@ -101,7 +101,7 @@ def meter_attempt(attempt_id: int, *, until: datetime | None, every_s: float = 0
     owed = cost(attempt.credits_per_hour, seconds) - attempt.credits_metered
     if owed <= 0:
         return 0
-    holds, posted = _lock_open_holds(attempt.job_id), 0
+    holds, posted = _lock_holds(attempt.job_id), 0
     if not holds:
         return 0
     usage = system_account(USAGE)  # system accounts after wallets: the ledger's lock order
@@ -149,14 +149,17 @@ def rehold_for_job(job: Job) -> None:
     hold_for_job(job)
 
 
-def hold_longer_limit(job: Job, old_limit_s: int) -> list[Hold]:
-    """Hold what a job's longer time limit may cost more (jobs/services/time_limits.py), or
-    raise as `hold_for_job` does. Nothing for a job that holds nothing now: a held job's
-    release holds by its new limit. Its organization's row is locked."""
-    if not Hold.objects.filter(job=job, closed_at__isnull=True).exists():
+def hold_longer_limit(job: Job) -> list[Hold]:
+    """Hold what a job's longer time limit may cost beyond what it spent and holds now
+    (jobs/services/time_limits.py), or raise as `hold_for_job` does: a shorter limit may
+    have left it holding nothing. Nothing for a held job: its release holds by its new
+    limit. Its organization's row is locked."""
+    if job.state == JobState.HELD:
         return []
-    more = _most_it_may_cost(job) - cost(highest_price(job.gpu_types) * job.gpus, old_limit_s)
-    return hold_for_job(job, amount=max(0, more))
+    holds = list(Hold.objects.filter(job=job))
+    spent = sum(h.posted - h.refunded for h in holds)
+    held = sum(h.remaining for h in holds if h.closed_at is None)
+    return hold_for_job(job, amount=max(0, _most_it_may_cost(job) - spent - held))
 
 
 def release_beyond_limit(job: Job) -> int:
@@ -208,9 +211,10 @@ def hold_released_job(job: Job) -> list[Hold]:
 
 
 def _close_holds(job: Job, *, refund: bool, memo: str) -> bool:
-    """Refund what the job's open holds posted (if `refund`), void what they keep, close them.
-    False when it had none."""
-    holds, now = _lock_open_holds(job.pk), timezone.now()
+    """Void what the job's open holds keep and close them; if `refund`, first give back what
+    every hold of it posted, those closed before too (a hold, a release or a shorter time
+    limit drew it anew). False when it had none to close or refund."""
+    holds, now = _lock_holds(job.pk, closed_too=refund), timezone.now()
     if not holds:
         return False  # the common case of a fleet without prices: one query
     usage = system_account(USAGE)
@@ -219,6 +223,9 @@ def _close_holds(job: Job, *, refund: bool, memo: str) -> bool:
         if back:
             record(Transfer.Kind.REFUND, usage, hold.account, back, hold=hold, job_id=job.pk,
                    memo=f"job {job.pk} {memo}")
+        if hold.closed_at:
+            Hold.objects.filter(pk=hold.pk).update(refunded=F("refunded") + back)
+            continue
         rest = hold.remaining
         if rest:
             record(Transfer.Kind.VOID, hold.account, usage, rest, hold=hold, job_id=job.pk,

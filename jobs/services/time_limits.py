@@ -51,7 +51,7 @@ def job_set_time_limit(*, job: Job, time_limit_s: int, by: str, operator: bool =
         retime(job, time_limit_s=time_limit_s, reason=f"time limit {old} s → {time_limit_s} s "
                f"by {by}", data={"changed": {"time_limit_s": [old, time_limit_s]}, "by": by})
         if time_limit_s > old:
-            hold_longer_limit(job, old)  # a refusal (402) rolls the change back
+            hold_longer_limit(job)  # a refusal (402) rolls the change back
         else:
             release_beyond_limit(job)
     return job

@@ -173,3 +173,39 @@ def test_shortenings_racing_metering_and_the_end_keep_the_ledger_and_the_most(al
         assert job.state == "SUCCEEDED" and credits["held"] == 0
         assert 200 <= credits["spent"] <= 205  # what it ran, once, whoever went first
         assert_ledger_consistent()
+
+
+def _spent_then_shortened_to_nothing(alice) -> tuple[Job, Attempt]:
+    """A running job that has spent 500 of its 600 and is shortened to 400: it keeps no
+    hold open, what it spent past its new most stays spent."""
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)  # 1 credit a second
+    credits_grant(organization=alice, amount=10_000)
+    make_node(gpus=1)
+    job, attempt = _running(alice)
+    kept = timezone.now() - timedelta(seconds=5)
+    Attempt.objects.filter(pk=attempt.pk).update(started_at=kept - timedelta(seconds=500))
+    with transaction.atomic():
+        meter_attempt(attempt.pk, until=kept)
+    Attempt.objects.filter(pk=attempt.pk).update(started_at=timezone.now() - timedelta(
+        seconds=300))  # its try has run less than the new limit, so it may be shortened
+    job_set_time_limit(job=_job(job.pk), time_limit_s=400, by="client")
+    assert job_credits(_job(job.pk)) == {"held": 0, "spent": 500, "refunded": 0}
+    return _job(job.pk), attempt
+
+
+def test_a_longer_limit_after_a_shorter_one_left_nothing_held_holds_again(alice):
+    job, _ = _spent_then_shortened_to_nothing(alice)
+    job_set_time_limit(job=job, time_limit_s=7200, by="op", operator=True)
+    assert job_credits(_job(job.pk))["held"] == 7200 - 500  # its most, less what it spent
+    assert wallet_of(alice).available == 10_000 - 7200
+    assert_ledger_consistent()
+
+
+def test_a_job_that_fails_after_a_shorter_limit_is_refunded_all_it_spent(alice):
+    job, attempt = _spent_then_shortened_to_nothing(alice)
+    attempt_finish(attempt_id=attempt.pk, token=attempt.token,
+                   result=AttemptResult("FAILED", 1))
+    assert _job(job.pk).state == "FAILED"
+    assert job_credits(_job(job.pk)) == {"held": 0, "spent": 0, "refunded": 500}
+    assert wallet_of(alice).available == 10_000
+    assert_ledger_consistent()
