@@ -9,6 +9,7 @@ from itertools import count
 
 import pytest
 from django.core.files.storage import default_storage
+from django.db import transaction
 from django.utils import timezone
 
 from credits.models import GpuPrice
@@ -25,7 +26,12 @@ from tests.support.checkpoints import (
 from tests.support.threads import race
 from workers.agent.checkpoint_copies import RunningCopies, resume_from
 from workers.agent.command import AttemptPaths
-from workers.services.attempts import AttemptClaim, attempt_heartbeat, attempt_start
+from workers.services.attempts import (
+    AttemptClaim,
+    attempt_heartbeat,
+    attempt_start,
+    copy_kept,
+)
 from workers.services.checkpoint_cuts import resume_copies
 from workers.services.checkpoints import MARKER, Taken, checkpoint_pack, checkpoints_sweep
 from workers.services.ranks import rank_heartbeat, rank_start
@@ -92,6 +98,16 @@ def test_a_stale_node_records_no_copy(gang, tmp_path):
     assert rank_heartbeat(attempt_id=gang.pk, token=gang.token + 1, rank=1,
                           copied=copy).action == "stale"
     assert not StoredCheckpoint.objects.exists()
+
+
+def test_a_copy_that_completes_a_step_after_the_attempt_ended_bills_nothing(gang, tmp_path):
+    _beat(gang, 0, _copy(gang, 0, 10, 100, tmp_path))
+    # the try's end (the reaper, a failing node) commits after rank 1's heartbeat checked
+    # its own row live, before it locks the attempt to record its copy
+    Attempt.objects.filter(pk=gang.pk).update(ended_at=timezone.now())
+    with transaction.atomic():
+        assert not copy_kept(gang.pk, 1, _copy(gang, 1, 10, 105, tmp_path))
+    assert _kept(gang) == (None, 0) and not StoredCheckpoint.objects.filter(rank=1).exists()
 
 
 def test_a_node_keeps_its_last_steps_and_the_step_every_node_copied(gang, tmp_path):

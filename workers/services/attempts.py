@@ -173,14 +173,20 @@ def _progress_fields(fraction: float, now: datetime) -> dict:
                                           Value(now, output_field=DateTimeField()))}
 
 
-def copy_kept(attempt_id: int, rank: int, copy: Taken) -> None:
+def copy_kept(attempt_id: int, rank: int, copy: Taken) -> bool:
     """Record a copy made while the attempt runs (its live token checked by the caller, in
-    the same transaction); the work it keeps, once kept, is billed."""
-    job_id = Attempt.objects.select_for_update(no_key=True).filter(pk=attempt_id).values_list(
-        "job_id", flat=True).get()  # a gang's nodes record one at a time
+    the same transaction); the work it keeps, once kept, is billed. False for an attempt
+    that ended meanwhile: a gang's node checks its own row, not the attempt's, which an end
+    may lock and commit before this waits on it, and an ended try bills no more."""
+    job_id = Attempt.objects.select_for_update(no_key=True).filter(
+        pk=attempt_id, ended_at__isnull=True).values_list(
+        "job_id", flat=True).first()  # a gang's nodes record one at a time
+    if job_id is None:
+        return False
     kept_at = copy_record(job_id=job_id, attempt_id=attempt_id, rank=rank, copy=copy)
     if kept_at is not None:
         _work_kept(attempt_id, kept_at)
+    return True
 
 
 def _work_kept(attempt_id: int, at: datetime) -> None:

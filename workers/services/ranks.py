@@ -70,8 +70,8 @@ def rank_heartbeat(*, attempt_id: int, token: int, rank: int,
             lease_expires_at=now + lease())
         if renewed != 1:
             return Verdict("stale")
-        if copied:
-            copy_kept(attempt_id, rank, copied)
+        if copied and not copy_kept(attempt_id, rank, copied):
+            return Verdict("stale")
     return verdict_of(attempt_id, now, node_rank=rank)
 
 
