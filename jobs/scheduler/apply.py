@@ -13,9 +13,11 @@ from jobs import policy as P
 from jobs.fencing import next_token
 from jobs.models import Attempt, AttemptRank, GpuBinding, Job
 from jobs.scheduler.reasons import Held, write_reasons
+from jobs.scheduler.snapshot import schedulable
 from jobs.states import JobState
 from jobs.transitions import TransitionError, transition
 from workers.models import Gpu, Node
+from workers.services.dedication import begins_at
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +44,15 @@ class Seat:
 
 def place(placement: P.Placement, now: datetime) -> Attempt:
     """Bind the placement's GPUs to a new attempt and move its job to SCHEDULED. A gang
-    spanning nodes gets one attempt: rank 0 on the first node, an AttemptRank on each other."""
+    spanning nodes gets one attempt: rank 0 on the first node, an AttemptRank on each other.
+    All or nothing: a refusal (ValueError, a lost race, a GPU still bound) binds nothing."""
+    with transaction.atomic():
+        return _place(placement, now)
+
+
+def _place(placement: P.Placement, now: datetime) -> Attempt:
     job = Job.objects.get(pk=placement.job_id)
-    seats = [_seat(job, alloc) for alloc in placement.allocations]
+    seats = [_seat(job, alloc, now) for alloc in placement.allocations]
     if sum(len(s.gpus) for s in seats) != job.gpus or len({s.node.pk for s in seats}) != len(seats):
         raise ValueError(f"job {job.pk}: allocations {placement.allocations} do not match its "
                          f"{job.gpus} GPUs")
@@ -70,15 +78,30 @@ def place(placement: P.Placement, now: datetime) -> Attempt:
     return attempt
 
 
-def _seat(job: Job, alloc: P.Allocation) -> Seat:
-    node = Node.objects.get(name=alloc.node)
-    gpus = list(Gpu.objects.filter(node=node, index__in=alloc.gpus))
+def _seat(job: Job, alloc: P.Allocation, now: datetime) -> Seat:
+    """The node's share, its rows locked and read again: the round decided on a snapshot,
+    and since then an operator may have cordoned or drained the node, given it to one
+    organization, or taken a GPU out, each an update of the rows locked here."""
+    node = Node.objects.select_for_update(no_key=True).get(name=alloc.node)
+    gpus = list(Gpu.objects.select_for_update(no_key=True).filter(
+        node=node, index__in=alloc.gpus, health=Gpu.Health.HEALTHY))
     if len(gpus) != len(alloc.gpus) or not gpus:
-        raise ValueError(f"job {job.pk}: {node.name} has no GPUs {sorted(alloc.gpus)}")
-    misfit = _misfit(job, node)
+        raise ValueError(f"job {job.pk}: {node.name} has no healthy GPUs {sorted(alloc.gpus)}")
+    misfit = _misfit(job, node) or _closed(job, node, now)
     if misfit:
         raise ValueError(f"job {job.pk}: {node.name} {misfit}")
     return Seat(node, gpus)
+
+
+def _closed(job: Job, node: Node, now: datetime) -> str:
+    """Why the node takes no new work from `job` now, as the snapshot would say it."""
+    if not schedulable(node, now):
+        return f"is {node.state.lower()} or silent"
+    begins = begins_at(node)
+    if node.dedicated_to_id not in (None, job.organization_id) and (
+            begins is None or begins <= now.timestamp()):
+        return "is dedicated to another organization"
+    return ""
 
 
 def _misfit(job: Job, node: Node) -> str:
@@ -93,13 +116,14 @@ def _misfit(job: Job, node: Node) -> str:
     return ""
 
 
-def _nominate(placement: P.Placement) -> None:
-    """Promise the GPUs the placement's victims are freeing to its job (nominations.py)."""
+def _nominate(placement: P.Placement) -> bool:
+    """Promise the GPUs the placement's victims are freeing to its job (nominations.py);
+    False for a job no longer waiting (cancelled, held since the round read it)."""
     first, *others = placement.allocations
     node = Node.objects.filter(name=first.node).first()
-    Job.objects.filter(pk=placement.job_id, state=JobState.QUEUED).update(
+    return bool(Job.objects.filter(pk=placement.job_id, state=JobState.QUEUED).update(
         nominated_node=node, nominated_gpus=sorted(first.gpus),
-        nominated_peers=[{"node": a.node, "gpus": sorted(a.gpus)} for a in others])
+        nominated_peers=[{"node": a.node, "gpus": sorted(a.gpus)} for a in others]))
 
 
 def publish(attempt: Attempt, placement: P.Placement) -> None:
@@ -140,13 +164,14 @@ def apply_decisions(decisions: P.Decisions, now: datetime, *, held: Held | None 
         # first: what follows writes reasons of its own (a preemptor's), which `held` has
         # not seen, and must have the last word
         report.reasons_written = write_reasons(decisions.pending, held=held)
+        gone: set[int] = set()  # preemptors that stopped waiting: their victims run on
         for placement in decisions.placements:
             if placement.preempted:
-                _nominate(placement)  # its GPUs are still held by victims
+                if not _nominate(placement):  # its GPUs are still held by victims
+                    gone.add(placement.job_id)
                 continue
-            try:
-                with transaction.atomic():  # a refused placement leaves the others intact
-                    attempt = place(placement, now)
+            try:  # a refused placement leaves the others intact
+                attempt = place(placement, now)
             except (TransitionError, IntegrityError, ValueError, Job.DoesNotExist,
                     Node.DoesNotExist) as exc:
                 log.warning("placement of job %s refused: %s", placement.job_id, exc)
@@ -155,6 +180,11 @@ def apply_decisions(decisions: P.Decisions, now: datetime, *, held: Held | None 
             report.placed += 1
             transaction.on_commit(lambda a=attempt, p=placement: publish(a, p))
         for pre in decisions.preemptions:
-            with transaction.atomic():
-                report.preempted += _request_preemption(pre, now)
+            if pre.for_job_id in gone:
+                continue
+            try:
+                with transaction.atomic():  # a victim that moved on leaves the rest intact
+                    report.preempted += _request_preemption(pre, now)
+            except TransitionError as exc:
+                log.warning("preemption of attempt %s refused: %s", pre.attempt_id, exc)
     return report
