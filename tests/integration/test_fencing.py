@@ -77,11 +77,26 @@ def _expire(attempt):
 
 def test_a_lost_job_waits_out_its_backoff_before_it_runs_again(scheduled, settings):
     settings.GPUSCHED_RETRY_BACKOFF_S = 3600
+    attempt_start(attempt_id=scheduled.pk, token=scheduled.token)
     _expire(scheduled)
     scheduler_tick_run()
     job = Job.objects.get(pk=scheduled.job_id)
     assert (job.state, job.retries) == ("RETRY_WAIT", 1) and job.retry_at is not None
     assert not GpuBinding.objects.filter(released_at__isnull=True).exists()
+
+
+def test_a_job_its_node_never_started_queues_again_at_once_without_a_retry(scheduled,
+                                                                           settings):
+    settings.GPUSCHED_RETRY_BACKOFF_S = 3600
+    settings.GPUSCHED_MAX_RETRIES = 0  # one lost try would dead-letter it
+    _expire(scheduled)  # its node's worker never took the message within the lease
+    scheduler_tick_run()
+    job = Job.objects.get(pk=scheduled.job_id)
+    assert (job.state, job.retries, job.avoid_node) == ("SCHEDULED", 0, "n1")
+    retry = job.events.get(to_state="RETRY_WAIT")
+    assert "never started it" in retry.reason and "no retry counted" in retry.reason
+    live = Attempt.objects.get(job=job, ended_at__isnull=True)
+    assert live.pk != scheduled.pk  # placed again in the same round, once it queued
 
 
 def test_a_cancel_is_not_lost_with_the_node(scheduled, settings):
@@ -99,6 +114,7 @@ def test_a_cancel_is_not_lost_with_the_node(scheduled, settings):
 def test_a_job_lost_too_often_is_dead_lettered(scheduled, settings):
     settings.GPUSCHED_MAX_RETRIES = 2
     Job.objects.filter(pk=scheduled.job_id).update(retries=2)
+    attempt_start(attempt_id=scheduled.pk, token=scheduled.token)
     _expire(scheduled)
     scheduler_tick_run()
     job = Job.objects.get(pk=scheduled.job_id)

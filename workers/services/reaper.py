@@ -18,7 +18,7 @@ from jobs.services.job_hold import settle_stopped_hold
 from jobs.services.release import release_attempt
 from jobs.states import LIVE, JobState
 from jobs.transitions import TransitionError, transition
-from workers.services.retries import retry_or_dead_letter
+from workers.services.retries import retry_or_dead_letter, retry_unstarted
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,11 @@ def _settle_lost(job: Job, attempt: Attempt, now: datetime) -> None:
         return
     held = {"by": job.hold, "reason": job.pending_reason} if job.hold else None
     transition(job, JobState.LOST, attempt=attempt, reason="lease expired")
-    retry_or_dead_letter(job, attempt, now, why="its node stopped answering (lease expired)")
+    if attempt.started_at is None:  # its node never took it: no try of the binary was spent
+        retry_unstarted(job, attempt, now)
+    else:
+        retry_or_dead_letter(job, attempt, now, why="its node stopped answering (lease "
+                             "expired)")
     if held:  # held as it stopped: it waits HELD for its release, not for its retry
         settle_stopped_hold(job, **held)
 

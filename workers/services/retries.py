@@ -53,6 +53,17 @@ def retry_or_dead_letter(job: Job, attempt: Attempt, now: datetime, *, why: str,
                reason=f"{why}; retry {job.retries + 1} of {budget}")
 
 
+def retry_unstarted(job: Job, attempt: Attempt, now: datetime) -> None:
+    """Queue again, at once and without counting a retry, a job whose node never started it
+    within its lease: its worker's slots were all taken (a stopped try copying its
+    checkpoint after it freed its GPUs early), it was down, or the message never reached
+    it. The binary did not run, so this is no poison job's; it goes to another node."""
+    node = Node.objects.filter(pk=attempt.node_id).values_list("name", flat=True).first()
+    transition(job, JobState.RETRY_WAIT, attempt=attempt, retry_at=now, avoid_node=node or "",
+               reason=f"{node} never started it (lease expired); queued again, no retry "
+                      f"counted")
+
+
 def settle_failed_try(job: Job, attempt: Attempt, *, outcome: str, error_code: str,
                       exit_code: int | None, error: str, rank: int = 0) -> bool:
     """Count the attempt's failure (on the node of its gang's `rank`, once it commits), and
