@@ -21,7 +21,7 @@ from credits.services.statements import (
     recent_transfers,
     statement_rows,
 )
-from credits.services.usage import monthly_usage
+from credits.services.usage import FIRST_YEAR, LAST_YEAR, monthly_usage
 from jobs.models import Organization
 from jobs.web.access import organization_of_member
 
@@ -58,8 +58,10 @@ def statement_csv(request: HttpRequest, slug: str) -> HttpResponse:
     org = organization_of_member(request, slug)
     text = request.GET.get("month", "")
     found = MONTH.fullmatch(text) if text else None
-    if text and found is None:
-        return HttpResponseBadRequest("month is YYYY-MM")
+    if text and (found is None or not FIRST_YEAR <= int(found[1]) <= LAST_YEAR):
+        # refused before the first row: a streamed answer's status is sent with it
+        return HttpResponseBadRequest(f"month is YYYY-MM, of the years {FIRST_YEAR} to "
+                                      f"{LAST_YEAR}")
     month = date(int(found[1]), int(found[2]), 1) if found else timezone.now().date()
     writer = csv.writer(_Line())
 

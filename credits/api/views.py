@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 from credits.models import Account, Transfer
 from credits.services.budgets import budget_report
 from credits.services.statements import organization_balance, recent_transfers, transfers_of
-from credits.services.usage import monthly_usage
+from credits.services.usage import FIRST_YEAR, LAST_YEAR, monthly_usage
 from jobs.api.paging import PageQuery, page_of
 from jobs.api.queries import label_filter
 
@@ -74,8 +74,9 @@ class UsageQuery(serializers.Serializer):
 
     def validate_month(self, value: str) -> date:
         year, month = map(int, value.split("-"))
-        if year < 2000:
-            raise serializers.ValidationError("months before 2000 hold no usage")
+        if not FIRST_YEAR <= year <= LAST_YEAR:
+            raise serializers.ValidationError(
+                f"a month of the years {FIRST_YEAR} to {LAST_YEAR}, none earlier holds usage")
         return date(year, month, 1)
 
 

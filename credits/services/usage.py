@@ -16,6 +16,10 @@ from credits.models import Transfer
 from jobs.models import Attempt, Job, Organization
 from jobs.services.labels import with_labels
 
+# the months a statement or usage is asked of: none used before, and 9999-12 would end
+# in a year no datetime holds
+FIRST_YEAR, LAST_YEAR = 2000, 9998
+
 
 def month_bounds(month: date) -> tuple[datetime, datetime]:
     start = datetime(month.year, month.month, 1, tzinfo=UTC)

@@ -7,7 +7,8 @@ import re
 from collections.abc import Iterator
 from typing import BinaryIO
 
-_ONE_RANGE = re.compile(r"bytes=(\d*)-(\d*)")
+# at most 19 digits: any file size fits, and int() never refuses them; more is unreadable
+_ONE_RANGE = re.compile(r"bytes=([0-9]{0,19})-([0-9]{0,19})")
 UNSATISFIABLE = (-1, -1)
 CHUNK = 1 << 20
 

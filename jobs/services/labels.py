@@ -44,6 +44,9 @@ def with_labels(jobs: QuerySet, wanted: list[str]) -> QuerySet:
         if not KEY.fullmatch(key):
             raise ValidationFailed(f"label {item!r}: not key or key:value",
                                    code="invalid_labels", field="label")
+        if where := unstorable(value):  # no label holds one: the database refuses it
+            raise ValidationFailed(f"label {key!r}: the value holds {where}, a character "
+                                   "no label can store", code="invalid_labels", field="label")
         if not colon:
             jobs = jobs.filter(labels__has_key=key)
             continue

@@ -56,8 +56,16 @@ def output_response(job: Job, headers: Mapping[str, str] | None = None
     (else the whole, 200)."""
     if not job.output:
         return None
-    headers = headers or {}
-    name, size = PurePosixPath(job.output.name).name, _opened(job)
+    size = _opened(job)
+    try:
+        return _download(job, headers or {}, size)
+    except BaseException:  # no response took the open file: it is ours to close
+        job.output.close()
+        raise
+
+
+def _download(job: Job, headers: Mapping[str, str], size: int) -> HttpResponse:
+    name = PurePosixPath(job.output.name).name
     etag = f'"{job.pk}-{size}"'  # an output is written once, at the job's end
     same = headers.get("If-Range", etag) == etag  # resuming another file: it gets the whole
     asked = byte_range(headers.get("Range"), size) if same else None

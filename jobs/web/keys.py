@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 from jobs.models import ApiKey, Membership
 from jobs.services.tenancy import api_key_issue_by_owner, api_key_revoke
 from jobs.web.access import answered, memberships_of, organization_of_member, told
+from jobs.web.numbers import whole_number
 
 
 def _organizations(request: HttpRequest) -> list[dict]:
@@ -44,7 +45,7 @@ def key_create(request: HttpRequest, slug: str) -> HttpResponse:
         key, raw = api_key_issue_by_owner(
             organization=org, name=request.POST.get("name", ""), user=request.user,
             # what is not a whole number of days is out of range: refused with the rest
-            days=(int(days) if days.isdigit() else 0) if days else None,
+            days=(whole_number(days) or 0) if days else None,
             scope=request.POST.get("scope", ApiKey.Scope.FULL))
         # shown in this answer only: a redirect would carry it through the session
         return keys_page(request, new=(org, key, raw))

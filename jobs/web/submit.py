@@ -25,6 +25,7 @@ from jobs.services.errors import ServiceError
 from jobs.services.preview import Preview, job_submit_preview
 from jobs.services.submission import JobSpec, job_submit_once, spec_of
 from jobs.web.access import organizations_with_projects, project_targets
+from jobs.web.numbers import whole_number
 
 TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")
 # the organization's Idempotency-Keys are shared with its API clients: a prefix of its own
@@ -196,8 +197,9 @@ def _form_from(request: HttpRequest) -> dict:
     earlier = request.GET.get("from", "")
     if not earlier:
         return _blank()
-    job = (Job.objects.filter(pk=int(earlier), organization__memberships__user=request.user)
-           .select_related("organization", "project").first() if earlier.isdigit() else None)
+    job_id = whole_number(earlier)
+    job = (Job.objects.filter(pk=job_id, organization__memberships__user=request.user)
+           .select_related("organization", "project").first() if job_id is not None else None)
     if job is None or job.erased_at:
         raise Http404("no such job, or its request was erased")
     return _values_of(job)

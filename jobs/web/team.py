@@ -24,6 +24,7 @@ from jobs.services.org_limits import limits_and_usage, running_gpus_by_project
 from jobs.services.projects import project_create, project_settle
 from jobs.services.team import member_remove, member_settle
 from jobs.web.access import answered, memberships_of, organization_of_member
+from jobs.web.numbers import whole_number
 
 
 def _budgets(org: Organization) -> dict:
@@ -84,9 +85,10 @@ def _whole(form: QueryDict, name: str, unit: str, code: str) -> int | None:
     text = form.get(name, "").strip().replace(",", "").replace("_", "")
     if not text:
         return None
-    if not text.isdigit():
+    number = whole_number(text)
+    if number is None:
         raise ValidationFailed(f"{text!r} is not a whole number of {unit}", code=code)
-    return int(text)
+    return number
 
 
 def _limit(form: QueryDict) -> int | None:

@@ -32,6 +32,7 @@ from jobs.services.stops import stops_of
 from jobs.services.summaries import jobs_summary
 from jobs.states import LIVE, TERMINAL, JobState
 from jobs.web.access import organizations_with_projects, project_targets
+from jobs.web.numbers import whole_number
 from workers.services.checkpoint_cuts import resume_point
 from workers.services.logs import STREAMS, attempt_log
 
@@ -81,8 +82,8 @@ def job_list(request: HttpRequest) -> HttpResponse:
     summary = jobs_summary(jobs, timezone.now()) if label else None
     if state:
         jobs = jobs.filter(state=state)
-    if before.isdigit():
-        jobs = jobs.filter(pk__lt=int(before))
+    if (newest := whole_number(before)) is not None:  # another is no page
+        jobs = jobs.filter(pk__lt=newest)
     page = list(jobs.order_by("-pk")[:RECENT + 1])  # one more: is there an older page?
     older = page[RECENT - 1].pk if len(page) > RECENT else None
     jobs_shown = _with_positions(page[:RECENT])
@@ -141,12 +142,13 @@ def _printed(job: Job) -> list[tuple[str, str]]:
 def job_log(request: HttpRequest, job_id: int, attempt_id: int) -> HttpResponse:
     """The whole log of one try's stream (`?stream=stderr`, `?rank=` a gang's further node),
     as the API gives it."""
-    stream, rank = request.GET.get("stream", "stdout"), request.GET.get("rank", "0")
-    if stream not in STREAMS or not rank.isdigit():
+    stream = request.GET.get("stream", "stdout")
+    rank = whole_number(request.GET.get("rank", "0"))
+    if stream not in STREAMS or rank is None:
         raise Http404("no such stream")
     try:
         text = attempt_log(_job_of_user(request, job_id), attempt_id=attempt_id,
-                           stream=stream, rank=int(rank))
+                           stream=stream, rank=rank)
     except ServiceError as exc:
         return HttpResponse(exc.message, status=exc.status, content_type="text/plain")
     return HttpResponse(text.data, content_type="text/plain; charset=utf-8")

@@ -47,7 +47,8 @@ def test_another_month_has_its_own_transfers_only(mia, alice):
     assert _rows(mia.get("/dashboard/credits/alice/statement.csv?month=2001-01")) == []
 
 
-@pytest.mark.parametrize("month", ["2026-13", "26-01", "last"])
+@pytest.mark.parametrize("month", ["2026-13", "26-01", "last", "0000-01", "1999-12",
+                                   "9999-12"])
 def test_a_bad_month_is_a_400(mia, month):
     assert mia.get(f"/dashboard/credits/alice/statement.csv?month={month}").status_code == 400
 

@@ -80,7 +80,7 @@ def test_a_running_attempt_counts_until_now(alice):
     assert monthly_usage(alice, today)["gpu_hours"] == pytest.approx(0.5, abs=0.01)
 
 
-@pytest.mark.parametrize("month", ["2026-13", "2026-1", "x", "1999-12"])
+@pytest.mark.parametrize("month", ["2026-13", "2026-1", "x", "1999-12", "9999-12"])
 def test_a_bad_month_is_refused_with_a_code(api, month):
     refused = api.get(f"/api/v1/credits/usage?month={month}")
     assert refused.status_code == 400

@@ -247,6 +247,29 @@ def test_a_member_finds_jobs_by_their_label(member, alice, bob):
     assert "not key or key:value" in refused and _link(fox) not in refused
 
 
+def test_a_label_value_no_job_can_hold_is_refused_not_looked_up(member, alice):
+    from jobs.services.submission import JobSpec, job_submit
+
+    fox = job_submit(organization=alice, spec=JobSpec(prompt="a fox", labels={"k": "v"}))
+    found = member.get("/dashboard/", {"label": "k:\x00"})
+    assert found.status_code == 200 and "U+0000" in found.content.decode()
+    assert _link(fox) not in found.content.decode()
+    for action in ("cancel", "hold", "erase"):
+        answer = member.post(f"/dashboard/jobs/{action}", {"label": "k:v\x00", "sure": "1"},
+                             follow=True)
+        assert answer.status_code == 200 and "U+0000" in answer.content.decode(), action
+    assert Job.objects.get(pk=fox.pk).state == "QUEUED"
+
+
+def test_digits_int_refuses_are_no_cursor_and_no_rank(member, alice):
+    job = make_job(alice)
+    for odd in ("\u00b2", "\u2460", "9" * 4301):  # isdigit() says yes, int() says no
+        answer = member.get("/dashboard/", {"before": odd})
+        assert answer.status_code == 200 and _link(job) in answer.content.decode()
+        url = f"/dashboard/jobs/{job.pk}/attempts/1/log"
+        assert member.get(url, {"rank": odd}).status_code == 404
+
+
 def test_a_member_pages_back_through_every_job_and_finds_them_by_state(member, alice, bob,
                                                                       monkeypatch):
     from jobs.services.cancellation import job_cancel

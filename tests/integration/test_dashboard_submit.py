@@ -188,6 +188,7 @@ def test_a_job_is_sent_again_with_its_request_filled_in(member, alice, bob):
     assert 'name="preemptible" checked' not in page
     theirs = job_submit(organization=bob, spec=JobSpec(prompt="bob's"))
     assert member.get(f"/dashboard/jobs/new?from={theirs.pk}").status_code == 404
-    assert member.get("/dashboard/jobs/new?from=x").status_code == 404
+    for odd in ("x", "\u00b2", "9" * 4301):  # none names a job, whatever isdigit() says
+        assert member.get("/dashboard/jobs/new", {"from": odd}).status_code == 404
     shown = member.get(f"/dashboard/jobs/{earlier.pk}").content.decode()
     assert "Send it again" in shown and "Cancelled unless started by" in shown

@@ -114,7 +114,11 @@ def test_a_project_cap_holds_in_the_next_round_and_the_rest_goes_on(owner, api, 
                                   {"weight": "2", "monthly_limit": str(10**16)},
                                   {"weight": "2", "running_gpu_cap": "-1"},
                                   {"weight": "2", "running_gpu_cap": "lots"},
-                                  {"weight": "2", "running_gpu_cap": "100001"}])
+                                  {"weight": "2", "running_gpu_cap": "100001"},
+                                  # digits to isdigit(), not to int()
+                                  {"weight": "2", "monthly_limit": "\u00b2"},
+                                  {"weight": "2", "monthly_limit": "9" * 4301},
+                                  {"weight": "2", "running_gpu_cap": "\u2460"}])
 def test_a_refused_save_changes_nothing(owner, alice, form):
     project = Project.objects.create(organization=alice, name="ads", weight=1.5,
                                      running_gpu_cap=3)

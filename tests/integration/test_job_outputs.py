@@ -88,6 +88,7 @@ def test_an_output_past_its_retention_is_deleted_and_the_api_says_so(done, api, 
     ("bytes=0-1,5-9", 200, slice(None)),  # several: the whole
     ("bytes=9-3", 200, slice(None)),  # unreadable: the whole
     ("lines=0-9", 200, slice(None)),
+    ("bytes=" + "9" * 4301 + "-", 200, slice(None)),  # unreadable, past what int() reads
 ])
 def test_a_range_of_the_output_is_served_alone(done, api, asked, status, part):
     answer = api.get(f"/api/v1/jobs/{done.pk}/output", HTTP_RANGE=asked)
@@ -114,6 +115,20 @@ def test_a_resumed_download_gets_the_rest_only_of_the_same_output(done, api, cli
     client.force_login(make_member(alice, "ann"))  # the dashboard resumes too
     part = client.get(f"/dashboard/jobs/{done.pk}/output", HTTP_RANGE="bytes=-4")
     assert part.status_code == 206 and b"".join(part.streaming_content) == VIDEO[-4:]
+
+
+def test_the_output_is_closed_when_its_answer_cannot_be_made(done, monkeypatch):
+    from jobs.models import Job
+    from jobs.services.outputs import output_response
+
+    def fails(header, size):
+        raise RuntimeError("a fault while the answer is made")
+
+    monkeypatch.setattr("jobs.services.outputs.byte_range", fails)
+    job = Job.objects.get(pk=done.pk)
+    with pytest.raises(RuntimeError):
+        output_response(job, {"Range": "bytes=0-"})
+    assert job.output.closed
 
 
 def test_storage_that_does_not_answer_is_a_503_to_ask_again_and_a_lost_file_a_410(

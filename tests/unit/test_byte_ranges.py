@@ -24,6 +24,9 @@ from jobs.services.byte_ranges import UNSATISFIABLE, byte_range, chunks
     ("bytes=0-1,4-5", 10, None),
     ("bytes=a-b", 10, None),
     ("items=0-1", 10, None),
+    ("bytes=" + "9" * 19 + "-", 10, UNSATISFIABLE),
+    ("bytes=" + "9" * 4301 + "-", 10, None),  # past any file, and past what int() reads
+    ("bytes=-" + "9" * 20, 10, None),
 ])
 def test_a_range_is_read_as_the_rfc_says(header, size, expected):
     assert byte_range(header, size) == expected
