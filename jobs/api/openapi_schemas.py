@@ -247,7 +247,9 @@ DELIVERY = obj({
     "event": STR, "job": nullable(INT),
     "status": {"type": "string", "enum": list(WebhookDelivery.Status.values)},
     "attempts": INT, "last_error": {**STR, "description": "Why the last send failed: "
-                                    "'HTTP 503', 'unreachable: ...'; empty once delivered."},
+                                    "'HTTP 503', 'HTTP 302: redirects are not "
+                                    "followed', 'unreachable: ...'; empty once "
+                                    "delivered."},
     "created_at": TIME, "next_attempt_at": TIME, "delivered_at": nullable(TIME)})
 TRANSFER = obj({
     "id": INT, "kind": STR, "amount": INT, "direction": {"enum": ["in", "out"]},

@@ -8,6 +8,10 @@ conditional update: two senders never post it at once), posts it outside any tra
 then records the answer. A refusal or an unreachable endpoint is tried again with backoff
 by the sweep (beat) until `MAX_ATTEMPTS`; receivers deduplicate by the delivery id.
 
+Each send resolves the endpoint's host once, refuses it unless every address is public, and
+posts to those very addresses (jobs/services/webhook_http.py); a redirect is a failed
+attempt, never followed: a tenant's URL reaches nothing else of the service's network.
+
 Signature: `X-Gpusched-Signature: sha256=HMAC(secret, "<timestamp>.<body>")` with the
 timestamp in `X-Gpusched-Timestamp`, so a receiver can refuse replays of old notices. For a
 day after its secret is rotated an endpoint's notices carry a second signature, under the
@@ -18,14 +22,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import http.client
 import ipaddress
 import json
 import logging
 import socket
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -34,6 +37,7 @@ from django.utils import timezone
 
 from jobs.models import Job, WebhookDelivery, WebhookEndpoint
 from jobs.models.webhook import EVENTS
+from jobs.services import webhook_http
 from jobs.services.outputs import output_path
 from jobs.states import JobState
 
@@ -109,13 +113,21 @@ def url_refusal(url: str) -> str:
     service's own network: its database, its metadata service, its admin)."""
     if settings.GPUSCHED_WEBHOOK_ALLOW_PRIVATE:
         return ""
-    host = urllib.parse.urlsplit(url).hostname or ""
+    return _checked(urllib.parse.urlsplit(url).hostname or "")[1]
+
+
+def _checked(host: str) -> tuple[list[str], str]:
+    """What `host` resolves to now, in the resolver's order, and why a webhook may not go
+    there ("" if it may). The refusal never names an address: it would map the service's
+    network for whoever names its hosts."""
     try:
-        found = {info[4][0] for info in socket.getaddrinfo(host, None)}
+        found = list(dict.fromkeys(info[4][0] for info in socket.getaddrinfo(host, None)))
     except (OSError, UnicodeError):
-        return f"{host!r} does not resolve"
-    private = sorted(a for a in found if not ipaddress.ip_address(a.split("%")[0]).is_global)
-    return f"{host!r} resolves to a non-public address ({private[0]})" if private else ""
+        return [], f"{host!r} does not resolve"
+    if settings.GPUSCHED_WEBHOOK_ALLOW_PRIVATE or all(
+            ipaddress.ip_address(a.split("%")[0]).is_global for a in found):
+        return found, ""
+    return [], f"{host!r} resolves to a non-public address"
 
 
 def webhook_deliver(delivery_id: int) -> str | None:
@@ -142,23 +154,26 @@ def webhook_deliver(delivery_id: int) -> str | None:
 
 def _post(delivery: WebhookDelivery) -> str:
     """Send it; "" if the endpoint took it (2xx), else why not."""
-    refusal = url_refusal(delivery.endpoint.url)  # again: what a name resolves to changes
+    url = delivery.endpoint.url
+    # resolved once, here, and posted to what was checked: a second look-up could answer
+    # the service's own network (DNS rebinding)
+    addresses, refusal = _checked(urllib.parse.urlsplit(url).hostname or "")
     if refusal:
         return f"refused: {refusal}"
     body = json.dumps({**delivery.payload, "delivery": delivery.pk}).encode()
     stamp = str(int(time.time()))
-    request = urllib.request.Request(delivery.endpoint.url, data=body, method="POST", headers={
+    headers = {
         "Content-Type": "application/json", "User-Agent": "gpusched-webhooks",
         "X-Gpusched-Event": delivery.event, "X-Gpusched-Delivery": str(delivery.pk),
         "X-Gpusched-Timestamp": stamp,
-        "X-Gpusched-Signature": signatures(delivery.endpoint, stamp, body)})
+        "X-Gpusched-Signature": signatures(delivery.endpoint, stamp, body)}
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
-            return "" if 200 <= response.status < 300 else f"HTTP {response.status}"
-    except urllib.error.HTTPError as exc:
-        return f"HTTP {exc.code}"
-    except (urllib.error.URLError, OSError, ValueError) as exc:
+        status = webhook_http.post(url, addresses, body, headers, TIMEOUT_S)
+    except (OSError, ValueError, http.client.HTTPException) as exc:
         return f"unreachable: {exc}"
+    if 300 <= status < 400:  # followed, it would reach wherever the tenant points it
+        return f"HTTP {status}: redirects are not followed"
+    return "" if 200 <= status < 300 else f"HTTP {status}"
 
 
 def signatures(endpoint: WebhookEndpoint, stamp: str, body: bytes) -> str:

@@ -2,30 +2,46 @@
 
 from __future__ import annotations
 
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 
 class Receiver:
-    """Answers every POST with `status`; `posts` holds (headers, body) in arrival order."""
+    """Answers every POST with `status` and `headers`; `posts` holds (headers, body) in
+    arrival order, `seen` "METHOD path" of every request, a GET's too (what a followed
+    redirect sends). With `tls` (a server context) it listens for HTTPS."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.status = 200
+        self.headers: dict[str, str] = {}
         self.posts: list[tuple[dict[str, str], bytes]] = []
+        self.seen: list[str] = []
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - the name http.server calls
+            def do_GET(self):  # noqa: N802 - the name http.server calls
+                receiver.seen.append(f"GET {self.path}")
+                self.send_response(405)
+                self.end_headers()
+
+            def do_POST(self):  # noqa: N802
+                receiver.seen.append(f"POST {self.path}")
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 receiver.posts.append((dict(self.headers), body))
                 self.send_response(receiver.status)
+                for name, value in receiver.headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
 
             def log_message(self, *args):
                 pass
 
         self.server = HTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+        if tls:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_port
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}/hook"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self) -> None:
