@@ -178,7 +178,9 @@ def apply_decisions(decisions: P.Decisions, now: datetime, *, held: Held | None 
                 report.refused += 1
                 continue
             report.placed += 1
-            transaction.on_commit(lambda a=attempt, p=placement: publish(a, p))
+            # robust: a send the broker refuses is logged, the others still go, and the try
+            # it was for queues again once its lease runs out (reaper.py)
+            transaction.on_commit(lambda a=attempt, p=placement: publish(a, p), robust=True)
         for pre in decisions.preemptions:
             if pre.for_job_id in gone:
                 continue

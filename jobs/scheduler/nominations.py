@@ -93,7 +93,7 @@ def _start(job: Job, now: datetime) -> bool:
     try:
         with transaction.atomic():
             attempt = place(placement, now)
-            transaction.on_commit(lambda: publish(attempt, placement))
+            transaction.on_commit(lambda: publish(attempt, placement), robust=True)
     except (TransitionError, IntegrityError, ValueError) as exc:
         log.warning("nominee job %s not started: %s", job.pk, exc)
         return False
