@@ -102,6 +102,11 @@ try:
         f"{sys.executable} -m workers.fakegen --prompt {{prompt}} --output {{output}} "
         "--checkpoint-dir {checkpoint_dir} --seed {seed} --params-file {params_file}",
     )
+    # variables of the node worker's environment the binary gets beyond the few it needs
+    # (workers/agent/command.py): comma-separated names, or prefixes ending in "*" (HF_HOME,
+    # OMP_*); the rest, the service's secrets among them, never reach it
+    GPUSCHED_BINARY_ENV_PASS = tuple(
+        n.strip() for n in env_str("GPUSCHED_BINARY_ENV_PASS", "").split(",") if n.strip())
     LOG_FORMAT = env_choice("LOG_FORMAT", "plain", ("plain", "json"))
     # password guessing on the dashboard and admin: after this many failed logins for one
     # username, or ten times as many from one address, refuse logins there for the window

@@ -20,6 +20,7 @@ from jobs.services.dependencies import dependencies_of, held_reason
 from jobs.services.erasure import erased
 from jobs.services.errors import Conflict, ValidationFailed
 from jobs.services.labels import check_labels
+from jobs.services.params import check_params
 from jobs.services.storable import unstorable
 from jobs.services.suspension import refuse_if_suspended
 from jobs.states import JobState
@@ -70,6 +71,7 @@ def check_limits(spec: JobSpec) -> int:
     if bad:
         raise ValidationFailed(f"params holds {bad}, a character no job can store",
                                code="params_not_storable", field="params")
+    check_params(spec.params)
     check_labels(spec.labels)
     if not 1 <= spec.gpus <= settings.GPUSCHED_MAX_GPUS_PER_JOB:
         raise ValidationFailed(

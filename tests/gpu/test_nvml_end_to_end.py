@@ -63,6 +63,8 @@ def _env(var: Path) -> dict[str, str]:
     return {**keep, "GPUSCHED_VAR_DIR": str(var), "DATABASE_URL": f"sqlite:///{var}/db.sqlite3",
             "CELERY_BROKER_URL": "filesystem://", "SECRET_KEY": "gpu-host-check",
             "GPUSCHED_BINARY": binary, "GPUSCHED_PROBE_DIR": str(var),
+            # the probe's own variable: the binary gets none of the worker's but those named
+            "GPUSCHED_BINARY_ENV_PASS": "GPUSCHED_PROBE_DIR",
             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT),
                                                         os.environ.get("PYTHONPATH")]))}
 

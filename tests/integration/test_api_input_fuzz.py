@@ -66,6 +66,42 @@ def test_what_the_database_can_not_store_is_a_400(api, raw, code):
     assert Job.objects.count() == 0
 
 
+# what the node agent reads itself: a seed int() refuses would fail every try on a node after
+# the job started, and a suffix that is a path would write the output in another job's files
+@pytest.mark.parametrize("raw,code", [
+    ('{"prompt": "x", "params": {"seed": "abc"}}', "invalid_seed"),
+    ('{"prompt": "x", "params": {"seed": null}}', "invalid_seed"),
+    ('{"prompt": "x", "params": {"seed": 1.5}}', "invalid_seed"),
+    ('{"prompt": "x", "params": {"seed": true}}', "invalid_seed"),
+    ('{"prompt": "x", "params": {"seed": -1}}', "invalid_seed"),
+    ('{"prompt": "x", "params": {"seed": 9223372036854775808}}', "invalid_seed"),
+    ('{"prompt": "x", "params": {"seed": "' + "9" * 5000 + '"}}', "invalid_seed"),
+    ('{"prompt": "x", "params": {"seed": ' + "9" * 4000 + '}}', "invalid_seed"),
+    ('{"prompt": "x", "params": {"output_suffix": "/../../../job-123/checkpoint/x"}}',
+     "invalid_output_suffix"),
+    ('{"prompt": "x", "params": {"output_suffix": "/x"}}', "invalid_output_suffix"),
+    ('{"prompt": "x", "params": {"output_suffix": ".mp4\\n"}}', "invalid_output_suffix"),
+    ('{"prompt": "x", "params": {"output_suffix": "mp4"}}', "invalid_output_suffix"),
+    ('{"prompt": "x", "params": {"output_suffix": ".abcdefghijk"}}', "invalid_output_suffix"),
+    ('{"prompt": "x", "params": {"output_suffix": null}}', "invalid_output_suffix"),
+    ('{"prompt": "x", "params": {"output_suffix": 4}}', "invalid_output_suffix"),
+])
+def test_a_param_the_node_agent_can_not_use_is_a_400(api, raw, code):
+    response = api.post("/api/v1/jobs", raw, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == code
+    assert "params" in response.json()["error"]["fields"]
+    assert Job.objects.count() == 0
+
+
+def test_an_integer_seed_and_a_plain_suffix_are_accepted(api):
+    for params in ({"seed": 0}, {"seed": "42"}, {"seed": 2**63 - 1, "output_suffix": ".mp4"},
+                   {"output_suffix": ".Y4M"}):
+        response = api.post("/api/v1/jobs", {"prompt": "x", "params": params}, format="json")
+        assert response.status_code == 202, response.content
+        assert Job.objects.get(pk=response.json()["id"]).params == params
+
+
 def test_a_body_over_the_size_limit_is_a_413_with_a_code(api, settings):
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
     raw = json.dumps({"prompt": "x", "params": {"a": "y" * 2000}})

@@ -2,7 +2,9 @@
 
 from pathlib import Path
 
-from workers.agent.command import AttemptPaths, build_argv, build_env
+import pytest
+
+from workers.agent.command import AttemptPaths, UnsafeOutputPath, build_argv, build_env
 from workers.agent.outcome import classify, retryable
 
 
@@ -52,6 +54,58 @@ def test_ranks_beyond_the_first_keep_their_files_apart():
     assert rank.work_dir == Path("/w/job-7/attempt-9-rank-1")
     assert rank.checkpoint_dir == Path("/w/job-7/checkpoint-rank-1")
     assert rank.work_dir != _paths().work_dir and rank.checkpoint_dir != _paths().checkpoint_dir
+
+
+SECRETS = {"DATABASE_URL": "postgres://u:hunter2@db/g", "SECRET_KEY": "s3cret",
+           "REDIS_URL": "redis://:pw@r/0", "CELERY_BROKER_URL": "redis://:pw@r/1",
+           "AWS_SECRET_ACCESS_KEY": "k", "GPUSCHED_MEDIA_ROOT": "/srv/media",
+           "HF_TOKEN": "hf_x", "LD_PRELOAD": "/tmp/evil.so"}
+NEEDED = {"PATH": "/usr/bin", "HOME": "/home/n", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+          "TZ": "UTC", "TMPDIR": "/scratch", "LD_LIBRARY_PATH": "/usr/local/cuda/lib64",
+          "PYTHONPATH": "/srv/app", "VIRTUAL_ENV": "/srv/venv", "CUDA_HOME": "/usr/local/cuda",
+          "NVIDIA_DRIVER_CAPABILITIES": "compute", "NCCL_SOCKET_IFNAME": "ib0"}
+
+
+@pytest.fixture
+def worker_env(monkeypatch, settings):
+    settings.GPUSCHED_BINARY_ENV_PASS = ()
+    for name, value in {**SECRETS, **NEEDED, "CUDA_VISIBLE_DEVICES": "0,1,2,3",
+                        "MASTER_ADDR": "elsewhere"}.items():
+        monkeypatch.setenv(name, value)
+
+
+def test_the_binary_gets_what_it_needs_and_none_of_the_services_secrets(worker_env):
+    env = build_env(gpu_indices=(1,), paths=_paths(), attempt_id=9, job_id=7)
+    assert not set(SECRETS) & set(env)
+    assert {k: env[k] for k in NEEDED} == NEEDED
+    # the worker's own GPUs and gang are not the job's
+    assert env["CUDA_VISIBLE_DEVICES"] == "1" and "MASTER_ADDR" not in env
+    assert env["GPUSCHED_OUTPUT_PATH"] == "/w/job-7/attempt-9/output.y4m"
+    assert env["GPUSCHED_JOB_ID"] == "7" and env["GPUSCHED_WORK_DIR"] == "/w/job-7/attempt-9"
+
+
+def test_an_operator_passes_more_by_name_or_prefix_but_a_lone_star_passes_nothing(
+        worker_env, monkeypatch, settings):
+    monkeypatch.setenv("OMP_NUM_THREADS", "8")
+    settings.GPUSCHED_BINARY_ENV_PASS = ("HF_TOKEN", "OMP_*", "*")
+    env = build_env(gpu_indices=(0,), paths=_paths(), attempt_id=9, job_id=7)
+    assert (env["HF_TOKEN"], env["OMP_NUM_THREADS"]) == ("hf_x", "8")
+    assert "DATABASE_URL" not in env and "SECRET_KEY" not in env
+
+
+@pytest.mark.parametrize("suffix", ["/../../../job-123/checkpoint/x", "/x", "/..", "/../x"])
+def test_an_output_outside_the_work_dir_is_refused_before_anything_is_made(tmp_path, suffix):
+    paths = AttemptPaths.under(tmp_path, job_id=7, attempt_id=9, suffix=suffix)
+    with pytest.raises(UnsafeOutputPath) as refused:
+        paths.create({})
+    assert isinstance(refused.value, OSError)  # the runner's launch failure
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_output_suffix_is_a_file_in_the_work_dir(tmp_path):
+    paths = AttemptPaths.under(tmp_path, job_id=7, attempt_id=9, suffix=".mp4")
+    paths.create({})
+    assert paths.output == paths.work_dir / "output.mp4" and paths.work_dir.is_dir()
 
 
 def _classify(**kw):

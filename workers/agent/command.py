@@ -6,10 +6,29 @@ import json
 import os
 import shlex
 import shutil
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.conf import settings
+
 from workers.agent.gpus import visible_devices
+
+# What of the node worker's environment the binary inherits. The worker's own holds the
+# service's secrets (DATABASE_URL, SECRET_KEY, broker and storage credentials), and the
+# binary, which a tenant's params steer, may print them to the log its tenant reads; so it
+# gets only what a process needs to run (locale, time zone, temp dir, where to find programs,
+# libraries and Python packages) and what a GPU program reads for the driver, the devices
+# and the fabric (CUDA_*, NVIDIA_*, NCCL_*: none carries a secret). Its GPUSCHED_* variables
+# are the job's, set below; anything else an operator names in GPUSCHED_BINARY_ENV_PASS.
+INHERITED = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_*", "TZ", "TMPDIR",
+             "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME", "PYTHONUNBUFFERED", "VIRTUAL_ENV",
+             "CUDA_*", "NVIDIA_*", "NCCL_*")
+
+
+class UnsafeOutputPath(OSError):
+    """The job's output would land outside its attempt's work directory: an OSError, so the
+    agent reports the try as a launch failure rather than writing there."""
 
 
 @dataclass(frozen=True)
@@ -36,6 +55,11 @@ class AttemptPaths:
                    stderr=work / "stderr.log", stdout=work / "stdout.log", rank=rank)
 
     def create(self, params: dict) -> None:
+        # a suffix holding "/" or ".." would put it in another job's directory (intake
+        # refuses one; a job submitted before it did may still hold it)
+        if self.output.parent != self.work_dir or self.output.name in ("", ".", ".."):
+            raise UnsafeOutputPath(f"output path {str(self.output)!r} is not a file directly "
+                                   f"in the work directory {str(self.work_dir)!r}")
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         self.params_file.write_text(json.dumps(params, sort_keys=True))
@@ -60,7 +84,7 @@ def build_env(*, gpu_indices: tuple[int, ...], gpu_uuids: tuple[str, ...] = (),
               paths: AttemptPaths, attempt_id: int, job_id: int, node_rank: int = 0,
               nodes: tuple[str, ...] = (), rendezvous: tuple[str, int] = ("", 29500),
               retry: int = 0) -> dict[str, str]:
-    env = dict(os.environ)
+    env = inherited(os.environ, (*INHERITED, *settings.GPUSCHED_BINARY_ENV_PASS))
     env.update(visible_devices(gpu_indices, gpu_uuids))
     env.update(gang_env(node_rank, nodes, rendezvous))
     env.update({
@@ -73,6 +97,14 @@ def build_env(*, gpu_indices: tuple[int, ...], gpu_uuids: tuple[str, ...] = (),
         "GPUSCHED_PARAMS_FILE": str(paths.params_file),
     })
     return env
+
+
+def inherited(environ: Mapping[str, str], allowed: Sequence[str]) -> dict[str, str]:
+    """The variables of `environ` that `allowed` names: each a name, or a prefix ending in
+    "*" (a lone "*" is no prefix: it would pass the secrets the list keeps out)."""
+    names = {a for a in allowed if not a.endswith("*")}
+    prefixes = tuple(a[:-1] for a in allowed if a.endswith("*") and len(a) > 1)
+    return {k: v for k, v in environ.items() if k in names or k.startswith(prefixes)}
 
 
 def gang_env(node_rank: int, nodes: tuple[str, ...], rendezvous: tuple[str, int]
