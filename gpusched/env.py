@@ -50,6 +50,15 @@ def env_int(name: str, default: int, *, minimum: int = 0) -> int:
     return int(env_number(name, default, minimum=minimum, cast=int))
 
 
+# A database that stops answering without refusing (a failover, a partition dropping
+# packets) must fail a call, not hang it: a node's supervise loop heartbeats through it, and
+# its time limits and kills wait on each call (docs/nodes.md, "Failures"). libpq gives up a
+# connection that has not answered its start in 5 s, or whose sent bytes go unacknowledged
+# for 30 s, and probes an idle one every 10 s after 30 s. None of these ends a long query.
+POSTGRES_TIMEOUTS = {"connect_timeout": 5, "tcp_user_timeout": 30_000, "keepalives": 1,
+                     "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3}
+
+
 def database_from_url(name: str, url: str) -> dict:
     """Django DATABASES entry from a postgres:// or sqlite:/// URL."""
     parsed = urlparse(url)
@@ -76,5 +85,6 @@ def database_from_url(name: str, url: str) -> dict:
             "HOST": parsed.hostname or "",
             "PORT": str(parsed.port or ""),
             "CONN_MAX_AGE": 60,
+            "OPTIONS": dict(POSTGRES_TIMEOUTS),
         }
     raise ConfigError(f"{name}={url!r}: scheme must be postgres:// or sqlite:///")

@@ -60,3 +60,33 @@ def test_production_refuses_the_published_development_key():
                          ALLOWED_HOSTS="gpusched.example")
     assert done.returncode != 0
     assert "SECRET_KEY" in done.stderr and "bad configuration" in done.stderr
+
+
+def test_a_database_that_accepts_and_never_answers_is_given_up_on():
+    """A failover or a partition that drops packets leaves libpq waiting on the start of a
+    connection, which has no end of its own: the node's heartbeat, and the time limit and
+    kill it carries out between beats, would hang with it."""
+    import socket
+    import threading
+
+    import psycopg2
+
+    from gpusched.env import database_from_url
+
+    silent = socket.create_server(("127.0.0.1", 0))  # takes connections, says nothing
+    port = silent.getsockname()[1]
+    config = database_from_url("DATABASE_URL", f"postgres://u@127.0.0.1:{port}/gpusched")
+    outcome: list[BaseException] = []
+
+    def connect() -> None:
+        try:
+            psycopg2.connect(host=config["HOST"], port=config["PORT"], user=config["USER"],
+                             dbname=config["NAME"], **config["OPTIONS"])
+        except psycopg2.OperationalError as exc:
+            outcome.append(exc)
+
+    caller = threading.Thread(target=connect, daemon=True)
+    caller.start()
+    caller.join(timeout=60)  # a bound far past connect_timeout: without it, for ever
+    silent.close()
+    assert not caller.is_alive() and outcome and "timeout" in str(outcome[0]).lower()
