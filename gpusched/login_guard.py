@@ -1,5 +1,6 @@
 """Password guessing on the dashboard's and admin's login: failed logins are counted in the
-shared cache per username and per client address over GPUSCHED_LOGIN_WINDOW_S; past
+shared cache per username and per client address (behind proxies, as
+`gpusched/client_address.py` reads it) over GPUSCHED_LOGIN_WINDOW_S; past
 GPUSCHED_LOGIN_MAX_FAILURES for a username (ten times that for an address, which many
 people may share) logins there are refused, the right password too, until the window ends.
 A login that succeeds forgets its username's failures. API keys are long random secrets:
@@ -18,6 +19,8 @@ from django.core.cache import cache
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest
 
+from gpusched.client_address import client_address
+
 log = logging.getLogger(__name__)
 PER_ADDRESS = 10  # an address may fail this many times more than one username
 
@@ -28,7 +31,7 @@ def _keys(request: HttpRequest | None, username: str) -> list[tuple[str, int]]:
     name = hashlib.sha256(username.strip().lower().encode()).hexdigest()[:32]
     keys = [(f"gpusched:login-failed:user:{name}", most)]
     if request is not None:
-        keys.append((f"gpusched:login-failed:addr:{request.META.get('REMOTE_ADDR', '')}",
+        keys.append((f"gpusched:login-failed:addr:{client_address(request)}",
                      most * PER_ADDRESS))
     return keys
 

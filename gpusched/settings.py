@@ -112,6 +112,9 @@ try:
     # username, or ten times as many from one address, refuse logins there for the window
     GPUSCHED_LOGIN_MAX_FAILURES = env_int("GPUSCHED_LOGIN_MAX_FAILURES", 10, minimum=1)
     GPUSCHED_LOGIN_WINDOW_S = env_int("GPUSCHED_LOGIN_WINDOW_S", 900, minimum=1)
+    # proxies in front that append to X-Forwarded-For (a TLS proxy, a load balancer): the
+    # client's address is read that many entries from its end (gpusched/client_address.py)
+    GPUSCHED_PROXY_HOPS = env_int("GPUSCHED_PROXY_HOPS", 0)
 except ConfigError as exc:  # fail at start, naming the variable
     raise SystemExit(f"gpusched: bad configuration: {exc}") from None
 
@@ -208,10 +211,11 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": [
         "jobs.api.parsers.BoundedJSONParser",
         "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
+        # no multipart: no call takes a file, and a file part is not held to the size limit
     ],
     "DEFAULT_THROTTLE_CLASSES": ["jobs.api.throttles.TierRateThrottle"],
     "UNAUTHENTICATED_USER": None,
+    "NUM_PROXIES": GPUSCHED_PROXY_HOPS,  # DRF reads the client's address alike (None: any)
 }
 
 # Celery: the broker only carries "run attempt X with token T"; the database decides.

@@ -225,3 +225,14 @@ def test_any_summary_usage_or_bulk_hold_is_answered_or_refused_with_a_code(api, 
         if response.status_code == 400:  # refused: no job held or released
             assert response.json()["error"]["code"]
             assert set(Job.objects.filter(hold="client").values_list("pk", flat=True)) == held
+
+
+def test_a_multipart_body_is_a_415_and_no_file_is_taken(api):
+    """No call takes a file, and a file part would not be held to the size limit."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    upload = SimpleUploadedFile("big.bin", b"x" * 10_000)
+    response = api.post("/api/v1/jobs", {"prompt": "x", "file": upload}, format="multipart")
+    assert response.status_code == 415
+    assert response.json()["error"]["code"] == "unsupported_media_type"
+    assert Job.objects.count() == 0

@@ -80,3 +80,23 @@ def test_the_admin_login_is_guarded_as_well(users):
     refused = _log_in(guesser, "root", "pw-root-1", "/admin/login/")
     assert "Too many failed logins" in refused.content.decode()
     assert guesser.get("/admin/").status_code == 302  # still asked to log in
+
+
+def test_behind_a_proxy_the_guesser_is_stopped_not_everyone(users, settings):
+    """Every request reaches the service from its TLS proxy's address; the proxy appends
+    the address it was reached from. A guesser's many failures lock its own address, not
+    the proxy's, which would lock every user out; what a guesser writes there itself is
+    not read."""
+    settings.GPUSCHED_PROXY_HOPS = 1
+    proxy = "10.0.0.2"
+    guesser = Client(REMOTE_ADDR=proxy, HTTP_X_FORWARDED_FOR="203.0.113.7")
+    for i in range(30):
+        _log_in(guesser, f"nobody{i}", "x")
+    _log_in(guesser, "bea", "pw-bea-1")
+    assert not _logged_in(guesser)
+    spoofing = Client(REMOTE_ADDR=proxy, HTTP_X_FORWARDED_FOR="198.51.100.1, 203.0.113.7")
+    _log_in(spoofing, "bea", "pw-bea-1")
+    assert not _logged_in(spoofing)  # the address the proxy saw, not the one it was told
+    elsewhere = Client(REMOTE_ADDR=proxy, HTTP_X_FORWARDED_FOR="198.51.100.1")
+    _log_in(elsewhere, "bea", "pw-bea-1")
+    assert _logged_in(elsewhere)
