@@ -243,41 +243,45 @@ CELERY_TASK_ROUTES = {"jobs.tasks.scheduler_tick": {"queue": "scheduler"},
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# "expire_seconds", not Celery's "expires": the database scheduler stores only that one, and
+# sends it as "expires": a round or sweep its worker did not take in time is dropped, not
+# run late behind the others
 CELERY_BEAT_SCHEDULE = {
     "scheduler-tick": {
         "task": "jobs.tasks.scheduler_tick",
         "schedule": GPUSCHED_TICK_SECONDS,
-        "options": {"expires": 10 * GPUSCHED_TICK_SECONDS, "queue": "scheduler"},
+        "options": {"expire_seconds": max(1, round(10 * GPUSCHED_TICK_SECONDS)),
+                    "queue": "scheduler"},
     },
     "credits-expiry": {
         "task": "credits.tasks.expire_credit_buckets",
         "schedule": 300.0,
-        "options": {"expires": 600},
+        "options": {"expire_seconds": 600},
     },
     "credits-allowances": {
         "task": "credits.tasks.grant_allowances",
         "schedule": 600.0,
-        "options": {"expires": 1200},
+        "options": {"expire_seconds": 1200},
     },
     "checkpoints-sweep": {
         "task": "workers.tasks.sweep_checkpoints",
         "schedule": 300.0,
-        "options": {"expires": 600},
+        "options": {"expire_seconds": 600},
     },
     "outputs-expiry": {
         "task": "jobs.tasks.expire_outputs",
         "schedule": 3600.0,
-        "options": {"expires": 3600},
+        "options": {"expire_seconds": 3600},
     },
     "content-erasure": {
         "task": "jobs.tasks.erase_due_content",
         "schedule": 300.0,
-        "options": {"expires": 600},
+        "options": {"expire_seconds": 600},
     },
     "webhooks-sweep": {
         "task": "jobs.tasks.sweep_webhooks",
         "schedule": 30.0,
-        "options": {"expires": 60, "queue": "notify"},
+        "options": {"expire_seconds": 60, "queue": "notify"},
     },
 }
 

@@ -105,8 +105,10 @@ class Command(BaseCommand):
         argvs = [
             manage + ["runserver", f"127.0.0.1:{port}", "--noreload"],
             celery + ["beat", "--loglevel=WARNING"],
-            celery + ["worker", "-Q", "scheduler,default", "-c", "1", "--loglevel=WARNING",
+            celery + ["worker", "-Q", "scheduler", "-c", "1", "--loglevel=WARNING",
                       "--hostname=scheduler@%h"],
+            celery + ["worker", "-Q", "default", "-c", "1", "--loglevel=WARNING",
+                      "--hostname=housekeeping@%h"],
             celery + ["worker", "-Q", "notify", "-c", "2", "--loglevel=WARNING",
                       "--hostname=notify@%h"],
         ] + [manage + ["gpu_node", "--name", name, "--gpus", str(gpus), "--gpu-type", kind,
