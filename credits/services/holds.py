@@ -152,13 +152,14 @@ def rehold_for_job(job: Job) -> None:
 def hold_longer_limit(job: Job) -> list[Hold]:
     """Hold what a job's longer time limit may cost beyond what it spent and holds now
     (jobs/services/time_limits.py), or raise as `hold_for_job` does: a shorter limit may
-    have left it holding nothing. Nothing for a held job: its release holds by its new
-    limit. Its organization's row is locked."""
-    if job.state == JobState.HELD:
-        return []
+    have left it holding nothing. Nothing for a job someone holds, which gave its holds back:
+    its release holds by its new limit (one waiting only for the jobs it runs after holds
+    still, and holds more now). Its organization's row is locked."""
     holds = list(Hold.objects.filter(job=job))
-    spent = sum(h.posted - h.refunded for h in holds)
     held = sum(h.remaining for h in holds if h.closed_at is None)
+    if job.state == JobState.HELD and job.hold and not held:
+        return []
+    spent = sum(h.posted - h.refunded for h in holds)
     return hold_for_job(job, amount=max(0, _most_it_may_cost(job) - spent - held))
 
 

@@ -209,3 +209,18 @@ def test_a_job_that_fails_after_a_shorter_limit_is_refunded_all_it_spent(alice):
     assert job_credits(_job(job.pk)) == {"held": 0, "spent": 0, "refunded": 500}
     assert wallet_of(alice).available == 10_000
     assert_ledger_consistent()
+
+
+def test_a_job_waiting_for_another_holds_more_for_a_longer_limit(alice):
+    """It has never started, so its client may lengthen it; waiting HELD for the job it runs
+    after, it still holds its credits, and must hold what the longer limit may cost too."""
+    GpuPrice.objects.create(gpu_type="H100", credits_per_gpu_hour=3600)  # 1 credit a second
+    credits_grant(organization=alice, amount=10_000)
+    first = job_submit(organization=alice, spec=JobSpec(prompt="a", time_limit_s=60))
+    after = job_submit(organization=alice, spec=JobSpec(prompt="b", time_limit_s=60,
+                                                        after=(first.pk,)))
+    assert after.state == "HELD" and job_credits(after)["held"] == 60
+    job_set_time_limit(job=after, time_limit_s=3600, by="client")
+    assert _job(after.pk).time_limit_s == 3600 and job_credits(_job(after.pk))["held"] == 3600
+    assert wallet_of(alice).available == 10_000 - 60 - 3600
+    assert_ledger_consistent()
