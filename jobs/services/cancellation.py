@@ -81,7 +81,9 @@ def _cancel_once(job: Job, reason: str) -> Job:
             transition(job, JobState.CANCELLED, attempt=attempt, reason=reason,
                        finished_at=timezone.now(), error_code="cancelled", error=reason)
             transaction.on_commit(request_tick)
-        elif attempt is not None:
+        elif attempt is None:  # its try ended as we read it (a preemption, a lost node)
+            raise LostRace(f"job {job.pk} has no live try in {job.state}")
+        else:
             _stop_running(job, attempt, reason)
     return job
 

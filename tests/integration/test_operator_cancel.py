@@ -92,3 +92,31 @@ def test_cancels_racing_the_attempts_end_never_fail_its_report(alice):
         assert Attempt.objects.get(pk=attempt.pk).ended_at is not None
         assert job.events.filter(to_state=job.state).count() == 1
         assert job.events.filter(from_state="RUNNING", to_state="RUNNING").count() <= 1
+
+
+@pytest.mark.parametrize("ended", ["preempted", "lost"])
+def test_a_cancel_read_before_its_try_ended_otherwise_still_cancels_the_job(alice, ended):
+    """The cancel reads the job RUNNING; before it acts, the try ends without ending the
+    job (a preemption queues it, a lost node sends it to retry). The cancel is not lost:
+    it cancels the job as it is now, which would otherwise run again."""
+    from django.utils import timezone
+
+    from workers.services.reaper import reap_expired_attempts
+
+    make_node(gpus=2)
+    job = make_job(alice)
+    attempt = start_placed(job)
+    read = _job(job.pk)  # what the cancel's request loaded
+    if ended == "preempted":
+        from jobs.transitions import transition
+
+        Attempt.objects.filter(pk=attempt.pk).update(stop_requested="preempt")
+        transition(_job(job.pk), "PREEMPTING", attempt=attempt, reason="preempted")
+        attempt_finish(attempt_id=attempt.pk, token=attempt.token,
+                       result=AttemptResult("PREEMPTED", 75))
+    else:
+        Attempt.objects.filter(pk=attempt.pk).update(lease_expires_at="2000-01-01T00:00:00Z")
+        reap_expired_attempts(now=timezone.now())
+    assert _job(job.pk).state in ("QUEUED", "RETRY_WAIT")
+    assert job_cancel(job=read).state == "CANCELLED"
+    assert _job(job.pk).state == "CANCELLED"
