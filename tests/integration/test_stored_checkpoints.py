@@ -3,7 +3,10 @@ attempt's fencing token, handed to the same rank of the next attempt, and swept 
 resume will read it (workers/services/checkpoints.py)."""
 
 import io
+import os
+import shutil
 import tarfile
+import threading
 from datetime import timedelta
 
 import pytest
@@ -352,6 +355,98 @@ def test_a_running_attempt_copies_the_checkpoint_it_announces_once_a_window(tmp_
     assert (directory / MARKER).read_text() == copied  # the dropped copy is no one's
     assert sorted(p.name for p in directory.parent.iterdir()) == ["checkpoint", "fresh"]
     copies.close()
+
+
+def _copied(copies) -> Taken:
+    """The next copy `copies` finishes, polled as heartbeats do."""
+    found: list = []
+    wait_until(lambda: found.append(copies.poll()) or found[-1] is not None)
+    return found[-1]
+
+
+def test_a_running_copy_keeps_links_as_links_as_the_copy_of_a_stop_does(tmp_path):
+    """Followed, `loop -> .` leads round and round and `root -> /` over the whole disk."""
+    from workers.agent.checkpoint_copies import RunningCopies
+
+    directory = write_checkpoint(tmp_path / "job-7" / "checkpoint", step=3)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "big.bin").write_bytes(b"not the checkpoint's")
+    for name, target in (("loop", "."), ("latest", "shards/0.bin"),
+                         ("outside", str(tmp_path / "elsewhere"))):
+        (directory / name).symlink_to(target)
+    copies = RunningCopies(7, 70, 0, directory, every_s=0, gang=False)
+    copies.announce(3)
+    taken = _copied(copies)
+    copies.close()
+    with default_storage.open(taken.name) as fh, tarfile.open(fileobj=fh) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+    stop = checkpoint_pack(7, 70, 0, directory)
+    with default_storage.open(stop) as fh, tarfile.open(fileobj=fh) as tar:
+        assert sorted(m.name for m in tar.getmembers()) == sorted(members)  # the same
+    assert {n: m.linkname for n, m in members.items() if m.issym()} == {
+        "loop": ".", "latest": "shards/0.bin", "outside": str(tmp_path / "elsewhere")}
+    assert sorted(members) == ["latest", "loop", "outside", "shards", "shards/0.bin",
+                               "state.json"]
+
+
+def test_a_heartbeat_does_not_wait_for_a_checkpoint_being_linked(tmp_path, monkeypatch):
+    """Its poll() waiting on the file system would stop supervision: no lease renewed, no
+    time limit, no kill."""
+    from workers.agent.checkpoint_copies import RunningCopies
+
+    directory = write_checkpoint(tmp_path / "job-7" / "checkpoint", step=3)
+    copies = RunningCopies(7, 70, 0, directory, every_s=0, gang=False)
+    linking, go_on, link = threading.Event(), threading.Event(), os.link
+
+    def slow_link(src, dst, **kw):  # a checkpoint of many files, on a slow disk
+        linking.set()
+        go_on.wait(10)
+        link(src, dst, **kw)
+
+    monkeypatch.setattr(os, "link", slow_link)
+    announcing = threading.Thread(target=copies.announce, args=(3,))
+    announcing.start()
+    assert linking.wait(5)
+    polling = threading.Thread(target=copies.poll)
+    polling.start()
+    polling.join(timeout=2)
+    try:
+        assert not polling.is_alive()
+    finally:
+        go_on.set()
+        announcing.join(5)
+        polling.join(5)
+    assert _copied(copies).step == 3  # linked meanwhile: copied at the next polls
+    copies.close()
+
+
+def test_a_copy_of_a_directory_the_binary_removed_is_still_handed_out(tmp_path):
+    """Its marker cannot be written there; the copy it took is whole all the same."""
+    from workers.agent.checkpoint_copies import RunningCopies
+
+    directory = write_checkpoint(tmp_path / "job-7" / "checkpoint", step=3)
+    copies = RunningCopies(7, 70, 0, directory, every_s=0, gang=False)
+    copies.announce(3)
+    assert copies.poll() is None  # copying
+    wait_until(lambda: copies._copy.done())
+    shutil.rmtree(directory)
+    taken = copies.poll()
+    assert taken is not None and taken.step == 3 and default_storage.exists(taken.name)
+    assert not directory.exists()
+    copies.close()
+
+
+def test_a_copy_storage_will_not_delete_is_left_to_the_sweep(monkeypatch):
+    """Dropping a copy is no reason to stop: the sweep deletes it once its job ends."""
+    from workers.agent.runner import _newest
+
+    class Refusing:
+        def delete(self, name: str) -> None:
+            raise OSError("storage refused")
+
+    monkeypatch.setattr("workers.services.checkpoints.default_storage", Refusing())
+    unsent, polled = (Taken(f"checkpoints/job-7-{n}.tar", timezone.now()) for n in "ab")
+    assert _newest(unsent, polled) == polled
 
 
 def test_a_heartbeat_with_a_copy_records_it_and_bills_up_to_when_it_was_taken(alice, tmp_path):

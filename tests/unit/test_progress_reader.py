@@ -51,3 +51,34 @@ def test_a_line_without_end_is_read_in_pieces_of_bounded_size():
     reader.join(timeout=5)
     assert max(map(len, copied)) == MAX_LINE and "".join(copied).count("x") == 5 * MAX_LINE + 7
     assert reader.progress == 0.5  # the lines after it are read as ever
+
+
+def test_a_step_int_cannot_read_or_the_database_cannot_hold_is_no_step():
+    assert checkpoint_step("/ck/a step=²") is None  # isdigit() passes it, int() refuses it
+    assert checkpoint_step("/ck/a step=١٢") is None  # decimal digits, not ASCII ones
+    assert checkpoint_step("/ck/a step=" + "9" * 19) is None  # beyond a bigint
+    assert checkpoint_step("/ck/a step=" + "9" * 18) == 10**18 - 1
+
+
+def test_a_line_that_cannot_be_read_does_not_stop_the_reading():
+    """A reader that died would leave stdout undrained: the binary blocks on a full pipe
+    and is killed as hung, try after try."""
+    heard: list[int | None] = []
+    lines = ("PROGRESS 0.2500\nCHECKPOINT /ck/a step=²\nPROGRESS nan\nPROGRESS inf\n"
+             "CHECKPOINT /ck/b step=2\n")
+    reader = ProgressReader(io.StringIO(lines), heard.append)
+    reader.start()
+    reader.join(timeout=5)
+    assert heard == [None, 2] and reader.progress == 0.25
+
+
+def test_any_failure_on_a_line_is_logged_once_and_the_reading_goes_on(caplog):
+    def fails(line: str) -> None:
+        raise RuntimeError("a fault of the agent's own")
+
+    stream = io.StringIO("PROGRESS 0.2500\n" * 3)
+    reader = ProgressReader(stream, copy=fails)
+    reader.start()
+    reader.join(timeout=5)
+    assert stream.read() == ""  # drained to the end
+    assert [r.levelname for r in caplog.records] == ["ERROR"]

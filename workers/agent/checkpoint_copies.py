@@ -172,40 +172,44 @@ class RunningCopies:
             if step is None:
                 return
         window = int(time.time() // self.every_s) if self.every_s > 0 else self._window + 1
-        with self._lock:
+        with self._lock:  # one thread announces: none other writes the window meanwhile
             if self._closed or window <= self._window:
                 return
-            linked = self._link(step)
-            if linked is None:
-                return
-            self._window = window
-            if self._waiting is not None:
-                shutil.rmtree(self._waiting.path, ignore_errors=True)
-            self._waiting = linked
+        # linked outside the lock: a heartbeat's poll() must never wait on the file system
+        linked = self._link(step)
+        if linked is None:
+            return
+        with self._lock:
+            dropped = linked if self._closed else self._waiting
+            if not self._closed:
+                self._window, self._waiting = window, linked
+        if dropped is not None:
+            shutil.rmtree(dropped.path, ignore_errors=True)
 
     def poll(self) -> Taken | None:
         """The copy that finished since the last poll, if it was stored; starts copying the
         checkpoint linked last, once no copy is in flight."""
-        done = None
+        finished = None
         with self._lock:
             if self._copy is not None and self._copy.done():
-                done = self._take()
+                finished, self._copy = self._copy, None
             if self._copy is None and self._waiting is not None:
                 self._copy = self._pool.submit(self._pack, self._waiting)
                 self._waiting = None
-        return done
+        return self._take(finished) if finished is not None else None
 
     def close(self) -> None:
         """At the attempt's end: a copy still in flight is waited for and dropped (the copy
         made at a stop, or the job's end, supersedes it)."""
         with self._lock:
             self._closed = True
-            if self._waiting is not None:
-                shutil.rmtree(self._waiting.path, ignore_errors=True)
-                self._waiting = None
-            found = self._take(kept=False) if self._copy is not None else None
+            waiting, self._waiting = self._waiting, None
+            copy, self._copy = self._copy, None
+        if waiting is not None:
+            shutil.rmtree(waiting.path, ignore_errors=True)
+        found = self._take(copy, kept=False) if copy is not None else None
         if found:
-            checkpoint_discard(found.name)
+            discard_copy(found.name)
         self._pool.shutdown(wait=True)
 
     def _link(self, step: int | None) -> _Linked | None:
@@ -214,8 +218,9 @@ class RunningCopies:
         self._linked += 1
         snapshot = _snapshot(self.directory, self._linked)
         shutil.rmtree(snapshot, ignore_errors=True)
-        try:
-            shutil.copytree(self.directory, snapshot, copy_function=os.link,
+        try:  # links stay links, as the tar of a stop keeps them: one followed could lead
+            # round (`loop -> .`) or over the whole disk (`root -> /`)
+            shutil.copytree(self.directory, snapshot, symlinks=True, copy_function=os.link,
                             ignore=shutil.ignore_patterns(MARKER))
         except OSError:  # a file the binary removed while it was linked: the next one
             log.warning("could not link the checkpoint of attempt %s", self.attempt_id,
@@ -231,14 +236,13 @@ class RunningCopies:
             shutil.rmtree(linked.path, ignore_errors=True)
         return Taken(name, linked.at, linked.step)
 
-    def _take(self, kept: bool = True) -> Taken | None:
+    def _take(self, copy: Future[Taken], kept: bool = True) -> Taken | None:
         """The finished copy, if it was stored. A `kept` copy of a job on one node is what
         its directory holds now, or a later state of it (its marker names the copy); a
         gang's node must resume from the step its peers resume from, so only a copy put in
         place, or made at the stop, marks a gang's directory."""
-        copy, self._copy = self._copy, None
         try:
-            taken = copy.result() if copy is not None else None
+            taken = copy.result()
         except Exception:  # storage down: the next checkpoint tries again
             log.exception("could not copy a checkpoint of attempt %s", self.attempt_id,
                           extra={"attempt_id": self.attempt_id, "job_id": self.job_id})
@@ -246,5 +250,18 @@ class RunningCopies:
         if taken is None or not taken.name:
             return None
         if kept and not self.gang:
-            (self.directory / MARKER).write_text(taken.name)
+            try:
+                (self.directory / MARKER).write_text(taken.name)
+            except OSError:  # the binary removed its directory: no marker, the copy holds
+                log.warning("could not mark the checkpoint of attempt %s", self.attempt_id,
+                            exc_info=True)
         return taken
+
+
+def discard_copy(name: str) -> None:
+    """Delete a copy no one will read, if storage lets it: one it keeps is deleted by the
+    sweep once its job ends (checkpoints_sweep), and the attempt must go on regardless."""
+    try:
+        checkpoint_discard(name)
+    except Exception:  # any storage backend's error
+        log.exception("could not delete checkpoint copy %s", name)

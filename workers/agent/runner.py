@@ -19,6 +19,7 @@ from django.conf import settings
 
 from workers.agent.checkpoint_copies import (
     RunningCopies,
+    discard_copy,
     keeping_the_lease,
     renew_lease,
     resume_from,
@@ -41,7 +42,7 @@ from workers.services.attempts import (
     attempt_start,
     report_recorded,
 )
-from workers.services.checkpoints import Taken, checkpoint_discard
+from workers.services.checkpoints import Taken
 from workers.services.nodes import node_gpu_strays
 from workers.services.ranks import (
     ENDS_THE_GANG,
@@ -55,6 +56,10 @@ from workers.services.ranks import (
 log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 RANK_POLL_S = 0.25  # how often rank 0 looks whether its gang's other ranks have ended
+# a job's params no command line can carry (a seed that is no integer) end the try as a
+# binary's exit 2 for a bad command line does, though it never ran: permanent, "bad_input"
+# (workers/agent/outcome.py), since each retry would fail on them again
+BAD_INPUT_EXIT = 2
 
 
 @dataclass
@@ -64,6 +69,7 @@ class Supervision:
     heard_at_stop: int = 0  # checkpoints the binary had announced when asked to stop
     # a copy an unanswered heartbeat carried: the next one records it (once, if both did)
     unsent_copy: Taken | None = None
+    failed: str = ""  # why supervision itself broke off: the agent's fault, not the binary's
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
@@ -135,25 +141,37 @@ def _heartbeat(claim: AttemptClaim, reader: ProgressReader, copies: RunningCopie
     if verdict is None:
         sup.unsent_copy = copied
     elif copied and verdict.action == "stale":
-        checkpoint_discard(copied.name)
+        discard_copy(copied.name)
     return verdict
 
 
 def _newest(unsent: Taken | None, polled: Taken | None) -> Taken | None:
     """A copy stored since an unanswered beat supersedes the one that beat carried."""
     if unsent is not None and polled is not None:
-        checkpoint_discard(unsent.name)
+        discard_copy(unsent.name)
     return polled or unsent
 
 
 def _output_ok(path: Path) -> bool:
-    if not path.is_file() or path.stat().st_size == 0:
+    if not _where_put(path) or not path.is_file() or path.stat().st_size == 0:
         return False
     if path.suffix == ".y4m":
         from workers.fakegen.video import validate_y4m
 
         return validate_y4m(path)
     return True
+
+
+def _where_put(path: Path) -> bool:
+    """Whether the output is where the agent told the binary to put it: not a link, nor
+    under one (a work directory the binary made one). Either could lead to a file of no
+    try's (another job's output, the node's own files) that the job's owner would get."""
+    root = Path(settings.GPUSCHED_WORK_ROOT)
+    try:
+        return not path.is_symlink() and path.resolve() == root.resolve() / path.relative_to(
+            root)
+    except (OSError, RuntimeError, ValueError):  # a loop of links: RuntimeError before 3.13
+        return False
 
 
 def _tail(path: Path, limit: int = STDERR_TAIL) -> str:
@@ -175,13 +193,21 @@ def _die_with_parent() -> None:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def _launch(claim: AttemptClaim, paths: AttemptPaths) -> subprocess.Popen:
+def _command(claim: AttemptClaim, paths: AttemptPaths) -> tuple[list[str], dict[str, str]]:
+    """The binary's argv and environment; ValueError or TypeError for a job's input that
+    none can carry (intake refuses it; a job submitted before it did may still hold it)."""
     argv = build_argv(settings.GPUSCHED_BINARY, prompt=claim.prompt,
                       seed=int(claim.params.get("seed", claim.job_id)), paths=paths)
     env = build_env(gpu_indices=claim.gpu_indices, gpu_uuids=claim.gpu_uuids, paths=paths,
                     attempt_id=claim.attempt_id, job_id=claim.job_id,
                     node_rank=claim.node_rank, nodes=claim.nodes,
                     rendezvous=claim.rendezvous, retry=claim.retry)
+    return argv, env
+
+
+def _launch(command: tuple[list[str], dict[str, str]], paths: AttemptPaths
+            ) -> subprocess.Popen:
+    argv, env = command
     # own session = own process group, so a kill reaches the binary's children too
     # bytes that are not UTF-8 are read as U+FFFD: a reader that stopped at them would
     # leave the binary silent to the hang detector while it still prints
@@ -219,10 +245,16 @@ def _run(claim: AttemptClaim) -> str:
     paths = AttemptPaths.under(settings.GPUSCHED_WORK_ROOT, claim.job_id, claim.attempt_id,
                                suffix=claim.params.get("output_suffix", ".y4m"),
                                rank=claim.node_rank)
+    try:
+        command = _command(claim, paths)
+    except (ValueError, TypeError) as exc:
+        return _report(claim, paths, AttemptResult(
+            "FAILED", BAD_INPUT_EXIT, f"the job's params cannot start the binary: {exc}",
+            error_code=f"exit_{BAD_INPUT_EXIT}"))
     try:  # a work root it cannot write (full, not mounted) or a binary not installed there
         paths.create(claim.params)
         resume_from(claim, paths)
-        proc = _launch(claim, paths)
+        proc = _launch(command, paths)
     except OSError as exc:
         return _report(claim, paths,
                        AttemptResult("FAILED", None, str(exc), None, LAUNCH_FAILED))
@@ -236,13 +268,7 @@ def _run(claim: AttemptClaim) -> str:
     reader.start()
     errors = StderrReader(proc.stderr, kept["stderr"])
     errors.start()
-    try:
-        sup = _supervise(proc, claim, reader, copies, logs)
-    finally:
-        if copies is not None:  # a copy in flight is dropped: the attempt's end decides
-            keeping_the_lease(claim, copies.close)
-    # what the binary started and left running would hold the job's GPUs after its end
-    _signal_group(proc, signal.SIGKILL)
+    sup = _watch(proc, claim, reader, copies, logs)
     for thread in (reader, errors):
         thread.join(timeout=5)
     for copy in kept.values():
@@ -256,6 +282,9 @@ def _run(claim: AttemptClaim) -> str:
                     extra={"attempt_id": attempt_id, "job_id": claim.job_id})
         return _discard(claim, paths)
     stderr = _tail(paths.stderr)
+    if sup.failed:  # the node's fault, as a launch that failed; the SIGKILL is the agent's
+        return _report(claim, paths, AttemptResult(
+            "FAILED", proc.returncode, f"{stderr}\n[{sup.failed}]", error_code=LAUNCH_FAILED))
     outcome, error_code = classify(
         exit_code=proc.returncode, stderr_tail=stderr, stop=sup.stop,
         # the job's output is rank 0's; the other ranks' end is judged by their exit alone
@@ -268,6 +297,26 @@ def _run(claim: AttemptClaim) -> str:
                                         error_code, checkpoint,
                                         reader.step_since(sup.heard_at_stop) if checkpoint
                                         else None))
+
+
+def _watch(proc: subprocess.Popen, claim: AttemptClaim, reader: ProgressReader,
+           copies: RunningCopies | None, logs: LogPublisher) -> Supervision:
+    """Supervise the binary to its end. However supervision ends, an error of the agent's
+    own among them, the binary's process group is killed: what it started and left running,
+    or the binary itself left unwatched, would hold GPUs the job's end (or the reaper)
+    hands to another job."""
+    try:
+        return _supervise(proc, claim, reader, copies, logs)
+    except Exception as exc:
+        log.exception("supervising attempt %s failed; its binary is killed", claim.attempt_id,
+                      extra={"attempt_id": claim.attempt_id, "job_id": claim.job_id})
+        return Supervision(failed=f"the node's agent failed while supervising: {exc!r}")
+    finally:
+        _signal_group(proc, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):  # the returncode, if it died
+            proc.wait(timeout=settings.GPUSCHED_KILL_GRACE_S)
+        if copies is not None:  # a copy in flight is dropped: the attempt's end decides
+            keeping_the_lease(claim, copies.close)
 
 
 def _await_ranks(claim: AttemptClaim, sup: Supervision) -> None:
@@ -337,7 +386,7 @@ def _report(claim: AttemptClaim, paths: AttemptPaths, result: AttemptResult) -> 
             return result.outcome
         log.warning("result of attempt %s discarded: %s", claim.attempt_id, exc,
                     extra={"attempt_id": claim.attempt_id, "job_id": claim.job_id})
-        checkpoint_discard(result.checkpoint)
+        discard_copy(result.checkpoint)
         return _discard(claim, paths)
     paths.remove(keep_checkpoint=_may_resume(claim, result))
     return result.outcome
