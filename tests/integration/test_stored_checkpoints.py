@@ -27,7 +27,7 @@ from tests.support.checkpoints import (
     write_checkpoint,
 )
 from tests.support.factories import make_job, make_node
-from tests.support.storage import AwayStorage
+from tests.support.storage import AwayStorage, StubbornStorage
 from workers.services.attempts import (
     AttemptResult,
     StaleAttempt,
@@ -256,6 +256,32 @@ def test_the_sweep_keeps_only_the_copies_a_resume_will_read(alice, tmp_path):
     # a live job's stays until the job ends: it cannot be told from a copy about to be recorded
     assert [default_storage.exists(n) for n in unrecorded] == [True, False]
     assert checkpoints_sweep() == 0
+
+
+def test_a_copy_storage_will_not_delete_never_stops_the_sweep(alice, tmp_path, settings):
+    settings.STORAGES = {**settings.STORAGES, "default": {
+        "BACKEND": "tests.support.storage.StubbornStorage"}}
+    make_node("n1", gpus=2)
+    jobs = [make_job(alice, gpus=1) for _ in range(2)]
+    scheduler_tick_run()
+    names = []
+    for job in jobs:
+        attempt = Attempt.objects.get(job=job)
+        attempt_start(attempt_id=attempt.pk, token=attempt.token)
+        names.append(checkpoint_pack(job.pk, attempt.pk, 0, write_checkpoint(
+            tmp_path / str(job.pk), step=1)))
+        _preempted(attempt, names[-1])
+        job_cancel(job=Job.objects.get(pk=job.pk))
+    StubbornStorage.kept = {names[0]}
+    try:
+        assert checkpoints_sweep() == 2  # the second's copy, and both rows
+        assert not StoredCheckpoint.objects.exists()
+        assert [default_storage.exists(n) for n in names] == [True, False]
+        assert checkpoints_sweep() == 0  # found again unrecorded, refused again: run on
+        StubbornStorage.kept = set()
+        assert checkpoints_sweep() == 1 and not default_storage.exists(names[0])
+    finally:
+        StubbornStorage.kept = set()
 
 
 def test_the_lease_is_renewed_while_a_copy_is_made(alice, settings):

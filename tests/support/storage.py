@@ -1,5 +1,6 @@
 """File storages for tests: one that runs a probe while it saves, to see what is locked
-meanwhile; one whose disk is full for a while; one that does not answer for a while."""
+meanwhile; one whose disk is full for a while; one that does not answer for a while; one
+that will not delete some files."""
 
 from __future__ import annotations
 
@@ -54,3 +55,14 @@ class AwayStorage(InMemoryStorage):
             AwayStorage.fails -= 1
             raise ConnectionRefusedError(errno.ECONNREFUSED, "the storage did not answer")
         return super()._open(name, mode)
+
+
+class StubbornStorage(FileSystemStorage):
+    """A file storage that refuses to delete the files named in `kept`, as a shared file
+    system refuses a file of another owner."""
+    kept: set[str] = set()
+
+    def delete(self, name):
+        if name in StubbornStorage.kept:
+            raise PermissionError(errno.EACCES, "Permission denied", name)
+        return super().delete(name)

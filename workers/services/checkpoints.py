@@ -201,9 +201,22 @@ def checkpoints_sweep() -> int:
     for copies in copies_of(_holding_several()).values():
         rows += [(c.pk, c.name) for c in superseded(copies)]
     for _, name in rows:
-        default_storage.delete(name)  # a file already gone is no error
+        _delete(name)
+    # its rows go even where storage kept the file: the next sweep finds it unrecorded
     StoredCheckpoint.objects.filter(pk__in=[pk for pk, _ in rows]).delete()
     return len(rows) + _sweep_unrecorded()
+
+
+def _delete(name: str) -> bool:
+    """Delete a copy; one storage will not delete (a permission, an object locked) is
+    logged and left, so that it never stops the sweep of the rest run after run. A file
+    already gone is no error."""
+    try:
+        default_storage.delete(name)
+    except OSError:
+        log.exception("deleting checkpoint copy %s", name)
+        return False
+    return True
 
 
 def _holding_several() -> list[int]:
@@ -221,9 +234,7 @@ def _sweep_unrecorded() -> int:
     jobs = {name: int(m.group(1)) for name in files if (m := _JOB_OF.match(name))}
     ended = _ended(set(jobs.values()))
     over = [name for name, job in jobs.items() if job in ended]
-    for name in over:
-        default_storage.delete(f"{FOLDER}/{name}")
-    return len(over)
+    return sum(_delete(f"{FOLDER}/{name}") for name in over)
 
 
 def work_root_sweep(root: Path) -> int:
