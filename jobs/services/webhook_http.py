@@ -5,9 +5,11 @@ A redirect is never followed: it is the receiver's answer, not a place to go."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import socket
 import ssl
+import threading
 import urllib.parse
 
 
@@ -47,9 +49,10 @@ def _open(addresses: list[str], port: int, timeout: float) -> socket.socket:
 
 
 def post(url: str, addresses: list[str], body: bytes, headers: dict[str, str],
-         timeout: float) -> int:
-    """POST `body` to `url` through one of `addresses`; the answer's status, a redirect's
-    too. Raises OSError, ValueError or http.client.HTTPException when there is none."""
+         timeout: float, deadline: float) -> int:
+    """POST `body` to `url` through one of `addresses` within `deadline` seconds; the
+    answer's status, a redirect's too. Raises OSError, ValueError or
+    http.client.HTTPException when there is none."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https"):
         raise ValueError(f"unknown url type: {parts.scheme!r}")
@@ -57,8 +60,18 @@ def post(url: str, addresses: list[str], body: bytes, headers: dict[str, str],
     connection = (_PinnedTLS if tls else _Pinned)(
         parts.hostname or "", parts.port or (443 if tls else 80), addresses, timeout)
     target = urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, ""))
+    # `timeout` bounds each wait; a receiver that sends a byte within each still never
+    # holds a send past `deadline`: its socket is shut under it, and the wait raises
+    cut = threading.Timer(deadline, _shut, args=(connection,))
+    cut.start()
     try:
         connection.request("POST", target, body=body, headers=headers)
         return connection.getresponse().status
     finally:
+        cut.cancel()
         connection.close()
+
+
+def _shut(connection: http.client.HTTPConnection) -> None:
+    with contextlib.suppress(OSError, AttributeError):  # closed already, or never opened
+        connection.sock.shutdown(socket.SHUT_RDWR)

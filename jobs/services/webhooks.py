@@ -43,7 +43,8 @@ from jobs.states import JobState
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 8
-TIMEOUT_S = 5.0
+TIMEOUT_S = 5.0  # for each wait: to connect, and for each piece of the answer
+SEND_DEADLINE_S = 30.0  # for a whole send, well inside the claim: never two senders at once
 CLAIM_S = 60  # a claimed delivery is due again after this if its sender died meanwhile
 Status = WebhookDelivery.Status
 
@@ -133,9 +134,10 @@ def _checked(host: str) -> tuple[list[str], str]:
 def webhook_deliver(delivery_id: int) -> str | None:
     """Post one due delivery if no other sender holds it; its status after, or None."""
     now = timezone.now()
+    until = now + timedelta(seconds=CLAIM_S)
     claimed = WebhookDelivery.objects.filter(
         pk=delivery_id, status=Status.PENDING, next_attempt_at__lte=now).update(
-        next_attempt_at=now + timedelta(seconds=CLAIM_S))
+        next_attempt_at=until)
     if not claimed:
         return None
     delivery = WebhookDelivery.objects.select_related("endpoint").get(pk=delivery_id)
@@ -148,7 +150,11 @@ def webhook_deliver(delivery_id: int) -> str | None:
     else:  # 30 s, 1 min, 2 min, ... at most an hour
         wait = min(30 * 2 ** delivery.attempts, 3600)
         fields["next_attempt_at"] = timezone.now() + timedelta(seconds=wait)
-    WebhookDelivery.objects.filter(pk=delivery_id).update(**fields)
+    # under the claim it made: a sender that outlived it (a process stalled) writes nothing
+    # over the one that claimed the delivery after it
+    if not WebhookDelivery.objects.filter(pk=delivery_id, next_attempt_at=until).update(
+            **fields):
+        log.warning("delivery %s: its claim ran out while it was sent", delivery_id)
     return fields.get("status", Status.PENDING)
 
 
@@ -168,7 +174,7 @@ def _post(delivery: WebhookDelivery) -> str:
         "X-Gpusched-Timestamp": stamp,
         "X-Gpusched-Signature": signatures(delivery.endpoint, stamp, body)}
     try:
-        status = webhook_http.post(url, addresses, body, headers, TIMEOUT_S)
+        status = webhook_http.post(url, addresses, body, headers, TIMEOUT_S, SEND_DEADLINE_S)
     except (OSError, ValueError, http.client.HTTPException) as exc:
         return f"unreachable: {exc}"
     if 300 <= status < 400:  # followed, it would reach wherever the tenant points it

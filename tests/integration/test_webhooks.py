@@ -89,6 +89,44 @@ def test_a_claimed_notice_is_not_posted_by_a_second_sender(alice, receiver):
     assert receiver.posts == []
 
 
+def test_a_receiver_that_answers_a_byte_at_a_time_is_given_up_on(alice, receiver,
+                                                                  monkeypatch):
+    """Each byte comes within a socket's timeout; the whole send still ends by its deadline,
+    well inside the claim, so the sweep never posts it a second time meanwhile."""
+    import jobs.services.webhooks as webhooks
+
+    monkeypatch.setattr(webhooks, "SEND_DEADLINE_S", 1.0)
+    WebhookEndpoint.objects.create(organization=alice, url=receiver.url)
+    job_cancel(job=make_job(alice))
+    delivery = WebhookDelivery.objects.get()
+    receiver.drip_s = 0.5  # its answer would take some ten seconds
+    assert webhook_deliver(delivery.pk) == "PENDING"
+    delivery.refresh_from_db()
+    assert delivery.attempts == 1 and delivery.last_error.startswith("unreachable")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_sender_whose_claim_ran_out_writes_nothing_over_the_next(alice, receiver):
+    from django.db import connection
+
+    WebhookEndpoint.objects.create(organization=alice, url=receiver.url)
+    job_cancel(job=make_job(alice))
+    delivery = WebhookDelivery.objects.get()
+    receiver.status = 503
+
+    def claimed_again_meanwhile():  # as a second sender does once the first's claim ran out
+        try:
+            WebhookDelivery.objects.filter(pk=delivery.pk).update(
+                next_attempt_at=timezone.now() + timedelta(seconds=300), attempts=5)
+        finally:
+            connection.close()  # the receiver's thread's own
+
+    receiver.on_post = claimed_again_meanwhile
+    assert webhook_deliver(delivery.pk) == "PENDING"
+    delivery.refresh_from_db()
+    assert delivery.attempts == 5  # the later sender's, not this one's 1
+
+
 def test_a_job_that_does_not_end_owes_no_notice(alice, receiver):
     WebhookEndpoint.objects.create(organization=alice, url=receiver.url)
     make_job(alice)

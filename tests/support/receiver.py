@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ssl
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 
@@ -15,6 +16,8 @@ class Receiver:
     def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.status = 200
         self.headers: dict[str, str] = {}
+        self.drip_s = 0.0  # > 0: the answer comes a byte at a time, this long apart
+        self.on_post = None  # run in the receiver's thread before it answers a POST
         self.posts: list[tuple[dict[str, str], bytes]] = []
         self.seen: list[str] = []
         receiver = self
@@ -29,6 +32,14 @@ class Receiver:
                 receiver.seen.append(f"POST {self.path}")
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 receiver.posts.append((dict(self.headers), body))
+                if receiver.on_post is not None:
+                    receiver.on_post()
+                if receiver.drip_s:  # each byte well within a socket's timeout
+                    for byte in f"HTTP/1.1 {receiver.status} OK\r\n\r\n".encode():
+                        time.sleep(receiver.drip_s)
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                    return
                 self.send_response(receiver.status)
                 for name, value in receiver.headers.items():
                     self.send_header(name, value)
