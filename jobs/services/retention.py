@@ -36,22 +36,36 @@ def retention_set(org: Organization, hours: int | None, *, user=None,
 
 def jobs_erase_due(*, now: datetime) -> int:
     """Erase the ended jobs of each organization with a retention that ended more than it
-    ago, oldest first, SWEEP_BATCH at most; returns how many. One audit event an
-    organization a sweep says how many went, rather than one a job."""
+    ago, oldest first, SWEEP_BATCH at most; returns how many. Each organization gets an
+    even share of the batch, and what some leave goes to the rest: one with a backlog of
+    millions never holds up the others' promises. One audit event an organization a sweep
+    says how many went, rather than one a job."""
+    pending = list(Organization.objects.filter(erase_after_hours__isnull=False).order_by(
+        "pk"))
+    erased: dict[Organization, int] = {}
     left = SWEEP_BATCH
-    for org in Organization.objects.filter(erase_after_hours__isnull=False).order_by("pk"):
-        before = now - timedelta(hours=org.erase_after_hours)
-        due = Job.objects.filter(organization=org, erased_at__isnull=True,
-                                 finished_at__lt=before, state__in=sorted(TERMINAL)
-                                 ).order_by("finished_at")
-        erased = 0
-        for job in due[:left]:
-            job_erase(job=job, audited=False)
-            erased += 1
-        if erased:
-            audit(org, "jobs.erased", erased=erased, ended_before=before.isoformat(),
-                  erase_after_hours=org.erase_after_hours)
-        left -= erased
-        if left <= 0:
-            break
+    while left > 0 and pending:
+        share, more = max(left // len(pending), 1), []
+        for org in pending[:left]:
+            count = _erase_due(org, now, share)
+            erased[org] = erased.get(org, 0) + count
+            left -= count
+            if count == share:  # it may have more
+                more.append(org)
+        pending = more
+    for org, count in erased.items():
+        if count:
+            audit(org, "jobs.erased", erased=count, erase_after_hours=org.erase_after_hours,
+                  ended_before=(now - timedelta(hours=org.erase_after_hours)).isoformat())
     return SWEEP_BATCH - left
+
+
+def _erase_due(org: Organization, now: datetime, most: int) -> int:
+    before = now - timedelta(hours=org.erase_after_hours)
+    due = Job.objects.filter(organization=org, erased_at__isnull=True, finished_at__lt=before,
+                             state__in=sorted(TERMINAL)).order_by("finished_at")
+    erased = 0
+    for job in due[:most]:
+        job_erase(job=job, audited=False)
+        erased += 1
+    return erased

@@ -72,6 +72,21 @@ def test_a_sweep_cut_short_leaves_the_rest_to_the_next_oldest_first(alice, monke
     assert _prompts(*jobs) == ["", "", ""]
 
 
+def test_one_organizations_backlog_takes_no_more_than_its_share(alice, bob, monkeypatch):
+    """alice (made first) turns on a retention over years of ended jobs; bob's few due
+    jobs are still erased in the same sweep, and what bob leaves of the batch is alice's."""
+    monkeypatch.setattr(retention, "SWEEP_BATCH", 6)
+    Organization.objects.filter(pk__in=[alice.pk, bob.pk]).update(erase_after_hours=1)
+    backlog = [_ended(alice, 100 + hours) for hours in range(8)]
+    few = [_ended(bob, 5)]
+    assert jobs_erase_due(now=timezone.now()) == 6
+    assert _prompts(*few) == [""]
+    assert _prompts(*backlog).count("") == 5  # its share, 3, and the 2 bob left
+    details = dict(OrganizationEvent.objects.filter(action="jobs.erased").values_list(
+        "organization_id", "detail__erased"))
+    assert details == {alice.pk: 5, bob.pk: 1}  # one event each, however many passes
+
+
 def test_an_owner_sets_the_retention_on_the_team_page(owner, alice):
     page = owner.post("/dashboard/team/alice/credits", {"erase_after_hours": "48"},
                       follow=True).content.decode()
