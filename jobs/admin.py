@@ -156,6 +156,8 @@ class JobAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change) -> None:
         changes = {name: form.cleaned_data[name] for name in form.changed_data
                    if name in AMENDABLE}
+        if "gpu_types" in changes and changes["gpu_types"] is None:
+            changes["gpu_types"] = []  # a box emptied: any type
         if not change or not changes:
             return
         try:

@@ -61,9 +61,10 @@ def job_amend(*, organization: Organization, job_id: int, changes: Mapping[str, 
 
 def _changed(job: Job, changes: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
     """{field: (old, new)} for what `changes` makes differ, checked as a submission is."""
-    spec = replace(spec_of(job), **{k: tuple(v) if k == "gpu_types" else v
-                                    for k, v in changes.items()})
+    spec = replace(spec_of(job), **{k: tuple(v) if k == "gpu_types" and isinstance(
+        v, list | tuple) else v for k, v in changes.items()})  # another shape is refused
+    limit = check_limits(spec)  # first: what it refuses may be no list
     new = {**{name: getattr(spec, name) for name in AMENDABLE},
-           "gpu_types": list(spec.gpu_types), "time_limit_s": check_limits(spec)}
+           "gpu_types": list(spec.gpu_types), "time_limit_s": limit}
     return {name: (getattr(job, name), value) for name, value in new.items()
             if getattr(job, name) != value}

@@ -62,6 +62,20 @@ def _project_for(org: Organization, name: str) -> Project:
 _INT_MAX = 2**31 - 1  # what an integer column holds
 
 
+MAX_GPU_TYPES, MAX_GPU_TYPE_CHARS = 8, 40
+
+
+def check_gpu_types(gpu_types: object) -> None:
+    """A list of up to MAX_GPU_TYPES names, as the API takes it. The policy hashes and joins
+    them each round: another shape (a number, a list of lists) from a form that did not
+    check it would fail every round, for the whole fleet, until the job left the queue."""
+    if not isinstance(gpu_types, list | tuple) or len(gpu_types) > MAX_GPU_TYPES or not all(
+            isinstance(t, str) and 0 < len(t) <= MAX_GPU_TYPE_CHARS for t in gpu_types):
+        raise ValidationFailed(f"gpu_types must be a list of up to {MAX_GPU_TYPES} GPU type "
+                               f"names, each 1 to {MAX_GPU_TYPE_CHARS} characters",
+                               code="invalid_gpu_types", field="gpu_types")
+
+
 def check_limits(spec: JobSpec) -> int:
     """Refuse a spec past the service's limits; its time limit, the default if it has none."""
     if not 0 <= spec.min_gpu_memory_mb <= _INT_MAX:
@@ -73,6 +87,7 @@ def check_limits(spec: JobSpec) -> int:
                                code="params_not_storable", field="params")
     check_params(spec.params)
     check_labels(spec.labels)
+    check_gpu_types(spec.gpu_types)
     if not 1 <= spec.gpus <= settings.GPUSCHED_MAX_GPUS_PER_JOB:
         raise ValidationFailed(
             f"gpus must be 1..{settings.GPUSCHED_MAX_GPUS_PER_JOB}", code="gpus_out_of_range",

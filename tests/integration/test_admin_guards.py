@@ -83,6 +83,20 @@ def test_a_waiting_jobs_form_changes_its_request_through_the_amend_service(opera
         "changed": {"gpus": [4, 2], "gpu_types": [[], ["A100"]]}}
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("typed", ["5", '"A100"', "[1]", '[["A100"]]', '[{"a": 1}]'])
+def test_gpu_types_of_another_shape_are_refused_and_the_fleet_still_schedules(
+        operator, alice, typed):
+    make_node("n1", gpus=2)
+    job = make_job(alice, gpus=4)  # waits: more than the fleet has
+    answer = operator.post(_url(job), _job_form(job, gpu_types=typed), follow=True)
+    assert "gpu_types must be a list" in answer.content.decode()
+    assert Job.objects.get(pk=job.pk).gpu_types == []
+    other = make_job(alice, gpus=1)
+    scheduler_tick_run()  # a round over the queue that holds it
+    assert Job.objects.get(pk=other.pk).state == "SCHEDULED"
+
+
 @pytest.mark.parametrize("model", [Attempt, GpuBinding])
 def test_attempts_and_bindings_are_shown_never_edited_or_deleted(operator, alice, model):
     make_node("n1", gpus=1)
