@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django import forms
-from django.contrib import admin, messages
+from django.contrib import messages
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from credits.services.grants import credits_grant
-from gpusched.admin_base import action_form
+from gpusched.admin_base import action_form, operator_action
 from jobs.services.errors import ServiceError
 
 
@@ -30,7 +30,7 @@ class GrantForm(forms.Form):
         return data
 
 
-@admin.action(description="Grant credits")
+@operator_action("Grant credits")
 def grant_credits(modeladmin, request, queryset):
     form = action_form(modeladmin, request, queryset, GrantForm, action="grant_credits",
                        intro="Grant credits to", button="Grant",

@@ -51,3 +51,10 @@ def action_form(modeladmin, request, queryset, form_class: type[forms.Form], *, 
         "objects": queryset, "noun": noun, "action": action, "intro": intro,
         "explained": explained,
         "button": button, "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME})
+
+
+def operator_action(description: str):
+    """An admin action that changes what it acts on: offered only to those who may change
+    the model's rows. Django offers an action without permissions to whoever may view the
+    list, so a view-only operator could grant credits or drain a node."""
+    return admin.action(description=description, permissions=["change"])

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django import forms
-from django.contrib import admin, messages
+from django.contrib import messages
 from django.template.response import TemplateResponse
 
 from credits.services.refunds import job_refund
-from gpusched.admin_base import action_form
+from gpusched.admin_base import action_form, operator_action
 from jobs.services.cancellation import job_cancel
 from jobs.services.erasure import job_erase
 from jobs.services.errors import ServiceError
@@ -30,7 +30,7 @@ class SuspendForm(forms.Form):
                                                        "trail.")
 
 
-@admin.action(description="Suspend: accept and start no new jobs")
+@operator_action("Suspend: accept and start no new jobs")
 def suspend(modeladmin, request, queryset):
     form = action_form(modeladmin, request, queryset, SuspendForm, action="suspend",
                        intro="Suspend", button="Suspend",
@@ -51,7 +51,7 @@ def suspend(modeladmin, request, queryset):
     return None
 
 
-@admin.action(description="Resume suspended organizations")
+@operator_action("Resume suspended organizations")
 def resume(modeladmin, request, queryset):
     for org in queryset:
         done = organization_resume(organization=org, by=request.user)
@@ -74,14 +74,14 @@ def _each_job(request, jobs, act: Callable, done: str) -> None:
         messages.warning(request, "; ".join(refused))
 
 
-@admin.action(description="Stop and requeue (running jobs checkpoint and resume later)")
+@operator_action("Stop and requeue (running jobs checkpoint and resume later)")
 def requeue(modeladmin, request, queryset):
     by = request.user.get_username()
     _each_job(request, queryset, lambda job: job_requeue(job=job, by=by),
               "Asked to stop and requeue")
 
 
-@admin.action(description="Run again as new jobs (dead, failed or timed out)")
+@operator_action("Run again as new jobs (dead, failed or timed out)")
 def run_again(modeladmin, request, queryset):
     by = request.user.get_username()
     _each_job(request, queryset.select_related("organization__tier", "project",
@@ -110,7 +110,7 @@ def _asking(name: str, description: str, form_class: type[forms.Form], *, verb: 
             done: str, explained: str, act: Callable, button: str = "") -> Callable:
     """A job list's action `name` that asks first (action_form), then does
     `act(request, job, the form's data)` to each job selected (`_each_job`)."""
-    @admin.action(description=description)
+    @operator_action(description)
     def action(modeladmin, request, queryset):
         form = action_form(modeladmin, request, queryset, form_class, action=name,
                            noun="job", intro=verb, button=button or verb, explained=explained)
@@ -175,6 +175,6 @@ change_time_limit = _asking(
               "running try has reached already is refused: cancel it instead.")
 
 
-@admin.action(description="Release holds (the client's or an operator's)")
+@operator_action("Release holds (the client's or an operator's)")
 def release(modeladmin, request, queryset):
     _each_job(request, queryset, lambda job: job_release(job=job, by=OPERATOR), "Released")

@@ -6,7 +6,7 @@ from django.db.models import Count, Q
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
-from gpusched.admin_base import ChangedFieldsOnly, action_form
+from gpusched.admin_base import ChangedFieldsOnly, action_form, operator_action
 from jobs.models import Organization
 from jobs.services.errors import ServiceError
 from workers.models import Gpu, Node
@@ -99,31 +99,31 @@ class NodeAdmin(ChangedFieldsOnly):
     def live_attempts(self, node: Node) -> int:
         return node.live
 
-    @admin.action(description="Cordon: take no new jobs")
+    @operator_action("Cordon: take no new jobs")
     def cordon(self, request, queryset):
         for node in queryset:
             node_cordon(node)
         messages.info(request, f"{queryset.count()} node(s) cordoned.")
 
-    @admin.action(description="Drain: take no new jobs, let running ones finish")
+    @operator_action("Drain: take no new jobs, let running ones finish")
     def drain(self, request, queryset):
         for node in queryset:
             node_drain(node)
         messages.info(request, f"{queryset.count()} node(s) draining.")
 
-    @admin.action(description="Drain and evacuate: running jobs checkpoint and move elsewhere")
+    @operator_action("Drain and evacuate: running jobs checkpoint and move elsewhere")
     def drain_and_evacuate(self, request, queryset):
         asked = sum(node_drain(node, evacuate=True) for node in queryset)
         messages.info(request, f"{queryset.count()} node(s) draining; {asked} running job(s) "
                                "asked to checkpoint and stop.")
 
-    @admin.action(description="Return to service")
+    @operator_action("Return to service")
     def return_to_service(self, request, queryset):
         for node in queryset:
             node_return_to_service(node)
         messages.info(request, f"{queryset.count()} node(s) take jobs again (unless down).")
 
-    @admin.action(description="Schedule maintenance: start only jobs that end before it")
+    @operator_action("Schedule maintenance: start only jobs that end before it")
     def schedule_maintenance(self, request, queryset):
         form = action_form(self, request, queryset, MaintenanceForm,
                            action="schedule_maintenance", noun="node",
@@ -144,7 +144,7 @@ class NodeAdmin(ChangedFieldsOnly):
                                f"UTC{back}.")
         return None
 
-    @admin.action(description="Dedicate to an organization: only its jobs start there")
+    @operator_action("Dedicate to an organization: only its jobs start there")
     def dedicate(self, request, queryset):
         form = action_form(self, request, queryset, DedicateForm, action="dedicate",
                            noun="node", intro="Dedicate", button="Dedicate",
@@ -170,12 +170,12 @@ class NodeAdmin(ChangedFieldsOnly):
                                f"{moved}.")
         return None
 
-    @admin.action(description="Share with every organization again")
+    @operator_action("Share with every organization again")
     def share(self, request, queryset):
         nodes_dedicate(queryset, None, by=request.user)
         messages.info(request, f"{queryset.count()} node(s) shared by every organization.")
 
-    @admin.action(description="End maintenance: clear the window, return the node to service")
+    @operator_action("End maintenance: clear the window, return the node to service")
     def end_maintenance(self, request, queryset):
         for node in queryset:
             node_schedule_maintenance(node, None)
@@ -195,13 +195,13 @@ class GpuAdmin(admin.ModelAdmin):
     def has_add_permission(self, request) -> bool:
         return False
 
-    @admin.action(description="Take out of service: no new jobs on these GPUs")
+    @operator_action("Take out of service: no new jobs on these GPUs")
     def take_out(self, request, queryset):
         for gpu in queryset:
             gpu_take_out(gpu, by=request.user.get_username())
         messages.info(request, f"{queryset.count()} GPU(s) out of service until returned.")
 
-    @admin.action(description="Return to service (the node's readings judge them again)")
+    @operator_action("Return to service (the node's readings judge them again)")
     def return_to_service(self, request, queryset):
         for gpu in queryset:
             gpu_return_to_service(gpu)

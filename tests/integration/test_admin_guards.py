@@ -140,3 +140,28 @@ def test_the_jobs_a_job_runs_after_are_shown_not_chosen(operator, alice):
     assert 'name="after"' not in page  # no widget listing every job
     operator.post(_url(then), {**_job_form(then), "after": [other.pk]})
     assert list(Job.objects.get(pk=then.pk).after.values_list("pk", flat=True)) == [first.pk]
+
+
+def test_a_view_only_operator_runs_no_action(client, alice):
+    """Django offers an action without permissions to whoever may view the list: one who
+    may only look must not grant credits, suspend an organization or drain a node."""
+    from django.contrib.auth.models import Permission
+
+    from credits.models import Account
+
+    viewer = User.objects.create_user("vera", password="pw-vera-1", is_staff=True)
+    viewer.user_permissions.set(Permission.objects.filter(codename__in=[
+        "view_organization", "view_job", "view_node", "view_gpu"]))
+    client.force_login(viewer)
+    make_node("n1", gpus=2)
+    for model, name in ((alice, "grant_credits"), (Node.objects.get(), "drain")):
+        listed = client.get(reverse(f"admin:{model._meta.app_label}_"
+                                    f"{model._meta.model_name}_changelist"))
+        assert listed.status_code == 200 and f'value="{name}"' not in listed.content.decode()
+    client.post(reverse("admin:jobs_organization_changelist"), {
+        "action": "grant_credits", "_selected_action": [alice.pk], "apply": "Grant",
+        "amount": "1000", "memo": "", "key": "", "expires_in_days": ""})
+    client.post(reverse("admin:workers_node_changelist"), {
+        "action": "drain", "_selected_action": [Node.objects.get().pk]})
+    assert not Account.objects.filter(organization=alice, credits_posted__gt=0).exists()
+    assert Node.objects.get().state == "ACTIVE"
