@@ -1,4 +1,5 @@
 from django.contrib import admin, messages
+from django.db import transaction
 from django.utils.html import format_html_join
 
 from credits.admin import HoldInline
@@ -39,6 +40,8 @@ from jobs.models import (
 from jobs.scheduler.positions import places_of
 from jobs.services.amend import job_amend
 from jobs.services.errors import ServiceError
+from jobs.services.retention import retention_set
+from jobs.services.submission import locked_organization
 from jobs.transitions import AMENDABLE
 from workers.services.logs import STREAMS, attempt_log
 
@@ -62,6 +65,17 @@ class OrganizationAdmin(ChangedFieldsOnly):
     search_fields = ["slug", "name"]
     readonly_fields = ["suspended_at", "suspended_reason"]
     actions = [grant_credits, suspend, resume]
+
+    def save_model(self, request, obj, form, change) -> None:
+        """Its retention through the service, as its owners set it: audited, under the
+        organization's row lock."""
+        if not change or "erase_after_hours" not in form.changed_data:
+            return super().save_model(request, obj, form, change)
+        form.changed_data.remove("erase_after_hours")
+        with transaction.atomic():
+            super().save_model(request, obj, form, change)
+            retention_set(locked_organization(obj), obj.erase_after_hours,
+                          user=request.user)
 
 
 @admin.register(Project)

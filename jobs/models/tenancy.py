@@ -58,6 +58,9 @@ class Tier(models.Model):
         return self.name
 
 
+MAX_ERASE_AFTER_HOURS = 366 * 24  # a year: past it, a retention is no promise to anyone
+
+
 class Organization(models.Model):
     name = models.CharField(max_length=120)
     slug = models.SlugField(max_length=60, unique=True)
@@ -87,6 +90,13 @@ class Organization(models.Model):
             models.CheckConstraint(condition=models.Q(weight__gt=0), name="org_weight_positive",
                                    violation_error_message="An organization's weight must be "
                                                            "above 0."),
+            # 0 would erase every ended job at the next sweep; a form checks it too
+            models.CheckConstraint(
+                condition=models.Q(erase_after_hours__isnull=True) | models.Q(
+                    erase_after_hours__range=(1, MAX_ERASE_AFTER_HOURS)),
+                name="org_retention_in_range",
+                violation_error_message=f"A retention is 1 to {MAX_ERASE_AFTER_HOURS} hours, "
+                                        "or none."),
         ]
 
     def __str__(self) -> str:

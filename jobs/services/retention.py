@@ -9,12 +9,12 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from jobs.models import ApiKey, Job, Organization
+from jobs.models.tenancy import MAX_ERASE_AFTER_HOURS
 from jobs.services.audit import audit
 from jobs.services.erasure import job_erase
 from jobs.services.errors import ValidationFailed
 from jobs.states import TERMINAL
 
-MAX_ERASE_AFTER_HOURS = 366 * 24  # a year: past it, a retention is no promise to anyone
 SWEEP_BATCH = 2_000  # jobs one sweep erases at most, every 5 minutes: the next goes on
 
 

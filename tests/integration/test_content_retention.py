@@ -97,3 +97,22 @@ def test_an_owner_sets_the_retention_on_the_team_page(owner, alice):
     assert Organization.objects.get(pk=alice.pk).erase_after_hours == 48
     owner.post("/dashboard/team/alice/credits", {"erase_after_hours": ""})
     assert Organization.objects.get(pk=alice.pk).erase_after_hours is None
+
+
+def test_an_operator_sets_the_retention_in_admin_in_range_and_audited(client, alice):
+    from django.contrib.auth.models import User
+    from django.forms.models import model_to_dict
+    from django.urls import reverse
+
+    client.force_login(User.objects.create_superuser("olga", "olga@example.com", "pw"))
+    url = reverse("admin:jobs_organization_change", args=[alice.pk])
+    form = {k: "" if v is None else v for k, v in model_to_dict(alice).items()}
+    refused = client.post(url, {**form, "erase_after_hours": 0})  # would erase every job
+    assert refused.status_code == 200 and "A retention is 1 to 8784 hours" in (
+        refused.content.decode())
+    assert Organization.objects.get(pk=alice.pk).erase_after_hours is None
+    assert client.post(url, {**form, "erase_after_hours": 48}).status_code == 302
+    assert Organization.objects.get(pk=alice.pk).erase_after_hours == 48
+    event = OrganizationEvent.objects.get(action="retention.set")
+    assert (event.detail, event.user.username) == ({"erase_after_hours": 48, "was": None},
+                                                   "olga")
