@@ -9,7 +9,7 @@ from django.contrib import messages
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
-from credits.services.grants import credits_grant
+from credits.services.grants import credits_grant, grant_key
 from gpusched.admin_base import action_form, operator_action
 from jobs.services.errors import ServiceError
 
@@ -40,7 +40,7 @@ def grant_credits(modeladmin, request, queryset):
     data = form.cleaned_data
     days = data["expires_in_days"]
     for org in queryset:
-        key = f"{data['key']}:{org.slug}" if data["key"] else ""
+        key = grant_key(org, data["key"])
         try:
             credits_grant(organization=org, amount=data["amount"], promo=data["promo"],
                           expires_at=timezone.now() + timedelta(days=days) if days else None,

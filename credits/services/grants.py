@@ -17,6 +17,13 @@ PROMO_SPEND_PRIORITY = 0  # promotional credits are spent before paid ones
 PAID_SPEND_PRIORITY = 100
 
 
+def grant_key(organization: Organization, key: str) -> str:
+    """The idempotency key an operator's grant is recorded under, from admin or a script:
+    their key (an invoice id) for this organization, so one key may grant to several at
+    once, and the same invoice given twice, by either way, grants once."""
+    return f"{key}:{organization.slug}" if key else ""
+
+
 def credits_grant(*, organization: Organization, amount: int, promo: bool = False,
                   expires_at: datetime | None = None, idempotency_key: str = "",
                   memo: str = "") -> Transfer:
@@ -31,7 +38,7 @@ def credits_grant(*, organization: Organization, amount: int, promo: bool = Fals
     try:
         with transaction.atomic():
             if idempotency_key:
-                earlier = _earlier_grant(idempotency_key, organization, amount)
+                earlier = _earlier_grant(idempotency_key, organization, amount, promo)
                 if earlier is not None:
                     return earlier
             wallet = _promo_bucket(organization, expires_at) if promo else _paid_bucket(
@@ -44,18 +51,20 @@ def credits_grant(*, organization: Organization, amount: int, promo: bool = Fals
         if not idempotency_key:
             raise
         # a concurrent grant with the same key won the unique constraint: it is this one
-        earlier = _earlier_grant(idempotency_key, organization, amount)
+        earlier = _earlier_grant(idempotency_key, organization, amount, promo)
         if earlier is None:
             raise
         return earlier
 
 
-def _earlier_grant(key: str, organization: Organization, amount: int) -> Transfer | None:
+def _earlier_grant(key: str, organization: Organization, amount: int,
+                   promo: bool) -> Transfer | None:
     earlier = Transfer.objects.filter(idempotency_key=key).select_related("credit").first()
     if earlier is None:
         return None
     if (earlier.kind != Transfer.Kind.GRANT or earlier.amount != amount
-            or earlier.credit.organization_id != organization.pk):
+            or earlier.credit.organization_id != organization.pk
+            or (earlier.credit.bucket == Account.Bucket.PROMO) != promo):
         raise Conflict("this idempotency key was used for another grant",
                        code="idempotency_key_reused")
     return earlier

@@ -86,3 +86,16 @@ def test_the_statement_pages_through_every_transfer_and_filters(alice, api, bob)
     grants = api.get("/api/v1/credits/transfers?kind=GRANT").json()["results"]
     assert len(grants) == 3  # bob's is not alice's
     assert api.get("/api/v1/credits/transfers?kind=GIFT").status_code == 400
+
+
+def test_an_invoice_granted_by_script_and_again_in_admin_is_granted_once(alice, client):
+    call_command("grant_credits", "alice", "750", "--key", "inv-7")
+    client.force_login(User.objects.create_superuser("olga", "o@example.com", "pw"))
+    answer = client.post("/admin/jobs/organization/", {
+        "action": "grant_credits", "_selected_action": [alice.pk], "apply": "1",
+        "amount": "750", "key": "inv-7"}, follow=True)
+    assert answer.status_code == 200
+    assert Transfer.objects.filter(kind="GRANT").count() == 1
+    assert organization_balance(alice)["available"] == 750
+    with pytest.raises(CommandError, match="another grant"):  # promotional, not paid
+        call_command("grant_credits", "alice", "750", "--key", "inv-7", "--promo")

@@ -7,7 +7,7 @@ from datetime import timedelta
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from credits.services.grants import credits_grant
+from credits.services.grants import credits_grant, grant_key
 from credits.services.statements import organization_balance
 from jobs.models import Organization
 from jobs.services.errors import ServiceError
@@ -31,7 +31,8 @@ class Command(BaseCommand):
         expires = timezone.now() + timedelta(days=opts["days"]) if opts["days"] else None
         try:
             credits_grant(organization=org, amount=opts["amount"], promo=opts["promo"],
-                          expires_at=expires, idempotency_key=opts["key"], memo=opts["memo"])
+                          expires_at=expires, idempotency_key=grant_key(org, opts["key"]),
+                          memo=opts["memo"])
         except ServiceError as exc:
             raise CommandError(exc.message) from exc
         balance = organization_balance(org)
