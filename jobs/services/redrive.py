@@ -7,7 +7,7 @@ from __future__ import annotations
 from jobs.models import Job
 from jobs.services.erasure import erased
 from jobs.services.errors import Conflict
-from jobs.services.submission import job_submit, spec_of
+from jobs.services.submission import job_submit_once, spec_of
 from jobs.states import JobState
 
 REDRIVABLE = (JobState.DEAD, JobState.FAILED, JobState.TIMED_OUT)
@@ -20,6 +20,11 @@ def job_redrive(*, job: Job, by: str) -> Job:
                        f"runs again", code="not_redrivable")
     if refusal := erased(job):
         raise refusal
-    spec = spec_of(job)
-    return job_submit(organization=job.organization, spec=spec, user=job.submitted_by,
-                      reason=f"run again from job {job.pk} ({job.state}) by {by}")
+    # once a job: an operator's double click, or the action applied again to a list that
+    # still shows the job, gets the copy made first (its own prefix among the
+    # organization's Idempotency-Keys, as the dashboard's); a copy that ends badly in turn
+    # is run again from itself
+    again, _ = job_submit_once(organization=job.organization, spec=spec_of(job),
+                               user=job.submitted_by, idempotency_key=f"redrive:{job.pk}",
+                               reason=f"run again from job {job.pk} ({job.state}) by {by}")
+    return again

@@ -30,6 +30,8 @@ def test_a_dead_job_runs_again_as_a_new_job_with_the_same_spec(alice):
     assert JobEvent.objects.get(job=again).reason == f"run again from job {dead.pk} (DEAD) by ops"
     dead.refresh_from_db()
     assert dead.state == "DEAD"  # its end stays as it was
+    assert job_redrive(job=dead, by="ops").pk == again.pk  # asked twice: the same copy
+    assert Job.objects.count() == 2
     make_node("n1", gpus=2)
     scheduler_tick_run()
     assert Job.objects.get(pk=again.pk).state == "SCHEDULED"
