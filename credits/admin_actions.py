@@ -17,8 +17,9 @@ from jobs.services.errors import ServiceError
 class GrantForm(forms.Form):
     amount = forms.IntegerField(min_value=1, help_text="Credits for each organization.")
     promo = forms.BooleanField(required=False, label="Promotional (spent first)")
-    expires_in_days = forms.FloatField(required=False, min_value=0.01,
-                                       help_text="Promotional credits only.")
+    expires_in_days = forms.FloatField(required=False, min_value=0.01, max_value=36_500,
+                                       help_text="Promotional credits only (a century at "
+                                                 "most).")
     key = forms.CharField(required=False, max_length=200,
                           help_text="An invoice or order id: a grant repeated with it acts once.")
     memo = forms.CharField(required=False, max_length=200)

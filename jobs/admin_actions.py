@@ -102,8 +102,10 @@ class RefundForm(NoteForm):
 
 
 class TimeLimitForm(forms.Form):
-    hours = forms.FloatField(min_value=0.001, help_text="The new time limit of each try, "
-                                                        "from its start, in hours.")
+    # bounded so that the seconds stay a number (1e306 hours would not); the service
+    # refuses what is past the service's longest limit, naming it
+    hours = forms.FloatField(min_value=0.001, max_value=10**6, help_text=(
+        "The new time limit of each try, from its start, in hours."))
 
 
 def _asking(name: str, description: str, form_class: type[forms.Form], *, verb: str,

@@ -59,6 +59,9 @@ def test_operators_grant_from_the_organization_list(alice, bob, client):
     refused = client.post("/admin/jobs/organization/", {**chosen, "apply": "1", "amount": "5",
                                                         "expires_in_days": "3"})
     assert "only promotional credits expire" in refused.content.decode()
+    far = client.post("/admin/jobs/organization/", {**chosen, "apply": "1", "amount": "5",
+                                                    "promo": "on", "expires_in_days": "4e6"})
+    assert far.status_code == 200 and not Transfer.objects.filter(kind="GRANT").exists()
     for _ in range(2):  # the same key twice: granted once
         client.post("/admin/jobs/organization/", {**chosen, "apply": "1", "amount": "750",
                                                   "key": "order-9"}, follow=True)

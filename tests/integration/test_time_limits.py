@@ -126,6 +126,9 @@ def test_an_operator_changes_the_limit_from_admin(client, alice):
     client.post("/admin/jobs/job/", {"action": "change_time_limit", "apply": "Change",
                                      "_selected_action": [job.pk], "hours": "2"})
     assert _job(job.pk).time_limit_s == 7200
+    huge = client.post("/admin/jobs/job/", {"action": "change_time_limit", "apply": "Change",
+                                            "_selected_action": [job.pk], "hours": "1e306"})
+    assert huge.status_code == 200 and _job(job.pk).time_limit_s == 7200  # asked again
 
 
 def test_a_change_racing_the_tries_end_never_fails_its_report(alice):
