@@ -45,7 +45,8 @@ def grant_credits(modeladmin, request, queryset):
         try:
             credits_grant(organization=org, amount=data["amount"], promo=data["promo"],
                           expires_at=timezone.now() + timedelta(days=days) if days else None,
-                          idempotency_key=key, memo=data["memo"] or f"granted by {request.user}")
+                          idempotency_key=key, memo=data["memo"] or f"granted by {request.user}",
+                          by=request.user)
         except ServiceError as exc:
             messages.error(request, f"{org.slug}: {exc.message}")
         else:

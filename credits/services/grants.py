@@ -11,6 +11,7 @@ from credits.models import Account, Transfer
 from credits.services.alerts import watch_low_credits
 from credits.services.ledger import EXPIRED, ISSUANCE, lock_wallets, record, system_account
 from jobs.models import Organization
+from jobs.services.audit import audit
 from jobs.services.errors import Conflict, ValidationFailed
 
 PROMO_SPEND_PRIORITY = 0  # promotional credits are spent before paid ones
@@ -26,9 +27,11 @@ def grant_key(organization: Organization, key: str) -> str:
 
 def credits_grant(*, organization: Organization, amount: int, promo: bool = False,
                   expires_at: datetime | None = None, idempotency_key: str = "",
-                  memo: str = "") -> Transfer:
+                  memo: str = "", by=None) -> Transfer:
     """Put `amount` credits in the organization's paid bucket, or in a new promotional bucket
-    (with its own expiry). A repeated `idempotency_key` returns the first grant's transfer."""
+    (with its own expiry), for `by` (an operator; None: a script or the service). A repeated
+    `idempotency_key` returns the first grant's transfer. Each grant is in the
+    organization's audit trail, as its refunds are."""
     if amount <= 0:
         raise ValidationFailed("amount must be a positive number of credits",
                                code="amount_not_positive", field="amount")
@@ -45,6 +48,9 @@ def credits_grant(*, organization: Organization, amount: int, promo: bool = Fals
                 organization)
             lock_wallets([wallet.pk])
             watch_low_credits(organization.pk)
+            audit(organization, "credits.granted", user=by, credits=amount, promo=promo,
+                  expires_at=str(expires_at) if expires_at else None,
+                  key=idempotency_key, memo=memo)
             return record(Transfer.Kind.GRANT, system_account(ISSUANCE), wallet, amount,
                           idempotency_key=idempotency_key, memo=memo or "grant")
     except IntegrityError:

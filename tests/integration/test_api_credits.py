@@ -67,6 +67,11 @@ def test_operators_grant_from_the_organization_list(alice, bob, client):
                                                   "key": "order-9"}, follow=True)
     assert Transfer.objects.filter(kind="GRANT").count() == 2
     assert [organization_balance(o)["available"] for o in (alice, bob)] == [750, 750]
+    from jobs.models import OrganizationEvent
+
+    granted = OrganizationEvent.objects.filter(action="credits.granted")
+    assert sorted((e.organization_id, e.user.username) for e in granted) == sorted(
+        [(alice.pk, "olga"), (bob.pk, "olga")])  # who granted, once each
 
 
 def test_the_statement_pages_through_every_transfer_and_filters(alice, api, bob):
@@ -100,5 +105,11 @@ def test_an_invoice_granted_by_script_and_again_in_admin_is_granted_once(alice, 
     assert answer.status_code == 200
     assert Transfer.objects.filter(kind="GRANT").count() == 1
     assert organization_balance(alice)["available"] == 750
+    # in the organization's audit trail once, by no one (the script), as granted
+    from jobs.models import OrganizationEvent
+
+    (event,) = OrganizationEvent.objects.filter(action="credits.granted")
+    assert (event.user, event.detail["credits"], event.detail["key"]) == (
+        None, 750, "inv-7:alice")
     with pytest.raises(CommandError, match="another grant"):  # promotional, not paid
         call_command("grant_credits", "alice", "750", "--key", "inv-7", "--promo")
