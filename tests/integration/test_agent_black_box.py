@@ -137,7 +137,7 @@ def test_a_binary_that_removes_its_checkpoint_directory_is_supervised_on(alice, 
             print("PROGRESS 0.1000", flush=True)
             time.sleep(0.01)
         shutil.rmtree(checkpoint)  # as a binary that rotates its checkpoints may
-        for _ in range(30):
+        for _ in range(60):  # beats enough, on a busy machine, for the copy to be reported
             print("PROGRESS 0.5000", flush=True)
             time.sleep(0.1)
         sys.exit(1)
