@@ -58,9 +58,10 @@ def transition(
 
         if to in TERMINAL:  # its credits are settled in the end's transaction
             from credits.services.holds import settle_job
-            from jobs.services.dependencies import release_dependents
+            from jobs.services.dependencies import lock_before_ledger, release_dependents
             from jobs.services.output_strays import strays_delete_once_ended
 
+            lock_before_ledger(job.pk)
             settle_job(job)
             release_dependents(job)  # and the jobs held after it queue, or are cancelled
             strays_delete_once_ended(job)

@@ -22,6 +22,7 @@ from credits.services.ledger import USAGE, lock_wallets, record, system_account
 from credits.services.pricing import cost, highest_price
 from jobs.metrics import count_refusal
 from jobs.models import Attempt, Job
+from jobs.services.dependencies import lock_before_ledger
 from jobs.states import JobState
 
 REFUNDED_ENDS = frozenset({JobState.FAILED, JobState.DEAD})
@@ -101,6 +102,7 @@ def meter_attempt(attempt_id: int, *, until: datetime | None, every_s: float = 0
     owed = cost(attempt.credits_per_hour, seconds) - attempt.credits_metered
     if owed <= 0:
         return 0
+    lock_before_ledger(attempt.job_id)  # its end may follow in this transaction
     holds, posted = _lock_holds(attempt.job_id), 0
     if not holds:
         return 0

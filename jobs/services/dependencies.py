@@ -70,6 +70,16 @@ def held_reason(waiting: list[int], mode: str = SUCCEEDED) -> str:
             f"{'succeed' if mode == SUCCEEDED else 'end'}")
 
 
+def lock_before_ledger(job_id: int) -> None:
+    """Lock the job's row and those of the jobs held after it, before any ledger row: its end
+    releases them once it settled its credits, while each of them may settle its own (a
+    cancel, a hold, a release, a shorter limit: their row, then the ledger's). Taken in
+    that order by both, the two never wait on each other's locks (docs/credits.md)."""
+    Job.objects.select_for_update(no_key=True).filter(pk=job_id).values_list("pk").first()
+    list(Job.objects.select_for_update(no_key=True, of=("self",)).filter(
+        after__pk=job_id, state=JobState.HELD).order_by("pk").values_list("pk", flat=True))
+
+
 def release_dependents(job: Job) -> None:
     """`job` has just ended (inside its transition's transaction): queue the jobs held after
     it that wait for nothing more, or cancel those that needed it to succeed if it did not."""
