@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import date
 
+from django.db.models import Q
 from django.utils import timezone
 
 from credits.models import Account, Transfer
@@ -26,9 +27,12 @@ def organization_balance(organization: Organization) -> dict:
 
 
 def transfers_of(organization: Organization):
-    """The organization's transfers, in or out of any of its wallets, newest first."""
-    mine = (Transfer.objects.filter(debit__organization=organization)
-            | Transfer.objects.filter(credit__organization=organization))
+    """The organization's transfers, in or out of any of its wallets, newest first. By its
+    wallets' ids, not through a join on them: the planner then reads a quiet organization's
+    few transfers by their accounts' indexes rather than walking the whole ledger back."""
+    wallets = list(Account.objects.filter(organization=organization).values_list("pk",
+                                                                                 flat=True))
+    mine = Transfer.objects.filter(Q(debit_id__in=wallets) | Q(credit_id__in=wallets))
     return mine.select_related("debit", "credit").order_by("-id")
 
 

@@ -140,6 +140,8 @@ class Job(models.Model):
             models.Index(fields=["organization", "finished_at"], name="job_unerased_ended_idx",
                          condition=models.Q(erased_at__isnull=True,
                                             finished_at__isnull=False)),
+            # a submission sums what the organization's jobs of this month hold (its budgets)
+            models.Index(fields=["organization", "created_at"], name="job_org_month_idx"),
             # every tick looks up the few queued jobs holding a nomination
             models.Index(fields=["nominated_node"], name="job_nominated_idx",
                          condition=models.Q(state=JobState.QUEUED,

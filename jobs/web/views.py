@@ -42,9 +42,13 @@ PRINTED_BYTES = 8192  # of each stream of its latest try, on a job's page
 
 
 def _jobs_of_user(request: HttpRequest) -> QuerySet[Job]:
-    """Jobs of the user's organizations (their progress: `_with_positions`)."""
-    return (Job.objects.filter(organization__memberships__user=request.user)
-            .select_related("organization", "project"))
+    """Jobs of the user's organizations (their progress: `_with_positions`). By the
+    organizations' ids, not through a join on memberships: a page of the newest is then read
+    along each organization's index (organization, -id), not sorted out of all its jobs."""
+    mine = list(Organization.objects.filter(memberships__user=request.user).values_list(
+        "pk", flat=True))
+    return Job.objects.filter(organization_id__in=mine).select_related("organization",
+                                                                        "project")
 
 
 def _with_positions(jobs: list[Job]) -> list[Job]:
