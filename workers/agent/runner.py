@@ -31,6 +31,7 @@ from workers.agent.discovery import processes_left
 from workers.agent.logs import BoundedCopy, LogPublisher, StderrReader
 from workers.agent.outages import answer_or_none, answer_within_a_lease
 from workers.agent.outcome import LAUNCH_FAILED, STDERR_TAIL, classify
+from workers.agent.output_check import output_ok
 from workers.agent.progress import ProgressReader
 from workers.services.attempts import (
     AttemptClaim,
@@ -152,28 +153,6 @@ def _newest(unsent: Taken | None, polled: Taken | None) -> Taken | None:
     return polled or unsent
 
 
-def _output_ok(path: Path) -> bool:
-    if not _where_put(path) or not path.is_file() or path.stat().st_size == 0:
-        return False
-    if path.suffix == ".y4m":
-        from workers.fakegen.video import validate_y4m
-
-        return validate_y4m(path)
-    return True
-
-
-def _where_put(path: Path) -> bool:
-    """Whether the output is where the agent told the binary to put it: not a link, nor
-    under one (a work directory the binary made one). Either could lead to a file of no
-    try's (another job's output, the node's own files) that the job's owner would get."""
-    root = Path(settings.GPUSCHED_WORK_ROOT)
-    try:
-        return not path.is_symlink() and path.resolve() == root.resolve() / path.relative_to(
-            root)
-    except (OSError, RuntimeError, ValueError):  # a loop of links: RuntimeError before 3.13
-        return False
-
-
 def _tail(path: Path, limit: int = STDERR_TAIL) -> str:
     try:
         with path.open("rb") as fh:
@@ -288,7 +267,7 @@ def _run(claim: AttemptClaim) -> str:
     outcome, error_code = classify(
         exit_code=proc.returncode, stderr_tail=stderr, stop=sup.stop,
         # the job's output is rank 0's; the other ranks' end is judged by their exit alone
-        output_ok=claim.node_rank > 0 or _output_ok(paths.output))
+        output_ok=claim.node_rank > 0 or output_ok(paths.output))
     checkpoint = store_checkpoint(claim, paths) if outcome == "PREEMPTED" else ""
     if claim.node_rank == 0 and len(claim.nodes) > 1 and outcome not in ENDS_THE_GANG:
         _await_ranks(claim, sup)
