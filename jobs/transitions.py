@@ -61,7 +61,7 @@ def transition(
             from jobs.services.dependencies import lock_before_ledger, release_dependents
             from jobs.services.output_strays import strays_delete_once_ended
 
-            lock_before_ledger(job.pk)
+            lock_before_ledger(job.pk, own_row=False)  # its row: the update above
             settle_job(job)
             release_dependents(job)  # and the jobs held after it queue, or are cancelled
             strays_delete_once_ended(job)

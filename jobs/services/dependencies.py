@@ -70,14 +70,22 @@ def held_reason(waiting: list[int], mode: str = SUCCEEDED) -> str:
             f"{'succeed' if mode == SUCCEEDED else 'end'}")
 
 
-def lock_before_ledger(job_id: int) -> None:
-    """Lock the job's row and those of the jobs held after it, before any ledger row: its end
-    releases them once it settled its credits, while each of them may settle its own (a
-    cancel, a hold, a release, a shorter limit: their row, then the ledger's). Taken in
-    that order by both, the two never wait on each other's locks (docs/credits.md)."""
-    Job.objects.select_for_update(no_key=True).filter(pk=job_id).values_list("pk").first()
-    list(Job.objects.select_for_update(no_key=True, of=("self",)).filter(
-        after__pk=job_id, state=JobState.HELD).order_by("pk").values_list("pk", flat=True))
+def lock_before_ledger(job_id: int, *, own_row: bool = True) -> None:
+    """Lock the job's row (unless its caller's update did) and those of the jobs held after
+    it, and after them, to the end of the chain, before any ledger row: its end releases
+    them once it settled its credits (a failure cancels the whole chain), while each of them
+    may settle its own (a cancel, a hold, a release, a shorter limit: their row, then the
+    ledger's). Taken in that order by both, neither waits on a lock the other holds while
+    it waits for one of the other's (docs/credits.md, "Lock order")."""
+    if own_row:
+        Job.objects.select_for_update(no_key=True).filter(pk=job_id).values_list("pk").first()
+    seen, frontier = {job_id}, [job_id]
+    while frontier:
+        found = Job.objects.select_for_update(no_key=True, of=("self",)).filter(
+            after__pk__in=frontier, state=JobState.HELD).order_by("pk").values_list(
+            "pk", flat=True)
+        frontier = [pk for pk in dict.fromkeys(found) if pk not in seen]
+        seen.update(frontier)
 
 
 def release_dependents(job: Job) -> None:

@@ -72,3 +72,21 @@ def _cancel_the_rest() -> None:
     """The jobs after it leave the node to the next round's."""
     for job in Job.objects.exclude(state__in=TERMINAL):
         job_cancel(job=job)
+
+
+def test_a_failure_cancelling_a_chain_racing_a_cancel_at_its_end_never_deadlocks(priced):
+    """The failure cancels the job after it, which cancels the one after that: the end
+    locks the whole chain before the ledger, not one link at a time."""
+    for _ in range(10):
+        first = job_submit(organization=priced, spec=JobSpec(prompt="a", time_limit_s=600))
+        second = job_submit(organization=priced, spec=JobSpec(prompt="b", time_limit_s=600,
+                                                              after=(first.pk,)))
+        third = job_submit(organization=priced, spec=JobSpec(prompt="c", time_limit_s=600,
+                                                             after=(second.pk,)))
+        attempt = start_placed(first)
+        errors = race(partial(attempt_finish, attempt_id=attempt.pk, token=attempt.token,
+                              result=AttemptResult("FAILED", 2, "usage", None, "exit_2")),
+                      partial(job_cancel, job=Job.objects.get(pk=third.pk)))
+        assert errors == []
+        assert {Job.objects.get(pk=j.pk).state for j in (second, third)} == {"CANCELLED"}
+    assert_ledger_consistent()
