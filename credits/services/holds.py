@@ -218,6 +218,7 @@ def _close_holds(job: Job, *, refund: bool, memo: str) -> bool:
     every hold of it posted, those closed before too (a hold, a release or a shorter time
     limit drew it anew). False when it had none to close or refund."""
     holds, now = _lock_holds(job.pk, closed_too=refund), timezone.now()
+    holds = [h for h in holds if h.closed_at is None or h.posted > h.refunded]
     if not holds:
         return False  # the common case of a fleet without prices: one query
     usage = system_account(USAGE)
@@ -226,7 +227,7 @@ def _close_holds(job: Job, *, refund: bool, memo: str) -> bool:
         if back:
             record(Transfer.Kind.REFUND, usage, hold.account, back, hold=hold, job_id=job.pk,
                    memo=f"job {job.pk} {memo}")
-        if hold.closed_at:
+        if hold.closed_at:  # closed before, with what it posted to give back
             Hold.objects.filter(pk=hold.pk).update(refunded=F("refunded") + back)
             continue
         rest = hold.remaining
