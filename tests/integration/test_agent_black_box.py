@@ -187,3 +187,17 @@ def test_an_output_that_leads_elsewhere_is_none(alice, agent, settings, tmp_path
     outcome, job = _run(alice, {})
     assert (outcome, job.state) == ("FAILED", "RETRY_WAIT"), job.error
     assert job.events.get(to_state="RETRY_WAIT").data["error_code"] == "corrupt_output"
+
+
+def test_a_template_no_command_line_comes_of_is_the_nodes_fault(alice, agent, settings):
+    """An operator's quote left open fails the launch on that node: retried elsewhere and
+    counted against the node, never blamed on the job's input."""
+    settings.GPUSCHED_BINARY = f"{sys.executable} -c 'print(1)"
+    make_node("n1", gpus=1)
+    job = make_job(alice)
+    scheduler_tick_run()
+    attempt = Attempt.objects.get(job=job)
+    assert run_attempt(attempt.pk, attempt.token) == "FAILED"
+    job.refresh_from_db()
+    assert (job.state, job.retries) == ("RETRY_WAIT", 1)
+    assert job.events.get(to_state="RETRY_WAIT").data["error_code"] == "launch_failed"

@@ -35,8 +35,9 @@ def test_the_fake_generator_still_runs_on_what_it_is_given(alice, agent):
     assert job.state == "SUCCEEDED", job.error
 
 
-def test_a_stored_output_suffix_that_leaves_the_work_dir_fails_to_launch(alice, agent,
-                                                                         settings):
+def test_a_stored_output_suffix_that_leaves_the_work_dir_fails_the_job_at_once(alice, agent,
+                                                                                settings):
+    """Its input's fault, not the node's: no retry, no node blamed."""
     make_node("n1", gpus=1)
     job = make_job(alice, run_seconds=0.5, progress_interval=0.25)
     # as a job submitted before the intake refused such a suffix holds it
@@ -46,6 +47,6 @@ def test_a_stored_output_suffix_that_leaves_the_work_dir_fails_to_launch(alice, 
     attempt = Attempt.objects.get(job=job)
     assert run_attempt(attempt.pk, attempt.token) == "FAILED"
     job.refresh_from_db()
-    assert job.events.get(to_state="RETRY_WAIT").data["error_code"] == "launch_failed"
-    assert "work directory" in Attempt.objects.get(pk=attempt.pk).stderr_tail
+    assert (job.state, job.error_code, job.retries) == ("FAILED", "exit_2", 0)
+    assert "work directory" in job.error
     assert not (settings.GPUSCHED_WORK_ROOT / "job-999").exists()

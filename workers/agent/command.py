@@ -27,8 +27,8 @@ INHERITED = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "LC_*", "TZ"
 
 
 class UnsafeOutputPath(OSError):
-    """The job's output would land outside its attempt's work directory: an OSError, so the
-    agent reports the try as a launch failure rather than writing there."""
+    """The job's output would land outside its attempt's work directory: its input's fault,
+    which the agent reports as bad input before it writes anything."""
 
 
 @dataclass(frozen=True)
@@ -54,12 +54,16 @@ class AttemptPaths:
                    output=work / f"output{suffix}", params_file=work / "params.json",
                    stderr=work / "stderr.log", stdout=work / "stdout.log", rank=rank)
 
-    def create(self, params: dict) -> None:
-        # a suffix holding "/" or ".." would put it in another job's directory (intake
-        # refuses one; a job submitted before it did may still hold it)
+    def check_output(self) -> None:
+        """Raise UnsafeOutputPath unless the output is a file directly in the work dir: a
+        suffix holding "/" or ".." would put it in another job's directory (intake refuses
+        one; a job submitted before it did may still hold it)."""
         if self.output.parent != self.work_dir or self.output.name in ("", ".", ".."):
             raise UnsafeOutputPath(f"output path {str(self.output)!r} is not a file directly "
                                    f"in the work directory {str(self.work_dir)!r}")
+
+    def create(self, params: dict) -> None:
+        self.check_output()
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         self.params_file.write_text(json.dumps(params, sort_keys=True))

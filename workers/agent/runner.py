@@ -26,7 +26,7 @@ from workers.agent.checkpoint_copies import (
     running_copies,
     store_checkpoint,
 )
-from workers.agent.command import AttemptPaths, build_argv, build_env
+from workers.agent.command import AttemptPaths, UnsafeOutputPath, build_argv, build_env
 from workers.agent.discovery import processes_left
 from workers.agent.logs import BoundedCopy, LogPublisher, StderrReader
 from workers.agent.outages import answer_or_none, answer_within_a_lease
@@ -172,11 +172,11 @@ def _die_with_parent() -> None:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def _command(claim: AttemptClaim, paths: AttemptPaths) -> tuple[list[str], dict[str, str]]:
-    """The binary's argv and environment; ValueError or TypeError for a job's input that
-    none can carry (intake refuses it; a job submitted before it did may still hold it)."""
-    argv = build_argv(settings.GPUSCHED_BINARY, prompt=claim.prompt,
-                      seed=int(claim.params.get("seed", claim.job_id)), paths=paths)
+def _command(claim: AttemptClaim, paths: AttemptPaths, seed: int
+             ) -> tuple[list[str], dict[str, str]]:
+    """The binary's argv and environment; ValueError for a template the operator wrote
+    that no command line comes of (a quote not closed, a stray brace)."""
+    argv = build_argv(settings.GPUSCHED_BINARY, prompt=claim.prompt, seed=seed, paths=paths)
     env = build_env(gpu_indices=claim.gpu_indices, gpu_uuids=claim.gpu_uuids, paths=paths,
                     attempt_id=claim.attempt_id, job_id=claim.job_id,
                     node_rank=claim.node_rank, nodes=claim.nodes,
@@ -224,17 +224,20 @@ def _run(claim: AttemptClaim) -> str:
     paths = AttemptPaths.under(settings.GPUSCHED_WORK_ROOT, claim.job_id, claim.attempt_id,
                                suffix=claim.params.get("output_suffix", ".y4m"),
                                rank=claim.node_rank)
-    try:
-        command = _command(claim, paths)
-    except (ValueError, TypeError) as exc:
+    try:  # a job's input no try can use (intake refuses it; one from before may hold it)
+        seed = int(claim.params.get("seed", claim.job_id))
+        paths.check_output()
+    except (ValueError, TypeError, UnsafeOutputPath) as exc:
         return _report(claim, paths, AttemptResult(
             "FAILED", BAD_INPUT_EXIT, f"the job's params cannot start the binary: {exc}",
             error_code=f"exit_{BAD_INPUT_EXIT}"))
-    try:  # a work root it cannot write (full, not mounted) or a binary not installed there
+    try:  # the node's: a work root it cannot write (full, not mounted), a binary not
+        # installed there, a template of its binary no command line comes of
+        command = _command(claim, paths, seed)
         paths.create(claim.params)
         resume_from(claim, paths)
         proc = _launch(command, paths)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         return _report(claim, paths,
                        AttemptResult("FAILED", None, str(exc), None, LAUNCH_FAILED))
     copies = running_copies(claim, paths)
