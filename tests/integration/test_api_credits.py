@@ -113,3 +113,12 @@ def test_an_invoice_granted_by_script_and_again_in_admin_is_granted_once(alice, 
         None, 750, "inv-7:alice")
     with pytest.raises(CommandError, match="another grant"):  # promotional, not paid
         call_command("grant_credits", "alice", "750", "--key", "inv-7", "--promo")
+
+
+def test_an_invoice_the_command_granted_under_its_bare_key_is_not_granted_again(alice):
+    """As the command recorded keys before they named their organization."""
+    from credits.services.grants import credits_grant
+
+    credits_grant(organization=alice, amount=750, idempotency_key="inv-3")  # as it did
+    call_command("grant_credits", "alice", "750", "--key", "inv-3")
+    assert Transfer.objects.filter(kind="GRANT").count() == 1

@@ -7,6 +7,7 @@ from datetime import timedelta
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from credits.models import Transfer
 from credits.services.grants import credits_grant, grant_key
 from credits.services.statements import organization_balance
 from jobs.models import Organization
@@ -31,10 +32,18 @@ class Command(BaseCommand):
         expires = timezone.now() + timedelta(days=opts["days"]) if opts["days"] else None
         try:
             credits_grant(organization=org, amount=opts["amount"], promo=opts["promo"],
-                          expires_at=expires, idempotency_key=grant_key(org, opts["key"]),
+                          expires_at=expires, idempotency_key=_key(org, opts["key"]),
                           memo=opts["memo"])
         except ServiceError as exc:
             raise CommandError(exc.message) from exc
         balance = organization_balance(org)
         self.stdout.write(f"{org.slug}: {balance['available']} available, "
                           f"{balance['held']} held")
+
+
+def _key(org: Organization, key: str) -> str:
+    """The grant's key as admin records it too; the key itself for an invoice this command
+    granted before keys named their organization, so that running it again grants nothing."""
+    granted_before = key and Transfer.objects.filter(idempotency_key=key,
+                                                     kind=Transfer.Kind.GRANT).exists()
+    return key if granted_before else grant_key(org, key)
